@@ -1,0 +1,143 @@
+"""Token ids on disk, token-budget batches and padding.
+
+Ids are cached as flat int32 arrays plus offsets and memory-mapped, so a corpus costs the
+process no more memory than the pages it touches. Batches hold at most `max_tokens` padded
+tokens and group sentences of similar length, so little of the budget goes to padding.
+"""
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from qkvmt.tokenizer import encode
+
+
+class TokenizedCorpus(Dataset):
+    """Source and target token ids of one split, without special tokens."""
+
+    def __init__(self, folder: Path):
+        self.src = np.load(folder / "src.npy", mmap_mode="r")
+        self.tgt = np.load(folder / "tgt.npy", mmap_mode="r")
+        self.src_off = np.load(folder / "src_off.npy")  # (N + 1,) start of each sentence
+        self.tgt_off = np.load(folder / "tgt_off.npy")
+        self.src_lens = np.diff(self.src_off)
+        self.tgt_lens = np.diff(self.tgt_off)
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+    def __getitem__(self, i: int) -> tuple[int, np.ndarray, np.ndarray]:
+        i = int(i)
+        return i, self.src[self.src_off[i] : self.src_off[i + 1]], self.tgt[self.tgt_off[i] : self.tgt_off[i + 1]]
+
+    @staticmethod
+    def cache_key(tokenizer_json: str, src: list[str], tgt: list[str]) -> str:
+        h = hashlib.sha256(tokenizer_json.encode())
+        for side in (src, tgt):
+            h.update("\n".join(side).encode())
+            h.update(b"\0")
+        return h.hexdigest()[:20]
+
+    @classmethod
+    def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 50_000) -> "TokenizedCorpus":
+        """Encode once and reuse: the cache folder is keyed by tokenizer and text."""
+        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str(), src, tgt)
+        if not (folder / "tgt_off.npy").exists():
+            tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            for name, texts in (("src", src), ("tgt", tgt)):
+                chunks = [np.array(x, dtype=np.int32) for i in range(0, len(texts), chunk) for x in encode(tokenizer, texts[i : i + chunk])]
+                lens = np.array([len(c) for c in chunks], dtype=np.int64)
+                np.save(tmp / f"{name}.npy", np.concatenate(chunks) if chunks else np.zeros(0, np.int32))
+                np.save(tmp / f"{name}_off.npy", np.concatenate([[0], np.cumsum(lens)]))
+            try:
+                tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
+            except OSError:
+                for f in tmp.iterdir():
+                    f.unlink()
+                tmp.rmdir()
+        return cls(folder)
+
+
+def token_budget_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
+    """Cut `order` (indices sorted by length) into batches whose padded size fits max_tokens."""
+    batches, start, longest = [], 0, 0
+    for pos, i in enumerate(order):
+        longest_new = max(longest, int(lengths[i]))
+        if pos > start and (pos - start + 1) * longest_new > max_tokens:
+            batches.append(order[start:pos])
+            start, longest_new = pos, int(lengths[i])
+        longest = longest_new
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches of at most `max_tokens` padded tokens, DDP-aware.
+
+    Training (`shuffle=True`): each epoch ties are shuffled and the batch order permuted with
+    (seed, epoch); the batch list is cut to a multiple of world_size and each rank takes every
+    world_size-th batch, so every rank runs the same number of steps and none waits forever in
+    a collective. A different tail is cut each epoch.
+    Evaluation (`shuffle=False`): each rank takes every world_size-th sentence by length, so
+    every sentence is translated once and each rank gets a share even of a tiny set.
+    """
+
+    def __init__(self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1):
+        self.lengths = np.asarray(lengths)
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+        self.n_batches = len(token_budget_batches(self.lengths, max_tokens, np.argsort(self.lengths, kind="stable")))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self) -> list[np.ndarray]:
+        """This rank's batches for the current epoch."""
+        if not self.shuffle:
+            order = np.argsort(self.lengths, kind="stable")[self.rank :: self.world_size]
+            return token_budget_batches(self.lengths, self.max_tokens, order)
+        rng = np.random.default_rng((self.seed, self.epoch))
+        perm = rng.permutation(len(self.lengths))
+        order = perm[np.argsort(self.lengths[perm], kind="stable")]  # sorted, ties in random order
+        batches = token_budget_batches(self.lengths, self.max_tokens, order)
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+        batches = batches[: len(batches) - len(batches) % self.world_size]
+        return batches[self.rank :: self.world_size]
+
+    def __len__(self) -> int:
+        return self.n_batches // self.world_size if self.shuffle else len(self.batches())
+
+    def __iter__(self):
+        for b in self.batches():
+            yield b.tolist()
+
+
+class Collate:
+    """Pads a batch: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. True-is-real masks come from pad ids."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
+        self.pad, self.bos, self.eos = pad_id, bos_id, eos_id
+
+    def __call__(self, items) -> dict:
+        n = len(items)
+        s_len = max(len(s) for _, s, _ in items) + 1
+        t_len = max(len(t) for _, _, t in items) + 1
+        src = torch.full((n, s_len), self.pad, dtype=torch.long)
+        tgt_in = torch.full((n, t_len), self.pad, dtype=torch.long)
+        tgt_out = torch.full((n, t_len), self.pad, dtype=torch.long)
+        for row, (_, s, t) in enumerate(items):
+            src[row, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
+            src[row, len(s)] = self.eos
+            tgt_in[row, 0] = self.bos
+            tgt_in[row, 1 : len(t) + 1] = torch.from_numpy(np.asarray(t, dtype=np.int64))
+            tgt_out[row, : len(t)] = tgt_in[row, 1 : len(t) + 1]
+            tgt_out[row, len(t)] = self.eos
+        index = torch.tensor([i for i, _, _ in items])
+        return {"index": index, "src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": int((tgt_out != self.pad).sum())}

@@ -1,0 +1,37 @@
+"""The model's configuration: one typed dataclass, stored as a plain dict inside every checkpoint."""
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    ffn_dim: int = 2048
+    dropout: float = 0.1  # on residual branches and embeddings
+    attention_dropout: float = 0.0  # on attention weights
+    activation_dropout: float = 0.0  # inside the feed-forward block
+    norm_first: bool = False  # False: post-LN as in Vaswani et al.; True: pre-LN
+    tie_embeddings: bool = True  # one joint vocabulary: source, target and output share weights
+    max_positions: int = 256  # longest sequence, special tokens included
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self):
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return cls(**d)

@@ -1,0 +1,148 @@
+"""The LightningDataModule: raw text -> joint BPE -> cached ids -> token-budget batches."""
+
+import logging
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+from torch.utils.data import DataLoader
+
+from qkvmt.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
+from qkvmt.errors import UserError
+from qkvmt.tokenizer import load_or_train
+
+log = logging.getLogger(__name__)
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Parallel data for one language pair.
+
+    source: a callable taking `root` (TextFiles or HFDataset, wired as a Hydra partial).
+    splits: the split names used for training, validation and test, e.g. test: test_2016_flickr.
+    max_tokens: padded tokens per training batch on each device; eval_max_tokens for val/test.
+    """
+
+    def __init__(
+        self,
+        source,
+        root: str,
+        src_lang: str,
+        tgt_lang: str,
+        splits: dict,
+        cache_dir: str,
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        max_tokens: int = 4096,
+        eval_max_tokens: int = 8192,
+        max_positions: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.source = source(root)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.splits = dict(splits)
+        self.cache_dir = Path(cache_dir)
+        self.vocab_size, self.min_frequency = vocab_size, min_frequency
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
+        self.max_positions = max_positions
+        self.num_workers, self.seed = num_workers, seed
+        self.tokenizer = None
+        self.texts: dict[str, tuple[list[str], list[str]]] = {}
+        self.corpora: dict[str, TokenizedCorpus] = {}
+
+    def read(self, stage: str) -> tuple[list[str], list[str]]:
+        """Sentences of one stage ('train', 'val', 'test'), read once."""
+        if stage not in self.texts:
+            self.texts[stage] = self.source.read(self.splits[stage], self.src_lang, self.tgt_lang)
+        return self.texts[stage]
+
+    def training_pairs(self) -> tuple[list[str], list[str]]:
+        """Training sentences without empty pairs, which carry no signal (the count is reported)."""
+        src, tgt = self.read("train")
+        keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
+        if not keep:
+            raise UserError(f"the training split {self.splits['train']!r} has no non-empty sentence pairs")
+        if len(keep) < len(src):
+            log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
+        return [src[i] for i in keep], [tgt[i] for i in keep]
+
+    def load_tokenizer(self, path: Path):
+        """The run's joint BPE: loaded if the run already has one (resume), else trained on train."""
+
+        def texts():
+            src, tgt = self.training_pairs()
+            return src + tgt
+
+        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency)
+        return self.tokenizer
+
+    def corpus(self, stage: str) -> TokenizedCorpus:
+        if stage not in self.corpora:
+            src, tgt = self.training_pairs() if stage == "train" else self.read(stage)
+            self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, src, tgt, self.cache_dir)
+        return self.corpora[stage]
+
+    def references(self, stage: str) -> list[str]:
+        return self.read(stage)[1]
+
+    def prepare_data(self) -> None:
+        # Runs on one process per node before the others read: builds the id caches once.
+        for stage in ("train", "val", "test"):
+            self.corpus(stage)
+
+    def train_dataloader(self) -> DataLoader:
+        corpus = self.corpus("train")
+        lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1  # + </s> or <s>
+        keep = np.flatnonzero(lengths <= self.max_positions)
+        if len(keep) < len(corpus):
+            log.warning(
+                "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
+            )
+        sampler = TokenBudgetBatchSampler(
+            lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, **self._ranks()
+        )
+        return self._loader(_Subset(corpus, keep), sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.eval_dataloader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.eval_dataloader("test")
+
+    def eval_dataloader(self, stage: str) -> DataLoader:
+        corpus = self.corpus(stage)
+        lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1
+        sampler = TokenBudgetBatchSampler(lengths, self.eval_max_tokens, shuffle=False, **self._ranks())
+        return self._loader(corpus, sampler)
+
+    def _ranks(self) -> dict:
+        t = self.trainer
+        return {"rank": t.global_rank, "world_size": t.world_size} if t is not None else {}
+
+    def _loader(self, dataset, sampler) -> DataLoader:
+        cfg = self.tokenizer_ids()
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=Collate(**cfg),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def tokenizer_ids(self) -> dict:
+        tok = self.tokenizer
+        return {"pad_id": tok.token_to_id("<pad>"), "bos_id": tok.token_to_id("<s>"), "eos_id": tok.token_to_id("</s>")}
+
+
+class _Subset:
+    """A view of a corpus restricted to `keep`; items keep their index into the full corpus."""
+
+    def __init__(self, corpus: TokenizedCorpus, keep: np.ndarray):
+        self.corpus, self.keep = corpus, keep
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, i: int):
+        return self.corpus[self.keep[i]]

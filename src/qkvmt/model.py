@@ -1,0 +1,143 @@
+"""The encoder-decoder Transformer of Vaswani et al. (2017), built from qkvmt's own attention.
+
+Attention weights are returned, never stored: `encode(..., need_weights=True)` and
+`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from qkvmt.attention import KVCache
+from qkvmt.config import ModelConfig
+from qkvmt.layers import DecoderLayer, EncoderLayer
+
+
+def sinusoidal_positions(n: int, d: int) -> Tensor:
+    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+    pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * inv_freq)
+    pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
+    return pe
+
+
+@dataclass
+class DecoderState:
+    """Incremental decoding state: one (self, cross) KV cache pair per decoder layer."""
+
+    caches: list[tuple[KVCache, KVCache]]
+    steps: int = 0  # target positions already decoded
+
+    def reorder(self, index: Tensor) -> None:
+        for self_cache, cross_cache in self.caches:
+            self_cache.reorder(index)
+            cross_cache.reorder(index)
+
+
+@dataclass
+class Attention:
+    """Per-layer attention weights, each (B, H, T_q, T_k); lists are empty unless asked for."""
+
+    encoder: list[Tensor] = field(default_factory=list)
+    decoder: list[Tensor] = field(default_factory=list)
+    cross: list[Tensor] = field(default_factory=list)
+
+
+class Embedding(nn.Module):
+    """Token embedding × √d_model plus sinusoidal positions, then dropout."""
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding):
+        super().__init__()
+        self.tokens = tokens
+        self.scale = math.sqrt(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        t = ids.size(1)
+        if offset + t > self.positions.size(0):
+            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions={self.positions.size(0)}")
+        return self.dropout(self.tokens(ids) * self.scale + self.positions[offset : offset + t])
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
+        self.src_embed = Embedding(cfg, src_tokens)
+        self.tgt_embed = Embedding(cfg, tgt_tokens)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # Pre-LN leaves the residual stream unnormalised, so each stack ends with a layer norm.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+        if cfg.tie_embeddings:
+            self.output.weight = tgt_tokens.weight
+
+    def reset_parameters(self) -> None:
+        # Xavier for projections (as in the paper); N(0, d^-1/2) for embeddings, so that
+        # embedding × √d has unit scale.
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "tokens" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        for emb in {self.src_embed.tokens, self.tgt_embed.tokens}:
+            nn.init.normal_(emb.weight, 0.0, self.cfg.d_model**-0.5)
+            nn.init.zeros_(emb.weight[self.cfg.pad_id])
+
+    def source_mask(self, src: Tensor) -> Tensor:
+        return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+    def encode(self, src: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """src: (B, S) ids. Returns memory (B, S, D), src_mask (B, 1, 1, S), per-layer weights."""
+        src_mask = self.source_mask(src)
+        x = self.src_embed(src)
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, src_mask, need_weights)
+            if need_weights:
+                weights.append(w)
+        return self.encoder_norm(x), src_mask, weights
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        state: DecoderState | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
+
+        Returns logits (B, T, V) and, if need_weights, per-layer self- and cross-attention weights.
+        """
+        offset = state.steps if state is not None else 0
+        x = self.tgt_embed(tgt, offset)
+        self_ws, cross_ws = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            cache = state.caches[i] if state is not None else None
+            x, self_w, cross_w = layer(x, memory, src_mask, need_weights, cache)
+            if need_weights:
+                self_ws.append(self_w)
+                cross_ws.append(cross_w)
+        if state is not None:
+            state.steps += tgt.size(1)
+        return self.output(self.decoder_norm(x)), self_ws, cross_ws
+
+    def new_state(self) -> DecoderState:
+        return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
+
+    def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False) -> tuple[Tensor, Attention]:
+        """Teacher-forced pass: logits (B, T, V) for every target position, and the attention."""
+        memory, src_mask, enc_w = self.encode(src, need_weights)
+        logits, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights)
+        return logits, Attention(enc_w, dec_w, cross_w)

@@ -1,0 +1,72 @@
+"""Importable entry points behind scripts/*.py; each takes a Hydra config and returns metrics."""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from qkvmt.host_memory import keep_freed_host_memory
+
+log = logging.getLogger(__name__)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def train(cfg: DictConfig) -> dict:
+    """Train a model as configured; test the best checkpoint; return the metrics."""
+    start = time.time()
+    keep_freed_host_memory()
+    L.seed_everything(cfg.seed, workers=True)
+    out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    dm = instantiate(cfg.data)
+    tokenizer = dm.load_tokenizer(out / "tokenizer.json")  # an existing run's tokenizer is reused
+    model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
+    module = instantiate(cfg.module)(
+        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang
+    )
+    trainer = instantiate(
+        cfg.trainer,
+        callbacks=[instantiate(c) for c in cfg.callbacks.values() if c is not None],
+        logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
+    )
+    last = out / "checkpoints" / "last.ckpt"
+    resume = str(last) if cfg.resume == "auto" and last.exists() else cfg.resume if cfg.resume not in (None, "auto") else None
+    if resume:
+        log.info("resuming from %s", resume)
+    trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
+
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    trainer.test(module, datamodule=dm, ckpt_path=best or None, weights_only=True)
+    scores = module.test_scores
+    metrics = {
+        "test_split": dm.splits["test"],
+        "test_bleu": scores["bleu"],
+        "test_chrf": scores["chrf"],
+        "signatures": scores["signatures"],
+        "best_val_bleu": _float(trainer.checkpoint_callback.best_model_score) if best else None,
+        "best_checkpoint": best,
+        "last_checkpoint": str(last),
+        "steps": trainer.global_step,
+        "wall_s": round(time.time() - start, 1),
+    }
+    if trainer.is_global_zero:
+        for lg in trainer.loggers:
+            lg.log_hyperparams({"test_bleu_signature": scores["signatures"]["bleu"]})
+        write_json(out / "train_metrics.json", metrics)
+        log.info("test %s BLEU %.2f (%s)", dm.splits["test"], scores["bleu"], scores["signatures"]["bleu"])
+    return metrics
+
+
+def _float(x):
+    return None if x is None else float(x)

@@ -1,0 +1,111 @@
+"""Where parallel text comes from: plain or gzipped files, or a Hugging Face dataset.
+
+Both sources take the directory the data lives in (`data.root`) and return aligned lists of
+source and target sentences for a split.
+"""
+
+import gzip
+import shutil
+import urllib.request
+from pathlib import Path
+
+from qkvmt.errors import UserError
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file, plain or .gz; an undecodable line is an error naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file not found: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:
+        raise UserError(f"cannot read {path}: {e}") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for i, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8").rstrip("\r").strip())
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}, line {i}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8") from None
+    return out
+
+
+def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise UserError(
+            f"source and target differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+        )
+    return src, tgt
+
+
+class TextFiles:
+    """Files named `{split}.{lang}` or `{split}.{lang}.gz` in `root`: the Multi30k published layout.
+
+    With `download_url`, a missing file is fetched from `{download_url}/{split}.{lang}.gz` first.
+    """
+
+    def __init__(self, root: str, download_url: str | None = None):
+        self.root = Path(root)
+        self.download_url = download_url
+
+    def path(self, split: str, lang: str) -> Path:
+        for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
+            if (self.root / name).is_file():
+                return self.root / name
+        if self.download_url:
+            return self.download(f"{split}.{lang}.gz")
+        raise UserError(
+            f"no {split}.{lang}[.gz] in {self.root}: set data.root to the folder that holds the {split} split"
+        )
+
+    def download(self, name: str) -> Path:
+        url, target = f"{self.download_url}/{name}", self.root / name
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".part")  # a broken download never looks complete
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+                shutil.copyfileobj(r, f)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise UserError(f"cannot download {url} ({e}); put {name} into {self.root} by hand, or set data.root") from None
+        tmp.replace(target)
+        return target
+
+    def read(self, split: str, src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]]:
+        return read_parallel(self.path(split, src_lang), self.path(split, tgt_lang))
+
+
+class HFDataset:
+    """Any Hugging Face dataset with a `translation` column ({lang: text}) or one column per language.
+
+    `path` is a hub name (bentrevett/multi30k, iwslt2017, wmt14) or a local folder of data files;
+    downloads are cached under `root`.
+    """
+
+    def __init__(self, root: str, path: str, name: str | None = None, revision: str | None = None):
+        self.root, self.dataset, self.name, self.revision = root, path, name, revision
+
+    def read(self, split: str, src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]]:
+        import datasets  # heavy; only this source needs it
+
+        try:
+            ds = datasets.load_dataset(self.dataset, self.name, split=split, cache_dir=self.root, revision=self.revision)
+        except Exception as e:  # datasets raises many types for a missing dataset, split or network
+            raise UserError(f"cannot load Hugging Face dataset {self.dataset!r} split {split!r}: {e}") from None
+        if "translation" in ds.column_names:
+            pairs = ds["translation"]
+            missing = {src_lang, tgt_lang} - set(pairs[0] if len(pairs) else ())
+            if missing:
+                raise UserError(f"{self.dataset}: the translation column has no {sorted(missing)}; check data.src_lang/tgt_lang")
+            return [p[src_lang].strip() for p in pairs], [p[tgt_lang].strip() for p in pairs]
+        if {src_lang, tgt_lang} <= set(ds.column_names):
+            return [s.strip() for s in ds[src_lang]], [t.strip() for t in ds[tgt_lang]]
+        raise UserError(
+            f"{self.dataset}: no 'translation' column and no {src_lang!r}/{tgt_lang!r} columns (has {ds.column_names})"
+        )

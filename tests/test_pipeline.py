@@ -1,0 +1,147 @@
+"""Training end to end: outputs, checkpoints, resume, data sources, DDP, multirun and errors."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from qkvmt.checkpoint import load_model
+from qkvmt.pipeline import train
+from tests.conftest import MULTI30K, ROOT, compose_train, requires_multi30k, tiny_overrides, write_corpus
+
+
+def read_csv(run: Path) -> list[dict]:
+    with open(run / "csv" / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def logged(rows: list[dict], key: str) -> list[float]:
+    return [float(r[key]) for r in rows if r.get(key)]
+
+
+def test_train_writes_checkpoints_logs_and_test_scores(corpus, tmp_path):
+    out = tmp_path / "run"
+    metrics = train(compose_train(*tiny_overrides(corpus, out)))
+    assert {"best.ckpt", "last.ckpt"} <= {p.name for p in (out / "checkpoints").iterdir()}
+    assert (out / "tokenizer.json").exists() and (out / "train_metrics.json").exists()
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    rows = read_csv(out)
+    assert len(logged(rows, "val/bleu")) == 2  # every 4 steps of 8
+    assert logged(rows, "train/tgt_tok_s") and logged(rows, "train/lr")
+    assert metrics["steps"] == 8 and "nrefs:1|case:mixed" in metrics["signatures"]["bleu"]
+    assert 0.0 <= metrics["test_bleu"] <= 100.0
+
+
+def test_checkpoint_alone_rebuilds_model_and_tokenizer(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(compose_train(*tiny_overrides(corpus, out, steps=4)))
+    ckpt = out / "checkpoints" / "last.ckpt"
+    raw = torch.load(ckpt, weights_only=True)  # plain data only
+    assert raw["qkvmt"]["src_lang"] == "de" and raw["qkvmt"]["tgt_lang"] == "en"
+    (out / "tokenizer.json").unlink()  # the file alone must suffice
+    model, tok, meta = load_model(ckpt)
+    src = torch.tensor([tok.encode("w1 w2 w3").ids + [2]])
+    assert model(src, torch.tensor([[1, 5, 6]]))[0].shape == (1, 3, tok.get_vocab_size())
+    weights = {k.removeprefix("model."): v for k, v in raw["state_dict"].items()}
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+
+
+def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(compose_train(*tiny_overrides(corpus, out, steps=4)))
+    stamp = (out / "tokenizer.json").stat().st_mtime_ns
+    metrics = train(compose_train(*tiny_overrides(corpus, out, steps=8), "data.vocab_size=90"))
+    assert metrics["steps"] == 8
+    assert (out / "tokenizer.json").stat().st_mtime_ns == stamp  # not retrained
+    steps = [int(r["step"]) for r in read_csv(out) if r.get("train/loss")]
+    assert steps and min(steps) >= 4  # the second run continued after step 4
+
+
+def test_training_from_a_hugging_face_dataset_offline(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    files = write_corpus(tmp_path / "files", gz=False)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for split, hf_split in (("train", "train"), ("val", "validation"), ("test_2016_flickr", "test")):
+        de = (files / f"{split}.de").read_text().splitlines()
+        en = (files / f"{split}.en").read_text().splitlines()
+        rows = [{"translation": {"de": d, "en": e}} for d, e in zip(de, en)]
+        datasets.Dataset.from_list(rows).to_parquet(str(folder / f"{hf_split}.parquet"))
+    out = tmp_path / "run"
+    cfg = compose_train(*tiny_overrides(tmp_path / "hf_cache", out, steps=4), "data=hf", f"data.source.path={folder}")
+    assert train(cfg)["steps"] == 4
+
+
+def run_script(*args: str, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def cli(overrides: list[str]) -> list[str]:
+    return [o for o in overrides if not o.startswith("paths.output_dir")]
+
+
+def test_two_process_ddp_on_cpu(corpus, tmp_path):
+    out = tmp_path / "ddp"
+    r = run_script(
+        "scripts/train.py",
+        *cli(tiny_overrides(corpus, out, steps=6, val_every=3)),
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"hydra.run.dir={out}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "checkpoints" / "last.ckpt").exists() and (out / "train_metrics.json").exists()
+    assert "world_size: 2" in r.stderr or "distributed_backend=gloo" in r.stderr
+
+
+def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
+    sweep = tmp_path / "sweep"
+    r = run_script(
+        "scripts/train.py", "-m", *cli(tiny_overrides(corpus, tmp_path, steps=2, val_every=2)),
+        "model.dropout=0.0,0.2", f"hydra.sweep.dir={sweep}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p.name for p in sweep.iterdir() if p.is_dir()} >= {"0", "1"}
+    for job in ("0", "1"):
+        assert (sweep / job / "checkpoints" / "last.ckpt").exists()
+
+
+def test_a_missing_data_folder_is_a_one_line_error(tmp_path):
+    r = run_script("scripts/train.py", *cli(tiny_overrides(tmp_path / "missing", tmp_path)), f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: ") and "data.root" in r.stderr
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")))
+def test_every_experiment_composes_into_a_model_config(experiment, tmp_path):
+    from hydra.utils import instantiate
+
+    cfg = compose_train(f"experiment={experiment}", f"paths.output_dir={tmp_path}")
+    model_cfg = instantiate(cfg.model)(vocab_size=100)
+    assert model_cfg.d_model % model_cfg.n_heads == 0
+    assert cfg.data.max_tokens > 0 and cfg.trainer.max_steps > 0
+
+
+@pytest.mark.slow
+@requires_multi30k
+def test_tiny_model_learns_on_real_multi30k(tmp_path):
+    out = tmp_path / "real"
+    cfg = compose_train(
+        "experiment=multi30k_de_en", "model=tiny", f"data.root={MULTI30K}", f"data.cache_dir={out / 'cache'}",
+        f"paths.output_dir={out}", "trainer.max_steps=40", "trainer.val_check_interval=20",
+        "trainer.log_every_n_steps=5", "data.max_tokens=2048", "module.warmup_steps=20",
+        "module.test_decode.beam_size=1", "trainer.enable_progress_bar=false",
+    )
+    train(cfg)
+    assert (out / "checkpoints" / "last.ckpt").exists() and (out / "checkpoints" / "best.ckpt").exists()
+    rows = read_csv(out)
+    losses = logged(rows, "train/loss")
+    assert losses[-1] < losses[0] - 1.0
+    assert len(logged(rows, "val/bleu")) == 2
