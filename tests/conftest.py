@@ -63,3 +63,21 @@ def tiny_overrides(data_root: Path, out: Path, steps: int = 8, val_every: int = 
         "module.warmup_steps=4",
         "module.test_decode.beam_size=2",
     ]
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """One tiny model trained for 40 steps on the toy corpus, validated at steps 20 and 40."""
+    from qkvmt.pipeline import train
+
+    base = tmp_path_factory.mktemp("trained")
+    corpus = write_corpus(base / "corpus")
+    run = base / "run"
+    overrides = tiny_overrides(corpus, run, steps=40, val_every=20)
+    train(compose_train(*overrides, "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
+    return {"corpus": corpus, "run": run}
+
+
+def compose_inference(name: str, *overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=name, overrides=list(overrides))

@@ -53,3 +53,43 @@ def load_model(path) -> tuple[Transformer, Tokenizer, dict]:
     ckpt = load_checkpoint(path)
     model, tok = build_model(ckpt, path)
     return model, tok, ckpt["qkvmt"]
+
+
+def resolve_average(ckpt_path, average=None) -> list[Path]:
+    """The checkpoint files an evaluation uses.
+
+    average=None: just ckpt_path. average="lastN": the N most recent step*.ckpt next to ckpt_path
+    (or in it, if it is a folder). average=[paths]: those files.
+    """
+    ckpt_path = Path(ckpt_path) if ckpt_path else None
+    if average is None:
+        if ckpt_path is None:
+            raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
+        return [ckpt_path]
+    if isinstance(average, str):
+        if not (average.startswith("last") and average[4:].isdigit() and int(average[4:]) > 0):
+            raise UserError(f"average={average!r}: use lastN (e.g. last5) or a list of checkpoint paths")
+        if ckpt_path is None:
+            raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
+        folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
+        n = int(average[4:])
+        found = sorted(folder.glob("step*.ckpt"))  # zero-padded step numbers sort in order
+        if len(found) < n:
+            raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
+        return found[-n:]
+    return [Path(p) for p in average]
+
+
+def average_checkpoints(paths: list[Path]) -> dict:
+    """A checkpoint whose weights are the mean of the given ones' (Vaswani et al. averaged 5-20)."""
+    first = load_checkpoint(paths[0])
+    meta = first["qkvmt"]
+    total = {k: v.double() for k, v in model_weights(first).items()}
+    for p in paths[1:]:
+        ckpt = load_checkpoint(p)
+        if ckpt["qkvmt"]["model_config"] != meta["model_config"] or ckpt["qkvmt"]["tokenizer"] != meta["tokenizer"]:
+            raise UserError(f"cannot average {p} with {paths[0]}: different model configuration or tokenizer")
+        for k, v in model_weights(ckpt).items():
+            total[k] += v.double()
+    weights = {f"model.{k}": (v / len(paths)).to(first["state_dict"][f"model.{k}"].dtype) for k, v in total.items()}
+    return {"state_dict": weights, "qkvmt": {**meta, "averaged_from": [str(p) for p in paths]}}

@@ -22,6 +22,7 @@ class DecodeConfig:
     len_penalty: float = 1.0  # alpha; 0 ranks finished hypotheses by raw log-probability
     len_penalty_style: str = "fairseq"  # fairseq: score / len^a; gnmt: score / ((5 + len) / 6)^a
     use_cache: bool = True
+    max_tokens: int = 4096  # source tokens per batch (each sentence decodes beam_size rows)
 
     def __post_init__(self):
         if self.beam_size < 1:

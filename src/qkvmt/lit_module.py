@@ -1,7 +1,6 @@
 """The LightningModule: label-smoothed cross-entropy, Adam with inverse-square-root warmup, and
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
-import contextlib
 import time
 from collections.abc import Callable
 
@@ -10,13 +9,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from tokenizers import Tokenizer
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
-from qkvmt.decoding import DecodeConfig, generate
+from qkvmt.decoding import DecodeConfig
 from qkvmt.metrics import score
 from qkvmt.model import Transformer
-from qkvmt.tokenizer import decode
+from qkvmt.translation import translate_lines
 
 
 def inverse_sqrt(warmup_steps: int) -> Callable[[int], float]:
@@ -32,9 +31,8 @@ def inverse_sqrt(warmup_steps: int) -> Callable[[int], float]:
 class TranslationModule(L.LightningModule):
     """optimizer: a partial taking the parameters (e.g. torch.optim.Adam with its lr, betas, eps).
 
-    sdpa_backend: pin the SDPA kernel ("math", "flash", "efficient", "cudnn"); None lets torch
-    choose; "auto" picks "math" on CPU, where it trains over twice as fast as the fused CPU kernel
-    on sentence-length sequences (its backward is slow for short rows), and leaves GPUs to torch.
+    sdpa_backend: the SDPA kernel for training (see qkvmt.attention.attention_kernel); decoding
+    always uses the "auto" policy, exactly as evaluation does.
     """
 
     def __init__(
@@ -60,17 +58,11 @@ class TranslationModule(L.LightningModule):
         self.test_decode = test_decode or DecodeConfig()
         self.sdpa_backend = sdpa_backend
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self._outputs: list[tuple[int, str]] = []
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
 
     def attention_kernel(self):
-        backend = self.sdpa_backend
-        if backend == "auto":
-            backend = "math" if self.device.type == "cpu" else None
-        if backend is None:
-            return contextlib.nullcontext()
-        return sdpa_kernel(getattr(SDPBackend, backend.upper()))
+        return attention_kernel(self.sdpa_backend, self.device)
 
     def loss(self, batch: dict) -> torch.Tensor:
         logits, _ = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
@@ -92,43 +84,43 @@ class TranslationModule(L.LightningModule):
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True, batch_size=batch["ntokens"])
         return loss
 
-    def translate(self, src: torch.Tensor, cfg: DecodeConfig) -> list[str]:
-        """Detokenized translations of a padded batch of source ids: the code evaluate.py runs too."""
-        with self.attention_kernel():
-            hyps = generate(self.model, src, cfg)
-        return decode(self.tokenizer, [h.tokens for h in hyps])
-
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         with self.attention_kernel():
             self.log("val/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
-        self._outputs += zip(batch["index"].tolist(), self.translate(batch["src"], self.val_decode))
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._outputs += zip(batch["index"].tolist(), self.translate(batch["src"], self.test_decode))
+        with self.attention_kernel():
+            self.log("test/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
 
-    def on_validation_epoch_start(self) -> None:
-        self._outputs = []
+    def translate_split(self, stage: str, cfg: DecodeConfig) -> dict:
+        """Scores of the whole split, translated by translate_lines exactly as evaluate.py does.
 
-    on_test_epoch_start = on_validation_epoch_start
-
-    def _score(self, stage: str) -> dict:
-        """Corpus scores over every rank's translations, each sentence against its reference."""
-        outputs = self._outputs
+        Each rank translates every world_size-th sentence; the pieces are gathered so every rank
+        holds the same scores. Decoding runs in float32 whatever the training precision, as in
+        evaluation, so a logged score is reproducible from the checkpoint.
+        """
+        sources, refs = self.trainer.datamodule.read(stage)
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        mine = list(range(rank, len(sources), world))
+        with torch.autocast(self.device.type, enabled=False):
+            hyps = translate_lines(self.model, self.tokenizer, [sources[i] for i in mine], cfg)
+        pairs = list(zip(mine, hyps))
         if dist.is_available() and dist.is_initialized():
-            gathered = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, outputs)
-            outputs = [pair for part in gathered for pair in part]
-        outputs = sorted(dict(outputs).items())  # DDP may repeat a sentence; keep one copy
-        refs = self.trainer.datamodule.references(stage)
-        return score([h for _, h in outputs], [refs[i] for i, _ in outputs])
+            gathered = [None] * world
+            dist.all_gather_object(gathered, pairs)
+            pairs = [p for part in gathered for p in part]
+        pairs.sort()
+        return score([h for _, h in pairs], [refs[i] for i, _ in pairs])
 
     def on_validation_epoch_end(self) -> None:
-        s = self._score("val")
+        if self.trainer.sanity_checking:
+            return
+        s = self.translate_split("val", self.val_decode)
         # Every rank holds the same gathered scores, so no further sync is needed.
         self.log_dict({"val/bleu": s["bleu"], "val/chrf": s["chrf"]}, prog_bar=True)
 
     def on_test_epoch_end(self) -> None:
-        self.test_scores = self._score("test")
+        self.test_scores = self.translate_split("test", self.test_decode)
         self.log_dict({"test/bleu": self.test_scores["bleu"], "test/chrf": self.test_scores["chrf"]})
 
     def configure_optimizers(self):

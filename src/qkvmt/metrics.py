@@ -16,3 +16,15 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
         "bleu_lc": blc.score,
         "signatures": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature()), "bleu_lc": str(bleu_lc.get_signature())},
     }
+
+
+def score_tokenized_lowercased(hypotheses: list[str], tokenized_references: list[str], lang: str) -> dict:
+    """BLEU as Multi30k papers report it: against the dataset's lowercased, punctuation-normalised,
+    Moses-tokenized references, with hypotheses prepared the same way by sacremoses and no
+    further tokenization by sacreBLEU."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    norm, tok = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    prepared = [tok.tokenize(norm.normalize(h), return_str=True, escape=True).lower() for h in hypotheses]
+    bleu = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True)
+    return {"bleu": bleu.corpus_score(prepared, [tokenized_references]).score, "signature": str(bleu.get_signature())}

@@ -1,6 +1,5 @@
-"""Importable entry points behind scripts/*.py; each takes a Hydra config and returns metrics."""
+"""train(cfg): the function behind scripts/train.py."""
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -9,16 +8,10 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from qkvmt.files import write_json
 from qkvmt.host_memory import keep_freed_host_memory
 
 log = logging.getLogger(__name__)
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def train(cfg: DictConfig) -> dict:

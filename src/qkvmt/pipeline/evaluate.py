@@ -1,0 +1,92 @@
+"""evaluate(cfg): translate a split or any parallel files with a checkpoint (or an average of
+several) and score the result with sacreBLEU, signatures included."""
+
+import logging
+import time
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
+from qkvmt.errors import UserError
+from qkvmt.files import sha256, write_json, write_text
+from qkvmt.metrics import score, score_tokenized_lowercased
+from qkvmt.sources import TextFiles, read_lines, read_parallel
+from qkvmt.translation import translate_lines
+
+log = logging.getLogger(__name__)
+
+
+def load_for_inference(cfg: DictConfig):
+    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
+    paths = resolve_average(cfg.ckpt_path, OmegaConf.to_object(cfg.average) if OmegaConf.is_list(cfg.average) else cfg.average)
+    ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+    model, tokenizer = build_model(ckpt, paths[0])
+    fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
+    return fabric.to_device(model), tokenizer, ckpt["qkvmt"], fabric, paths
+
+
+def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]:
+    """Source lines, references and a short name for them: src_file/ref_file, or a split of data.root."""
+    if cfg.src_file or cfg.ref_file:
+        if not (cfg.src_file and cfg.ref_file):
+            raise UserError("give both src_file=<path> and ref_file=<path> (plain or .gz)")
+        src, ref = read_parallel(Path(cfg.src_file), Path(cfg.ref_file))
+        return src, ref, Path(cfg.src_file).name.removesuffix(".gz")
+    src, ref = TextFiles(cfg.data.root).read(cfg.split, meta["src_lang"], meta["tgt_lang"])
+    return src, ref, cfg.split
+
+
+def default_output_dir(ckpt: Path, name: str) -> Path:
+    """A new folder beside the checkpoint's run: <run>/evaluations/<name>_<time>[-k]; never reused."""
+    run = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    base = run / "evaluations" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    out, k = base, 1
+    while out.exists():
+        out, k = base.with_name(f"{base.name}-{k}"), k + 1
+    return out
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    start = time.time()
+    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
+    src, refs, name = read_inputs(cfg, meta)
+    ref_tok = read_lines(Path(cfg.ref_tok_file)) if cfg.ref_tok_file else None
+    if ref_tok is not None and len(ref_tok) != len(src):
+        raise UserError(f"ref_tok_file {cfg.ref_tok_file} has {len(ref_tok)} lines, the source has {len(src)}")
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name)
+    out.mkdir(parents=True, exist_ok=True)
+
+    decode_cfg = instantiate(cfg.decode)
+    t0 = time.time()
+    with fabric.autocast():
+        hyps = translate_lines(model, tokenizer, src, decode_cfg, progress=True)
+    decode_s = time.time() - t0
+
+    metrics = score(hyps, refs)
+    if ref_tok is not None:
+        tok = score_tokenized_lowercased(hyps, ref_tok, meta["tgt_lang"])
+        metrics["bleu_tok_lc"] = tok["bleu"]
+        metrics["signatures"]["bleu_tok_lc"] = tok["signature"]
+    metrics.update(
+        n=len(src),
+        source=name,
+        src_lang=meta["src_lang"],
+        tgt_lang=meta["tgt_lang"],
+        decode=OmegaConf.to_container(cfg.decode),
+        checkpoints=[{"path": str(p), "sha256": sha256(p)} for p in paths],
+        device=str(fabric.device),
+        precision=str(cfg.fabric.precision),
+        decode_s=round(decode_s, 2),
+        sent_per_s=round(len(src) / decode_s, 2),
+        wall_s=round(time.time() - start, 2),
+    )
+    write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
+    write_json(out / "metrics.json", metrics)
+    for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
+        if key in metrics:
+            print(f"{key:12s} {metrics[key]:6.2f}  {metrics['signatures'][key]}")
+    print(f"{len(src)} sentences, {metrics['sent_per_s']:.1f} sent/s; wrote {out}")
+    metrics["output_dir"] = str(out)
+    return metrics

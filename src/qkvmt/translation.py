@@ -1,0 +1,68 @@
+"""Text in, text out: the one translation path shared by validation, test, evaluate.py,
+translate.py and align.py, so a score logged in training is the score evaluation reproduces.
+
+Lines are encoded, sorted by length and cut into token-budget batches, decoded, detokenized,
+and put back in input order. An empty line translates to an empty line.
+"""
+
+import logging
+import sys
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from qkvmt.attention import attention_kernel
+from qkvmt.batching import token_budget_batches
+from qkvmt.decoding import DecodeConfig, generate
+from qkvmt.model import Transformer
+from qkvmt.tokenizer import decode, encode
+
+log = logging.getLogger(__name__)
+
+
+def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -> list[list[int]]:
+    """Ids with </s> appended; a sentence longer than the model's positions is cut, with a warning."""
+    eos = tokenizer.token_to_id("</s>")
+    ids = encode(tokenizer, lines)
+    too_long = [i for i, x in enumerate(ids) if len(x) + 1 > max_positions]
+    if too_long:
+        log.warning(
+            "%d sentence(s) longer than max_positions=%d tokens are cut to fit (first: line %d)",
+            len(too_long), max_positions, too_long[0] + 1,
+        )
+    return [x[: max_positions - 1] + [eos] if x else [] for x in ids]
+
+
+def pad_batch(rows: list[list[int]], pad_id: int, device) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r)
+    return out.to(device)
+
+
+def translate_batch(model: Transformer, tokenizer: Tokenizer, src: torch.Tensor, cfg: DecodeConfig) -> list[str]:
+    """Detokenized translations of a padded batch of source ids (B, S)."""
+    return decode(tokenizer, [h.tokens for h in generate(model, src, cfg)])
+
+
+def translate_lines(
+    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
+) -> list[str]:
+    """Translations of `lines`, in order. With `progress`, a bar on stderr counts sentences/s."""
+    ids = encode_sources(tokenizer, lines, model.cfg.max_positions)
+    device = next(model.parameters()).device
+    lengths = np.array([len(x) for x in ids])
+    nonempty = np.flatnonzero(lengths > 0)
+    order = nonempty[np.argsort(lengths[nonempty], kind="stable")]
+    out = [""] * len(lines)
+    bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    with bar, attention_kernel("auto", device):
+        bar.update(len(lines) - len(nonempty))
+        for batch in token_budget_batches(lengths, cfg.max_tokens, order):
+            src = pad_batch([ids[i] for i in batch], model.cfg.pad_id, device)
+            for i, text in zip(batch, translate_batch(model, tokenizer, src, cfg)):
+                out[i] = text
+            bar.update(len(batch))
+    return out

@@ -1,0 +1,94 @@
+"""scripts/evaluate.py's function: scores, signatures, outputs, and agreement with validation."""
+
+import csv
+import gzip
+import hashlib
+import json
+
+import pytest
+from sacremoses import MosesTokenizer
+
+from qkvmt.errors import UserError
+from qkvmt.pipeline import evaluate
+from tests.conftest import compose_inference
+
+
+def run_eval(trained_run, *overrides):
+    corpus = trained_run["corpus"]
+    return evaluate(compose_inference("evaluate", f"data.root={corpus}", *overrides))
+
+
+def test_validation_bleu_equals_evaluate_bleu_on_the_same_checkpoint(trained_run, tmp_path):
+    run = trained_run["run"]
+    with open(run / "csv" / "metrics.csv") as f:
+        last_val = [r for r in csv.DictReader(f) if r.get("val/bleu")][-1]
+    assert int(last_val["step"]) == 39  # the validation at the end of step 40, which last.ckpt holds
+    m = run_eval(
+        trained_run, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", "split=val",
+        "decode.beam_size=1", f"output_dir={tmp_path}",  # module.val_decode's settings
+    )
+    assert m["chrf"] > 0  # a real comparison, not two empty outputs
+    assert m["bleu"] == pytest.approx(float(last_val["val/bleu"]), abs=1e-4)
+    assert m["chrf"] == pytest.approx(float(last_val["val/chrf"]), abs=1e-4)
+
+
+def test_evaluate_writes_hypotheses_and_metrics(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "best.ckpt"
+    m = run_eval(trained_run, f"ckpt_path={ckpt}", f"output_dir={tmp_path}")
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("bleu", "chrf", "bleu_lc", "n", "decode", "wall_s", "sent_per_s", "checkpoints"):
+        assert key in written
+    assert set(written["signatures"]) == {"bleu", "chrf", "bleu_lc"}
+    assert "case:lc" in written["signatures"]["bleu_lc"] and "case:mixed" in written["signatures"]["bleu"]
+    assert written["decode"]["beam_size"] == 5 and written["n"] == 24
+    assert written["checkpoints"] == [{"path": str(ckpt), "sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest()}]
+    hyps = (tmp_path / "hypotheses.txt").read_text().split("\n")
+    assert len(hyps) == 24 + 1 and hyps[-1] == ""  # one line per source line
+    assert m["bleu"] == written["bleu"]
+
+
+def test_evaluate_unseen_parallel_files_plain_and_gz(trained_run, tmp_path):
+    src = ["w1 w2 w3", "", "w4 w5"]
+    ref = ["t3 t2 t1", "", "t5 t4"]
+    (tmp_path / "x.de").write_text("\n".join(src) + "\n")
+    (tmp_path / "x.en.gz").write_bytes(gzip.compress(("\n".join(ref) + "\n").encode()))
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    m = run_eval(
+        trained_run, f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en.gz'}",
+        f"output_dir={tmp_path / 'out'}",
+    )
+    hyps = (tmp_path / "out" / "hypotheses.txt").read_text().splitlines()
+    assert m["n"] == 3 and len(hyps) == 3 and hyps[1] == ""
+
+
+def test_bleu_tok_lc_scores_against_moses_tokenized_lowercased_references(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    first = run_eval(trained_run, f"ckpt_path={ckpt}", f"output_dir={tmp_path / 'a'}")
+    hyps = (tmp_path / "a" / "hypotheses.txt").read_text().splitlines()
+    # References that are exactly the hypotheses, prepared as the Multi30k tok/ files are.
+    tok = MosesTokenizer(lang="en")
+    (tmp_path / "ref.tok").write_text("".join(tok.tokenize(h, return_str=True, escape=True).lower() + "\n" for h in hyps))
+    m = run_eval(trained_run, f"ckpt_path={ckpt}", f"ref_tok_file={tmp_path / 'ref.tok'}", f"output_dir={tmp_path / 'b'}")
+    assert m["bleu_tok_lc"] == pytest.approx(100.0)
+    assert "tok:none" in m["signatures"]["bleu_tok_lc"] and "case:lc" in m["signatures"]["bleu_tok_lc"]
+    assert m["bleu"] == first["bleu"]
+
+
+def test_default_output_dir_is_new_beside_the_run(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    a = run_eval(trained_run, f"ckpt_path={ckpt}", "decode.beam_size=1")["output_dir"]
+    b = run_eval(trained_run, f"ckpt_path={ckpt}", "decode.beam_size=1")["output_dir"]
+    assert a != b
+    for out in (a, b):
+        assert str(out).startswith(str(trained_run["run"] / "evaluations"))
+
+
+def test_evaluate_an_average_of_the_last_checkpoints(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    m = run_eval(trained_run, f"ckpt_path={ckpt}", "average=last2", f"output_dir={tmp_path}")
+    assert [c["path"].rsplit("/", 1)[-1] for c in m["checkpoints"]] == ["step0000020.ckpt", "step0000040.ckpt"]
+
+
+def test_src_file_without_ref_file_is_a_user_error(trained_run, tmp_path):
+    with pytest.raises(UserError, match="ref_file"):
+        run_eval(trained_run, f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}", f"src_file={tmp_path}")

@@ -1,0 +1,17 @@
+"""Scores come from sacreBLEU, with signatures."""
+
+import sacrebleu
+
+from qkvmt.metrics import score
+
+HYP = ["A man rides a bike.", "Two dogs play in the SNOW."]
+REF = ["A man is riding a bike.", "Two dogs play in the snow."]
+
+
+def test_scores_match_sacrebleu_and_carry_signatures():
+    s = score(HYP, REF)
+    assert s["bleu"] == sacrebleu.corpus_bleu(HYP, [REF]).score
+    assert s["chrf"] == sacrebleu.corpus_chrf(HYP, [REF]).score
+    assert s["bleu_lc"] == sacrebleu.corpus_bleu(HYP, [REF], lowercase=True).score > s["bleu"]
+    assert s["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert "case:lc" in s["signatures"]["bleu_lc"]
