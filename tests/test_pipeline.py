@@ -145,3 +145,14 @@ def test_tiny_model_learns_on_real_multi30k(tmp_path):
     losses = logged(rows, "train/loss")
     assert losses[-1] < losses[0] - 1.0
     assert len(logged(rows, "val/bleu")) == 2
+
+
+def test_early_stopping_is_optional_and_watches_validation_bleu(tmp_path):
+    from hydra.utils import instantiate
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    default = compose_train(f"paths.output_dir={tmp_path}")
+    assert not any(c and "EarlyStopping" in c["_target_"] for c in default.callbacks.values())
+    cfg = compose_train(f"paths.output_dir={tmp_path}", "callbacks=early_stopping", "callbacks.early_stopping.patience=3")
+    stop = instantiate(cfg.callbacks.early_stopping)
+    assert isinstance(stop, EarlyStopping) and stop.monitor == "val/bleu" and stop.patience == 3
