@@ -92,3 +92,18 @@ def test_evaluate_an_average_of_the_last_checkpoints(trained_run, tmp_path):
 def test_src_file_without_ref_file_is_a_user_error(trained_run, tmp_path):
     with pytest.raises(UserError, match="ref_file"):
         run_eval(trained_run, f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}", f"src_file={tmp_path}")
+
+
+def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
+    import numpy as np
+
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    run_eval(trained_run, f"ckpt_path={ckpt}", "attention.num_samples=2", "decode.beam_size=2", f"output_dir={tmp_path}")
+    pngs = sorted(p.name for p in (tmp_path / "attention").iterdir())
+    assert pngs == [f"{i:04d}_{k}.png" for i in (0, 1) for k in ("cross", "decoder", "encoder")]
+    arrays = np.load(tmp_path / "attention.npz")
+    cross = arrays["s0_cross"]
+    assert cross.shape[:2] == (2, 4) and cross.shape[3] == len(arrays["s0_src_tokens"])
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-4)
+    html = (tmp_path / "report.html").read_text()
+    assert "BLEU" in html and json.loads((tmp_path / "metrics.json").read_text())["signatures"]["bleu"] in html

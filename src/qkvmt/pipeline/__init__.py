@@ -1,7 +1,9 @@
 """Importable entry points behind scripts/*.py: each takes a Hydra config and returns a dict."""
 
+from qkvmt.pipeline.align import align
 from qkvmt.pipeline.evaluate import evaluate
+from qkvmt.pipeline.inspect_attention import inspect
 from qkvmt.pipeline.train import train
 from qkvmt.pipeline.translate import average, translate
 
-__all__ = ["average", "evaluate", "train", "translate"]
+__all__ = ["align", "average", "evaluate", "inspect", "train", "translate"]

@@ -5,13 +5,16 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.attention_maps import forced_attention
 from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
 from qkvmt.errors import UserError
-from qkvmt.files import sha256, write_json, write_text
+from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
+from qkvmt.report import attention_report, heatmap_grid
 from qkvmt.sources import TextFiles, read_lines, read_parallel
 from qkvmt.translation import translate_lines
 
@@ -38,10 +41,10 @@ def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]
     return src, ref, cfg.split
 
 
-def default_output_dir(ckpt: Path, name: str) -> Path:
-    """A new folder beside the checkpoint's run: <run>/evaluations/<name>_<time>[-k]; never reused."""
+def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path:
+    """A new folder beside the checkpoint's run: <run>/<kind>/<name>_<time>[-k]; never reused."""
     run = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
-    base = run / "evaluations" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    base = run / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     out, k = base, 1
     while out.exists():
         out, k = base.with_name(f"{base.name}-{k}"), k + 1
@@ -84,9 +87,37 @@ def evaluate(cfg: DictConfig) -> dict:
     )
     write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
     write_json(out / "metrics.json", metrics)
+    export_attention(out, model, tokenizer, src, refs, hyps, metrics, cfg.attention.num_samples)
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
             print(f"{key:12s} {metrics[key]:6.2f}  {metrics['signatures'][key]}")
     print(f"{len(src)} sentences, {metrics['sent_per_s']:.1f} sent/s; wrote {out}")
     metrics["output_dir"] = str(out)
     return metrics
+
+
+def export_attention(out: Path, model, tokenizer, src, refs, hyps, metrics: dict, num_samples: int) -> None:
+    """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
+    attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html."""
+    samples, arrays = [], {}
+    picked = [i for i in range(len(src)) if src[i].strip() and hyps[i].strip()][:num_samples]
+    if picked:
+        (out / "attention").mkdir(exist_ok=True)
+    for i in picked:
+        sa = forced_attention(model, tokenizer, src[i], hyps[i])
+        kinds = {
+            "encoder": (sa.encoder, sa.src_tokens, sa.src_tokens),
+            "decoder": (sa.decoder, sa.tgt_tokens, sa.tgt_tokens),
+            "cross": (sa.cross, sa.tgt_tokens, sa.src_tokens),
+        }
+        for kind, (w, q_tokens, k_tokens) in kinds.items():
+            heatmap_grid(w, q_tokens, k_tokens, out / "attention" / f"{i:04d}_{kind}.png", title=f"sentence {i + 1}: {kind} attention")
+            arrays[f"s{i}_{kind}"] = w
+        arrays[f"s{i}_src_tokens"], arrays[f"s{i}_tgt_tokens"] = np.array(sa.src_tokens), np.array(sa.tgt_tokens)
+        samples.append({
+            "source": src[i], "reference": refs[i], "hypothesis": hyps[i],
+            "src_tokens": sa.src_tokens, "tgt_tokens": sa.tgt_tokens,
+            "attention": {kind: w for kind, (w, _, _) in kinds.items()},
+        })
+    atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
+    attention_report(out / "report.html", metrics, samples)

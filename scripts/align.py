@@ -1,0 +1,16 @@
+"""Cross-attention alignments: python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>"""
+
+import hydra
+
+from qkvmt.errors import report_user_errors
+from qkvmt.pipeline import align
+
+
+@hydra.main(config_path="../conf", config_name="align", version_base="1.3")
+@report_user_errors
+def main(cfg) -> None:
+    align(cfg)
+
+
+if __name__ == "__main__":
+    main()

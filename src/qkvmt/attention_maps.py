@@ -1,0 +1,57 @@
+"""Attention of every layer and head for given sentence pairs, by forced decoding.
+
+A translation's attention is that of a teacher-forced pass over it: the decoder is causal, so
+forcing the hypothesis reproduces exactly the states beam search went through. Forcing a
+reference instead (align.py's `reference=`) is how alignments are evaluated against gold.
+
+Row t of the decoder's weights belongs to the query at input position t, which sees
+`<s> y_1 .. y_t` and predicts y_{t+1} (the last row predicts `</s>`).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.model import Transformer
+
+
+@dataclass
+class SentenceAttention:
+    src_tokens: list[str]  # x_1 .. x_n </s>
+    tgt_tokens: list[str]  # <s> y_1 .. y_m: what the decoder saw
+    out_tokens: list[str]  # y_1 .. y_m </s>: what each decoder row predicts
+    encoder: np.ndarray  # (L_enc, H, S, S)
+    decoder: np.ndarray  # (L_dec, H, T, T)
+    cross: np.ndarray  # (L_dec, H, T, S)
+
+
+def token_ids(tokenizer: Tokenizer, text: str, max_positions: int) -> list[int]:
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    return ids[: max_positions - 1]
+
+
+@torch.no_grad()
+def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str) -> SentenceAttention:
+    """Weights of one (source, target) pair; texts are tokenized with the model's own BPE."""
+    c = model.cfg
+    device = next(model.parameters()).device
+    src = token_ids(tokenizer, source, c.max_positions) + [c.eos_id]
+    tgt = token_ids(tokenizer, target, c.max_positions)
+    src_t = torch.tensor([src], device=device)
+    tgt_t = torch.tensor([[c.bos_id] + tgt], device=device)
+    _, att = model(src_t, tgt_t, need_weights=True)
+
+    def stack(ws):  # per-layer (1, H, Tq, Tk) -> (L, H, Tq, Tk)
+        return torch.stack([w[0] for w in ws]).float().cpu().numpy()
+
+    names = lambda ids: [tokenizer.id_to_token(i) for i in ids]  # noqa: E731
+    return SentenceAttention(
+        src_tokens=names(src),
+        tgt_tokens=names([c.bos_id] + tgt),
+        out_tokens=names(tgt + [c.eos_id]),
+        encoder=stack(att.encoder),
+        decoder=stack(att.decoder),
+        cross=stack(att.cross),
+    )

@@ -1,0 +1,162 @@
+"""align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
+every decoder layer × head and every layer's head average.
+
+Each target word takes the cross-attention rows of the decoder steps that predict its subwords
+(rows=predicting, as Garg et al. 2019) or of the steps that read them as input
+(rows=reading: Shift-Att, Chen et al. 2020). Weights are summed over a source word's
+subwords and averaged over a target word's subwords; </s> and <s> never link. Each target word
+links to the source word it attends to most (target_to_source); source_to_target links each
+source word to the target word that attends to it most; intersection keeps what both agree on.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from qkvmt.alignment import alignment_scores, hard_links, read_gold, to_pharaoh, word_groups, word_matrix
+from qkvmt.attention_maps import forced_attention
+from qkvmt.errors import UserError
+from qkvmt.files import write_json
+from qkvmt.pipeline.evaluate import default_output_dir, load_for_inference
+from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
+from qkvmt.translation import translate_lines
+
+DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
+ROWS = ("predicting", "reading")
+
+
+def head_weights(cross: np.ndarray, layer: int, head, rows: str) -> np.ndarray:
+    """(T, S) subword weights of one head, or of the layer's head average. Row t predicts output
+    token t; the step reading output token t as its input is row t + 1."""
+    w = cross[layer].mean(axis=0) if head == "mean" else cross[layer, head]
+    return w if rows == "predicting" else w[1:]
+
+
+def links(matrix: np.ndarray, direction: str) -> set[tuple[int, int]]:
+    t2s = hard_links(matrix)
+    if direction == "target_to_source":
+        return t2s
+    s2t = {(i, j) for j, i in hard_links(matrix.T)}
+    return s2t if direction == "source_to_target" else t2s & s2t
+
+
+def words(tokens: list[str], groups: list[list[int]]) -> list[str]:
+    return ["".join(tokens[p] for p in g).replace("▁", "") for g in groups]
+
+
+def policy(cfg: DictConfig, n_layers: int, n_heads: int, run: Path) -> dict:
+    """The layer/head/direction to extract links with; head=best reads an AER run's aer.json."""
+    a = cfg.alignment
+    if str(a.head) == "best":
+        aer_file = Path(a.aer_file) if a.aer_file else run / "aer.json"
+        if not aer_file.is_file():
+            raise UserError(f"alignment.head=best needs {aer_file}: run align.py with gold_dir=... first, or set alignment.aer_file")
+        return json.loads(aer_file.read_text())["best"] | {"from": str(aer_file)}
+    if not -n_layers <= int(a.layer) < n_layers:
+        raise UserError(f"alignment.layer={a.layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
+    head = "mean" if str(a.head) == "mean" else int(a.head)
+    if head != "mean" and not 0 <= head < n_heads:
+        raise UserError(f"alignment.head={a.head}: use mean, best, or 0..{n_heads - 1}")
+    if a.direction not in DIRECTIONS:
+        raise UserError(f"alignment.direction={a.direction!r}: use one of {', '.join(DIRECTIONS)}")
+    if a.rows not in ROWS:
+        raise UserError(f"alignment.rows={a.rows!r}: use one of {', '.join(ROWS)}")
+    return {"layer": int(a.layer) % n_layers, "head": head, "rows": a.rows, "direction": a.direction}
+
+
+def align(cfg: DictConfig) -> dict:
+    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
+    run = paths[0].parent.parent if paths[0].parent.name == "checkpoints" else paths[0].parent
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], "align", kind="alignments")
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.gold_dir:
+        return align_gold(cfg, model, tokenizer, meta, out, run)
+
+    sentence = "" if cfg.sentence is None else str(cfg.sentence)
+    if not sentence.strip():
+        raise UserError('sentence is empty: give the source sentence, e.g. sentence="Ein Mann fährt Fahrrad ."')
+    if cfg.reference is not None and not str(cfg.reference).strip():
+        raise UserError("reference is empty: give the translation to force-decode, or leave it out")
+    with fabric.autocast():
+        target = str(cfg.reference) if cfg.reference is not None else translate_lines(model, tokenizer, [sentence], instantiate(cfg.decode))[0]
+    sa = forced_attention(model, tokenizer, sentence, target)
+    src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
+    pol = policy(cfg, sa.cross.shape[0], sa.cross.shape[1], run)
+    matrix = word_matrix(head_weights(sa.cross, pol["layer"], pol["head"], pol["rows"]), tgt_groups, src_groups)
+    found = sorted(links(matrix, pol["direction"]))
+    pharaoh = to_pharaoh(found)
+    data = {
+        "source": sentence,
+        "translation": target,
+        "forced": cfg.reference is not None,
+        "src_tokens": sa.src_tokens,
+        "tgt_tokens": sa.out_tokens,  # row t of `cross` predicts tgt_tokens[t]
+        "src_words": words(sa.src_tokens, src_groups),
+        "tgt_words": words(sa.out_tokens, tgt_groups),
+        "src_word_groups": src_groups,
+        "tgt_word_groups": tgt_groups,
+        "cross": sa.cross.round(6).tolist(),  # [layer][head][target][source]
+        "policy": pol,
+        "word_matrix": matrix.round(6).tolist(),
+        "links": [list(p) for p in found],
+        "pharaoh": pharaoh,
+    }
+    write_json(out / "alignment.json", data)
+    heatmap_grid(sa.cross, sa.out_tokens, sa.src_tokens, out / "alignment.png", title="cross-attention")
+    alignment_page(out / "alignment.html", data)
+    print(target)
+    print(pharaoh)
+    return {"translation": target, "pharaoh": pharaoh, "output_dir": str(out)}
+
+
+def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, run: Path) -> dict:
+    gold = read_gold(Path(cfg.gold_dir), meta["src_lang"], meta["tgt_lang"])
+    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
+    heads = [*range(n_heads), "mean"]
+    hyps = {(l, h, r, d): [] for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS}
+    kept, skipped = [], 0
+    for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
+        sa = forced_attention(model, tokenizer, src, tgt)
+        sg, tg = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
+        if len(sg) != len(src.split()) or len(tg) != len(tgt.split()):
+            skipped += 1  # longer than the model's positions: cut, so words no longer line up
+            continue
+        kept.append(k)
+        for l in range(n_layers):
+            for h in heads:
+                for r in ROWS:
+                    m = word_matrix(head_weights(sa.cross, l, h, r), tg, sg)
+                    for d in DIRECTIONS:
+                        hyps[l, h, r, d].append(links(m, d))
+    if not kept:
+        raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.cfg.max_positions} positions")
+    sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
+    table = {key: alignment_scores(a, sure, possible) for key, a in hyps.items()}
+    best_key = min(table, key=lambda key: table[key]["aer"])
+    best = dict(zip(("layer", "head", "rows", "direction"), best_key)) | table[best_key]
+    result = {
+        "gold_dir": str(cfg.gold_dir),
+        "direction_of_pair": f"{meta['src_lang']}->{meta['tgt_lang']}",
+        "n": len(kept),
+        "skipped_too_long": skipped,
+        "layers": {  # layerL -> headH or mean -> rows -> direction -> {aer, precision, recall, counts}
+            f"layer{l}": {
+                f"head{h}" if h != "mean" else "mean": {r: {d: table[l, h, r, d] for d in DIRECTIONS} for r in ROWS}
+                for h in heads
+            }
+            for l in range(n_layers)
+        },
+        "best": best,
+    }
+    write_json(out / "aer.json", result)
+    write_json(run / "aer.json", result)  # where alignment.head=best looks by default
+    grid = np.array([[table[l, h, best["rows"], best["direction"]]["aer"] for h in heads] for l in range(n_layers)])
+    aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
+                title=f"AER ({best['rows']} rows, {best['direction']})")
+    head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
+    print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): AER {best['aer']:.3f}, "
+          f"precision {best['precision']:.3f}, recall {best['recall']:.3f} over {len(kept)} pairs")
+    return result | {"output_dir": str(out)}
