@@ -1,7 +1,10 @@
 """Cross-attention alignments: python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>"""
 
+import sys
+
 import hydra
 
+from qkvmt.cli import quote_text_overrides
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline import align
 
@@ -13,4 +16,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv = quote_text_overrides(sys.argv)
     main()

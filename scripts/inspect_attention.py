@@ -1,7 +1,10 @@
 """Q/K/V of one head: python scripts/inspect_attention.py ckpt_path=<ckpt> sentence='...' kind=cross layer=L head=H"""
 
+import sys
+
 import hydra
 
+from qkvmt.cli import quote_text_overrides
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline import inspect
 
@@ -13,4 +16,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv = quote_text_overrides(sys.argv)
     main()

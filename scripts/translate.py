@@ -1,7 +1,10 @@
 """Translate: python scripts/translate.py ckpt_path=<ckpt> < in.txt > out.txt, or sentence='...'"""
 
+import sys
+
 import hydra
 
+from qkvmt.cli import quote_text_overrides
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline import translate
 
@@ -13,4 +16,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv = quote_text_overrides(sys.argv)
     main()

@@ -10,13 +10,13 @@ import pytest
 from qkvmt.pipeline import align
 from tests.conftest import ROOT, compose_inference
 
-SCRIPT = "w1 w2 <script>alert(1)</script> w3"
+SCRIPT = "w1 w2, <script>alert(1)</script> ä w3"  # typed as is: comma, tag, umlaut
 
 
 def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     r = subprocess.run(
-        [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT!r}", f"output_dir={tmp_path}"],
+        [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}"],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]

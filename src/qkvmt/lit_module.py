@@ -3,6 +3,7 @@ validation/test BLEU computed with the same decoding code as scripts/evaluate.py
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 import lightning as L
 import torch
@@ -136,4 +137,5 @@ class TranslationModule(L.LightningModule):
             "tokenizer": self.tokenizer.to_str(),
             "src_lang": self.src_lang,
             "tgt_lang": self.tgt_lang,
+            "decode": asdict(self.test_decode),  # the run's test settings; align.py decodes with them
         }

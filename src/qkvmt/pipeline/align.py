@@ -13,14 +13,13 @@ import json
 from pathlib import Path
 
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from qkvmt.alignment import alignment_scores, hard_links, read_gold, to_pharaoh, word_groups, word_matrix
 from qkvmt.attention_maps import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
-from qkvmt.pipeline.evaluate import default_output_dir, load_for_inference
+from qkvmt.pipeline.evaluate import checkpoint_decoding, default_output_dir, load_for_inference
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
 from qkvmt.translation import translate_lines
 
@@ -81,7 +80,7 @@ def align(cfg: DictConfig) -> dict:
     if cfg.reference is not None and not str(cfg.reference).strip():
         raise UserError("reference is empty: give the translation to force-decode, or leave it out")
     with fabric.autocast():
-        target = str(cfg.reference) if cfg.reference is not None else translate_lines(model, tokenizer, [sentence], instantiate(cfg.decode))[0]
+        target = str(cfg.reference) if cfg.reference is not None else translate_lines(model, tokenizer, [sentence], checkpoint_decoding(cfg.decode, meta))[0]
     sa = forced_attention(model, tokenizer, sentence, target)
     src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
     pol = policy(cfg, sa.cross.shape[0], sa.cross.shape[1], run)

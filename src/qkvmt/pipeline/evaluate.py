@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.attention_maps import forced_attention
 from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
+from qkvmt.decoding import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
@@ -28,6 +29,13 @@ def load_for_inference(cfg: DictConfig):
     model, tokenizer = build_model(ckpt, paths[0])
     fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
     return fabric.to_device(model), tokenizer, ckpt["qkvmt"], fabric, paths
+
+
+def checkpoint_decoding(cfg_decode: DictConfig, meta: dict) -> DecodeConfig:
+    """The checkpoint's own decoding settings (its run's test_decode), with every field the
+    command line sets (non-null in `decode`) taking precedence."""
+    given = {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
+    return DecodeConfig(**(meta.get("decode", {}) | given))
 
 
 def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]:
