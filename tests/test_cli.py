@@ -5,7 +5,10 @@ from hydra import compose, initialize_config_dir
 from qkvmt.cli import quote_text_overrides
 from tests.conftest import CONF
 
-TEXTS = ["Ein Mann fährt Fahrrad .", "Ein Mann, der lacht.", "der Mann's Hut", r"a \ b", "x=y [z]", "ends \\", "q\\'s"]
+TEXTS = [
+    "Ein Mann fährt Fahrrad .", "Ein Mann, der lacht.", "der Mann's Hut", r"a \ b", "x=y [z]", "ends \\", "q\\'s",
+    '"Komm", sagte er, "schnell"', "'zitiert'", "Preis ${x}",
+]
 
 
 def test_quoted_overrides_parse_back_to_the_exact_text():
@@ -15,7 +18,3 @@ def test_quoted_overrides_parse_back_to_the_exact_text():
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose(config_name="align", overrides=args)
         assert cfg.sentence == text and cfg.reference == text
-
-
-def test_values_already_quoted_for_hydra_are_left_alone():
-    assert quote_text_overrides(["sentence='a, b'"]) == ["sentence='a, b'"]

@@ -156,3 +156,33 @@ def test_early_stopping_is_optional_and_watches_validation_bleu(tmp_path):
     cfg = compose_train(f"paths.output_dir={tmp_path}", "callbacks=early_stopping", "callbacks.early_stopping.patience=3")
     stop = instantiate(cfg.callbacks.early_stopping)
     assert isinstance(stop, EarlyStopping) and stop.monitor == "val/bleu" and stop.patience == 3
+
+
+def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
+    import lightning as L
+    from hydra.utils import instantiate
+
+    cfg = compose_train(*tiny_overrides(corpus, tmp_path))
+    dm = instantiate(cfg.data)
+    tok = dm.load_tokenizer(tmp_path / "tokenizer.json")
+    model_cfg = instantiate(cfg.model)(vocab_size=tok.get_vocab_size(), **dm.tokenizer_ids())
+    module = instantiate(cfg.module)(model_config=model_cfg, tokenizer=tok)
+    seen: dict[int, list] = {}
+
+    class Record(L.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.setdefault(trainer.current_epoch, []).append(batch["index"].tolist())
+
+    trainer = L.Trainer(
+        accelerator="cpu", max_epochs=2, limit_val_batches=0, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False, callbacks=[Record()],
+    )
+    trainer.fit(module, datamodule=dm)
+    assert seen[0] != seen[1]
+    assert sorted(i for b in seen[0] for i in b) == sorted(i for b in seen[1] for i in b)  # same sentences
+
+
+def test_a_user_error_inside_a_configured_object_is_one_line(corpus, tmp_path):
+    r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, tmp_path)), "model.n_heads=3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "error: model.d_model=64 is not divisible by model.n_heads=3"

@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from qkvmt.errors import UserError
+
 
 class KVCache:
     """Keys and values of one attention layer, kept across decoding steps.
@@ -56,13 +58,25 @@ class KVCache:
             self.v = self.v.index_select(0, index)
 
 
+SDPA_BACKENDS = {
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+
+
 def attention_kernel(name: str | None, device: torch.device):
     """A context pinning SDPA's kernel: "math", "flash", "efficient", "cudnn"; None lets torch
     choose; "auto" picks "math" on CPU, where it trains over twice as fast as the fused CPU
     kernel on sentence-length rows (whose backward is slow there), and leaves GPUs to torch."""
     if name == "auto":
         name = "math" if device.type == "cpu" else None
-    return contextlib.nullcontext() if name is None else sdpa_kernel(getattr(SDPBackend, name.upper()))
+    if name is None:
+        return contextlib.nullcontext()
+    if name not in SDPA_BACKENDS:
+        raise UserError(f"unknown SDPA backend {name!r}: use auto, null or one of {', '.join(SDPA_BACKENDS)}")
+    return sdpa_kernel(SDPA_BACKENDS[name])
 
 
 def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:

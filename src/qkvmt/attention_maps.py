@@ -1,7 +1,7 @@
 """Attention of every layer and head for given sentence pairs, by forced decoding.
 
-A translation's attention is that of a teacher-forced pass over it: the decoder is causal, so
-forcing the hypothesis reproduces exactly the states beam search went through. Forcing a
+A translation's attention is that of a teacher-forced pass over the ids decoding generated: the
+decoder is causal, so forcing them reproduces the states the search went through. Forcing a
 reference instead (align.py's `reference=`) is how alignments are evaluated against gold.
 
 Row t of the decoder's weights belongs to the query at input position t, which sees
@@ -27,14 +27,21 @@ class SentenceAttention:
     cross: np.ndarray  # (L_dec, H, T, S)
 
 
-def token_ids(tokenizer: Tokenizer, text: str, max_positions: int) -> list[int]:
-    ids = tokenizer.encode(text, add_special_tokens=False).ids
+def token_ids(tokenizer: Tokenizer, text: str | list[int], max_positions: int) -> list[int]:
+    """Subword ids of a text (whitespace runs collapsed, so each space-separated word is one word
+    group), or ids as given (a generated hypothesis), cut to fit the model's positions."""
+    ids = text if isinstance(text, list) else tokenizer.encode(" ".join(text.split()), add_special_tokens=False).ids
     return ids[: max_positions - 1]
 
 
+def token_names(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
+    return [tokenizer.id_to_token(i) for i in ids]
+
+
 @torch.no_grad()
-def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str) -> SentenceAttention:
-    """Weights of one (source, target) pair; texts are tokenized with the model's own BPE."""
+def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int]) -> SentenceAttention:
+    """Weights of one (source, target) pair. The target is text (tokenized with the model's own
+    BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced."""
     c = model.cfg
     device = next(model.parameters()).device
     src = token_ids(tokenizer, source, c.max_positions) + [c.eos_id]
@@ -46,11 +53,10 @@ def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, targ
     def stack(ws):  # per-layer (1, H, Tq, Tk) -> (L, H, Tq, Tk)
         return torch.stack([w[0] for w in ws]).float().cpu().numpy()
 
-    names = lambda ids: [tokenizer.id_to_token(i) for i in ids]  # noqa: E731
     return SentenceAttention(
-        src_tokens=names(src),
-        tgt_tokens=names([c.bos_id] + tgt),
-        out_tokens=names(tgt + [c.eos_id]),
+        src_tokens=token_names(tokenizer, src),
+        tgt_tokens=token_names(tokenizer, [c.bos_id] + tgt),
+        out_tokens=token_names(tokenizer, tgt + [c.eos_id]),
         encoder=stack(att.encoder),
         decoder=stack(att.decoder),
         cross=stack(att.cross),

@@ -85,7 +85,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     world_size-th batch, so every rank runs the same number of steps and none waits forever in
     a collective. A different tail is cut each epoch.
     Evaluation (`shuffle=False`): each rank takes every world_size-th sentence by length, so
-    every sentence is translated once and each rank gets a share even of a tiny set.
+    every sentence is in exactly one batch and each rank gets a share even of a tiny set.
     """
 
     def __init__(self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1):
@@ -120,12 +120,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
 
 class Collate:
-    """Pads a batch: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. True-is-real masks come from pad ids."""
+    """Pads a batch: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. True-is-real masks come from
+    pad ids. With max_len, longer sentences are cut to fit (training filters them out instead;
+    a validation or test pair is scored whole, and only its loss sees the cut)."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
-        self.pad, self.bos, self.eos = pad_id, bos_id, eos_id
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, max_len: int | None = None):
+        self.pad, self.bos, self.eos, self.max_len = pad_id, bos_id, eos_id, max_len
 
     def __call__(self, items) -> dict:
+        if self.max_len is not None:
+            items = [(i, s[: self.max_len - 1], t[: self.max_len - 1]) for i, s, t in items]
         n = len(items)
         s_len = max(len(s) for _, s, _ in items) + 1
         t_len = max(len(t) for _, _, t in items) + 1

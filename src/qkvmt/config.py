@@ -2,6 +2,8 @@
 
 from dataclasses import asdict, dataclass, fields
 
+from qkvmt.errors import UserError
+
 
 @dataclass
 class ModelConfig:
@@ -23,7 +25,7 @@ class ModelConfig:
 
     def __post_init__(self):
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+            raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
 
     def to_dict(self) -> dict:
         return asdict(self)

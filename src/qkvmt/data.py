@@ -83,9 +83,6 @@ class TranslationDataModule(L.LightningDataModule):
             self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, src, tgt, self.cache_dir)
         return self.corpora[stage]
 
-    def references(self, stage: str) -> list[str]:
-        return self.read(stage)[1]
-
     def prepare_data(self) -> None:
         # Runs on one process per node before the others read: builds the id caches once.
         for stage in ("train", "val", "test"):
@@ -125,7 +122,7 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=Collate(**cfg),
+            collate_fn=Collate(**cfg, max_len=self.max_positions),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

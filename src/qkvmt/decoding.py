@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from qkvmt.errors import UserError
 from qkvmt.model import Transformer
 
 
@@ -26,9 +27,9 @@ class DecodeConfig:
 
     def __post_init__(self):
         if self.beam_size < 1:
-            raise ValueError(f"decode.beam_size must be at least 1, got {self.beam_size}")
+            raise UserError(f"decode.beam_size must be at least 1, got {self.beam_size}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
-            raise ValueError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+            raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import functools
 import sys
 
 
-class UserError(Exception):
+class UserError(ValueError):
     """A problem with the user's input; the message names the file or value and says what to do."""
 
 
@@ -18,8 +18,13 @@ def report_user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except UserError as e:
-            print(f"error: {e}", file=sys.stderr)
+        except Exception as e:
+            cause = e
+            while cause is not None and not isinstance(cause, UserError):
+                cause = cause.__cause__  # Hydra wraps errors raised while building configured objects
+            if cause is None:
+                raise
+            print(f"error: {cause}", file=sys.stderr)
             sys.exit(2)
 
     return wrapper

@@ -17,7 +17,7 @@ import math
 import torch
 
 from qkvmt.attention import MultiHeadAttention, causal_mask
-from qkvmt.attention_maps import token_ids
+from qkvmt.attention_maps import token_ids, token_names
 from qkvmt.errors import UserError
 from qkvmt.model import Transformer
 
@@ -35,7 +35,7 @@ def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAtte
 
 
 @torch.no_grad()
-def inspect_head(model: Transformer, tokenizer, source: str, target: str, kind: str, layer: int, head: int, top_k: int = 3) -> dict:
+def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[int], kind: str, layer: int, head: int, top_k: int = 3) -> dict:
     c = model.cfg
     module = attention_module(model, kind, layer)
     if not -module.n_heads <= head < module.n_heads:
@@ -73,9 +73,8 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str, kind: 
     layers_w = {"encoder": att.encoder, "decoder": att.decoder, "cross": att.cross}[kind]
     forward_weights = layers_w[layer][0, head]
     forward_output = seen["heads"][0, :, sl]
-    names = lambda ids: [tokenizer.id_to_token(i) for i in ids]  # noqa: E731
-    q_tokens = names(src) if kind == "encoder" else names(tgt)
-    k_tokens = names(tgt) if kind == "decoder" else names(src)
+    q_tokens = token_names(tokenizer, src if kind == "encoder" else tgt)
+    k_tokens = token_names(tokenizer, tgt if kind == "decoder" else src)
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     return {
         "kind": kind,
@@ -83,7 +82,7 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str, kind: 
         "head": head,
         "d_k": module.d_k,
         "source": source,
-        "target": target,
+        "target": target if isinstance(target, str) else tokenizer.decode(target),
         "query_tokens": q_tokens,
         "key_tokens": k_tokens,
         "q": q.tolist(),

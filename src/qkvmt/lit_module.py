@@ -74,6 +74,16 @@ class TranslationModule(L.LightningModule):
             label_smoothing=self.label_smoothing,
         )
 
+    def on_train_epoch_start(self) -> None:
+        # Lightning passes the epoch to a DataLoader's sampler, not to a batch_sampler; ours
+        # shuffles by (seed, epoch), so without this every epoch would repeat one order.
+        sampler = self.trainer.train_dataloader.batch_sampler
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self.current_epoch)
+
+    def on_validation_start(self) -> None:
+        self._last_step_time = None  # tokens/s measures training steps, not validation
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.attention_kernel():
             loss = self.loss(batch)
@@ -117,12 +127,12 @@ class TranslationModule(L.LightningModule):
         if self.trainer.sanity_checking:
             return
         s = self.translate_split("val", self.val_decode)
-        # Every rank holds the same gathered scores, so no further sync is needed.
-        self.log_dict({"val/bleu": s["bleu"], "val/chrf": s["chrf"]}, prog_bar=True)
+        # Every rank holds the same gathered scores; syncing them changes nothing.
+        self.log_dict({"val/bleu": s["bleu"], "val/chrf": s["chrf"]}, prog_bar=True, sync_dist=True)
 
     def on_test_epoch_end(self) -> None:
         self.test_scores = self.translate_split("test", self.test_decode)
-        self.log_dict({"test/bleu": self.test_scores["bleu"], "test/chrf": self.test_scores["chrf"]})
+        self.log_dict({"test/bleu": self.test_scores["bleu"], "test/chrf": self.test_scores["chrf"]}, sync_dist=True)
 
     def configure_optimizers(self):
         optimizer = self.optimizer_fn(self.parameters())

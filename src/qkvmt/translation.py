@@ -42,27 +42,30 @@ def pad_batch(rows: list[list[int]], pad_id: int, device) -> torch.Tensor:
     return out.to(device)
 
 
-def translate_batch(model: Transformer, tokenizer: Tokenizer, src: torch.Tensor, cfg: DecodeConfig) -> list[str]:
-    """Detokenized translations of a padded batch of source ids (B, S)."""
-    return decode(tokenizer, [h.tokens for h in generate(model, src, cfg)])
-
-
 def translate_lines(
     model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
 ) -> list[str]:
-    """Translations of `lines`, in order. With `progress`, a bar on stderr counts sentences/s."""
+    """Detokenized translations of `lines`, in order."""
+    return decode(tokenizer, translate_ids(model, tokenizer, lines, cfg, progress))
+
+
+def translate_ids(
+    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
+) -> list[list[int]]:
+    """The generated subword ids of each line (no <s>/</s>), in order; [] for an empty line.
+    With `progress`, a bar on stderr counts sentences and sentences/s."""
     ids = encode_sources(tokenizer, lines, model.cfg.max_positions)
     device = next(model.parameters()).device
     lengths = np.array([len(x) for x in ids])
     nonempty = np.flatnonzero(lengths > 0)
     order = nonempty[np.argsort(lengths[nonempty], kind="stable")]
-    out = [""] * len(lines)
+    out: list[list[int]] = [[] for _ in lines]
     bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, dynamic_ncols=True)
     with bar, attention_kernel("auto", device):
         bar.update(len(lines) - len(nonempty))
         for batch in token_budget_batches(lengths, cfg.max_tokens, order):
             src = pad_batch([ids[i] for i in batch], model.cfg.pad_id, device)
-            for i, text in zip(batch, translate_batch(model, tokenizer, src, cfg)):
-                out[i] = text
+            for i, hyp in zip(batch, generate(model, src, cfg)):
+                out[i] = hyp.tokens
             bar.update(len(batch))
     return out

@@ -1,9 +1,10 @@
 """Importable entry points behind scripts/*.py: each takes a Hydra config and returns a dict."""
 
 from qkvmt.pipeline.align import align
+from qkvmt.pipeline.average import average
 from qkvmt.pipeline.evaluate import evaluate
 from qkvmt.pipeline.inspect_attention import inspect
 from qkvmt.pipeline.train import train
-from qkvmt.pipeline.translate import average, translate
+from qkvmt.pipeline.translate import translate
 
 __all__ = ["align", "average", "evaluate", "inspect", "train", "translate"]

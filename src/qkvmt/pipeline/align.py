@@ -9,7 +9,9 @@ links to the source word it attends to most (target_to_source); source_to_target
 source word to the target word that attends to it most; intersection keeps what both agree on.
 """
 
+import hashlib
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +20,11 @@ from omegaconf import DictConfig
 from qkvmt.alignment import alignment_scores, hard_links, read_gold, to_pharaoh, word_groups, word_matrix
 from qkvmt.attention_maps import forced_attention
 from qkvmt.errors import UserError
-from qkvmt.files import write_json
-from qkvmt.pipeline.evaluate import checkpoint_decoding, default_output_dir, load_for_inference
+from qkvmt.files import sha256, write_json
+from qkvmt.pipeline.inference import default_output_dir, load_for_inference, required_text, run_folder, target_of
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
-from qkvmt.translation import translate_lines
+
+log = logging.getLogger(__name__)
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
@@ -46,19 +49,30 @@ def words(tokens: list[str], groups: list[list[int]]) -> list[str]:
     return ["".join(tokens[p] for p in g).replace("▁", "") for g in groups]
 
 
-def policy(cfg: DictConfig, n_layers: int, n_heads: int, run: Path) -> dict:
-    """The layer/head/direction to extract links with; head=best reads an AER run's aer.json."""
+def best_file(paths: list[Path]) -> Path:
+    """Where an AER run records its best policy: <run>/aer_<id>.json, one per checkpoint (or
+    average), so a best head found for one checkpoint is never applied to another."""
+    ident = hashlib.sha256("\n".join(sha256(p) for p in paths).encode()).hexdigest()[:12]
+    return run_folder(paths[0]) / f"aer_{ident}.json"
+
+
+def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> dict:
+    """The layer/head/rows/direction to extract links with; head=best reads an AER run's result."""
     a = cfg.alignment
     if str(a.head) == "best":
-        aer_file = Path(a.aer_file) if a.aer_file else run / "aer.json"
+        aer_file = Path(a.aer_file) if a.aer_file else best_file(paths)
         if not aer_file.is_file():
-            raise UserError(f"alignment.head=best needs {aer_file}: run align.py with gold_dir=... first, or set alignment.aer_file")
-        return json.loads(aer_file.read_text())["best"] | {"from": str(aer_file)}
-    if not -n_layers <= int(a.layer) < n_layers:
+            raise UserError(f"alignment.head=best needs {aer_file}: run align.py gold_dir=... with this checkpoint first, or set alignment.aer_file")
+        best = json.loads(aer_file.read_text())["best"]
+        if best["layer"] >= n_layers or (best["head"] != "mean" and best["head"] >= n_heads):
+            raise UserError(f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})")
+        return best | {"from": str(aer_file)}
+    head = str(a.head)
+    if not (head == "mean" or head.isdigit() and int(head) < n_heads):
+        raise UserError(f"alignment.head={a.head}: use mean, best, or a head 0..{n_heads - 1}")
+    head = "mean" if head == "mean" else int(head)
+    if not isinstance(a.layer, int) or not -n_layers <= a.layer < n_layers:
         raise UserError(f"alignment.layer={a.layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
-    head = "mean" if str(a.head) == "mean" else int(a.head)
-    if head != "mean" and not 0 <= head < n_heads:
-        raise UserError(f"alignment.head={a.head}: use mean, best, or 0..{n_heads - 1}")
     if a.direction not in DIRECTIONS:
         raise UserError(f"alignment.direction={a.direction!r}: use one of {', '.join(DIRECTIONS)}")
     if a.rows not in ROWS:
@@ -68,22 +82,19 @@ def policy(cfg: DictConfig, n_layers: int, n_heads: int, run: Path) -> dict:
 
 def align(cfg: DictConfig) -> dict:
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
-    run = paths[0].parent.parent if paths[0].parent.name == "checkpoints" else paths[0].parent
+    if cfg.gold_dir:
+        out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], "aer", kind="alignments")
+        out.mkdir(parents=True, exist_ok=True)
+        return align_gold(cfg, model, tokenizer, meta, out, paths)
+
+    sentence = required_text(cfg.sentence, "sentence")
+    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
+    pol = policy(cfg, n_layers, n_heads, paths)
+    target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], "align", kind="alignments")
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.gold_dir:
-        return align_gold(cfg, model, tokenizer, meta, out, run)
-
-    sentence = "" if cfg.sentence is None else str(cfg.sentence)
-    if not sentence.strip():
-        raise UserError('sentence is empty: give the source sentence, e.g. sentence="Ein Mann fährt Fahrrad ."')
-    if cfg.reference is not None and not str(cfg.reference).strip():
-        raise UserError("reference is empty: give the translation to force-decode, or leave it out")
-    with fabric.autocast():
-        target = str(cfg.reference) if cfg.reference is not None else translate_lines(model, tokenizer, [sentence], checkpoint_decoding(cfg.decode, meta))[0]
-    sa = forced_attention(model, tokenizer, sentence, target)
+    sa = forced_attention(model, tokenizer, sentence, forced)
     src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
-    pol = policy(cfg, sa.cross.shape[0], sa.cross.shape[1], run)
     matrix = word_matrix(head_weights(sa.cross, pol["layer"], pol["head"], pol["rows"]), tgt_groups, src_groups)
     found = sorted(links(matrix, pol["direction"]))
     pharaoh = to_pharaoh(found)
@@ -111,7 +122,7 @@ def align(cfg: DictConfig) -> dict:
     return {"translation": target, "pharaoh": pharaoh, "output_dir": str(out)}
 
 
-def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, run: Path) -> dict:
+def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, paths: list[Path]) -> dict:
     gold = read_gold(Path(cfg.gold_dir), meta["src_lang"], meta["tgt_lang"])
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
     heads = [*range(n_heads), "mean"]
@@ -151,7 +162,10 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, run: Pa
         "best": best,
     }
     write_json(out / "aer.json", result)
-    write_json(run / "aer.json", result)  # where alignment.head=best looks by default
+    try:
+        write_json(best_file(paths), result)  # where alignment.head=best looks for this checkpoint
+    except OSError as e:
+        log.warning("could not record the best head beside the checkpoint (%s); use alignment.aer_file=%s", e, out / "aer.json")
     grid = np.array([[table[l, h, best["rows"], best["direction"]]["aer"] for h in heads] for l in range(n_layers)])
     aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
                 title=f"AER ({best['rows']} rows, {best['direction']})")

@@ -3,39 +3,24 @@ several) and score the result with sacreBLEU, signatures included."""
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from qkvmt.attention_maps import forced_attention
-from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
-from qkvmt.decoding import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
+from qkvmt.pipeline.inference import default_output_dir, load_for_inference
 from qkvmt.report import attention_report, heatmap_grid
 from qkvmt.sources import TextFiles, read_lines, read_parallel
-from qkvmt.translation import translate_lines
+from qkvmt.tokenizer import decode
+from qkvmt.translation import translate_ids
 
 log = logging.getLogger(__name__)
-
-
-def load_for_inference(cfg: DictConfig):
-    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
-    paths = resolve_average(cfg.ckpt_path, OmegaConf.to_object(cfg.average) if OmegaConf.is_list(cfg.average) else cfg.average)
-    ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    model, tokenizer = build_model(ckpt, paths[0])
-    fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
-    return fabric.to_device(model), tokenizer, ckpt["qkvmt"], fabric, paths
-
-
-def checkpoint_decoding(cfg_decode: DictConfig, meta: dict) -> DecodeConfig:
-    """The checkpoint's own decoding settings (its run's test_decode), with every field the
-    command line sets (non-null in `decode`) taking precedence."""
-    given = {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
-    return DecodeConfig(**(meta.get("decode", {}) | given))
 
 
 def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]:
@@ -49,16 +34,6 @@ def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]
     return src, ref, cfg.split
 
 
-def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path:
-    """A new folder beside the checkpoint's run: <run>/<kind>/<name>_<time>[-k]; never reused."""
-    run = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
-    base = run / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
-    out, k = base, 1
-    while out.exists():
-        out, k = base.with_name(f"{base.name}-{k}"), k + 1
-    return out
-
-
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
@@ -67,12 +42,13 @@ def evaluate(cfg: DictConfig) -> dict:
     if ref_tok is not None and len(ref_tok) != len(src):
         raise UserError(f"ref_tok_file {cfg.ref_tok_file} has {len(ref_tok)} lines, the source has {len(src)}")
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # an explicit output_dir may exist already
 
     decode_cfg = instantiate(cfg.decode)
     t0 = time.time()
     with fabric.autocast():
-        hyps = translate_lines(model, tokenizer, src, decode_cfg, progress=True)
+        hyp_ids = translate_ids(model, tokenizer, src, decode_cfg, progress=True)
+    hyps = decode(tokenizer, hyp_ids)
     decode_s = time.time() - t0
 
     metrics = score(hyps, refs)
@@ -85,7 +61,7 @@ def evaluate(cfg: DictConfig) -> dict:
         source=name,
         src_lang=meta["src_lang"],
         tgt_lang=meta["tgt_lang"],
-        decode=OmegaConf.to_container(cfg.decode),
+        decode=asdict(decode_cfg),
         checkpoints=[{"path": str(p), "sha256": sha256(p)} for p in paths],
         device=str(fabric.device),
         precision=str(cfg.fabric.precision),
@@ -95,7 +71,7 @@ def evaluate(cfg: DictConfig) -> dict:
     )
     write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
     write_json(out / "metrics.json", metrics)
-    export_attention(out, model, tokenizer, src, refs, hyps, metrics, cfg.attention.num_samples)
+    export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples)
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
             print(f"{key:12s} {metrics[key]:6.2f}  {metrics['signatures'][key]}")
@@ -104,7 +80,7 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
-def export_attention(out: Path, model, tokenizer, src, refs, hyps, metrics: dict, num_samples: int) -> None:
+def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metrics: dict, num_samples: int) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html."""
     samples, arrays = [], {}
@@ -112,7 +88,7 @@ def export_attention(out: Path, model, tokenizer, src, refs, hyps, metrics: dict
     if picked:
         (out / "attention").mkdir(exist_ok=True)
     for i in picked:
-        sa = forced_attention(model, tokenizer, src[i], hyps[i])
+        sa = forced_attention(model, tokenizer, src[i], hyp_ids[i])
         kinds = {
             "encoder": (sa.encoder, sa.src_tokens, sa.src_tokens),
             "decoder": (sa.decoder, sa.tgt_tokens, sa.tgt_tokens),

@@ -7,19 +7,18 @@ from omegaconf import DictConfig
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.inspection import inspect_head
-from qkvmt.pipeline.evaluate import checkpoint_decoding, default_output_dir, load_for_inference
+from qkvmt.pipeline.inference import default_output_dir, load_for_inference, required_text, target_of
 from qkvmt.report import inspector_page
-from qkvmt.translation import translate_lines
 
 
 def inspect(cfg: DictConfig) -> dict:
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
-    sentence = "" if cfg.sentence is None else str(cfg.sentence)
-    if not sentence.strip():
-        raise UserError('sentence is empty: give the source sentence, e.g. sentence="Ein Mann fährt Fahrrad ."')
-    with fabric.autocast():
-        target = str(cfg.reference) if cfg.reference is not None else translate_lines(model, tokenizer, [sentence], checkpoint_decoding(cfg.decode, meta))[0]
-    data = inspect_head(model, tokenizer, sentence, target, cfg.kind, int(cfg.layer), int(cfg.head), int(cfg.top_k))
+    sentence = required_text(cfg.sentence, "sentence")
+    for key in ("layer", "head", "top_k"):
+        if not isinstance(cfg[key], int):
+            raise UserError(f"{key}={cfg[key]!r}: give a whole number")
+    target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
+    data = inspect_head(model, tokenizer, sentence, forced, cfg.kind, cfg.layer, cfg.head, cfg.top_k)
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "inspect.json", data)

@@ -34,7 +34,10 @@ def train(cfg: DictConfig) -> dict:
         logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
     )
     last = out / "checkpoints" / "last.ckpt"
-    resume = str(last) if cfg.resume == "auto" and last.exists() else cfg.resume if cfg.resume not in (None, "auto") else None
+    if cfg.resume == "auto":
+        resume = str(last) if last.exists() else None
+    else:
+        resume = cfg.resume  # null: start afresh; or a checkpoint path
     if resume:
         log.info("resuming from %s", resume)
     trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)

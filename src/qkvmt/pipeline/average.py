@@ -1,0 +1,23 @@
+"""average(cfg): write the average of several checkpoints as one checkpoint."""
+
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from qkvmt.checkpoint import average_checkpoints
+from qkvmt.errors import UserError
+from qkvmt.files import atomic_write
+from qkvmt.pipeline.inference import checkpoint_paths
+
+
+def average(cfg: DictConfig) -> dict:
+    """Average `average` (lastN or a list) and save a checkpoint that evaluates like any other."""
+    paths = checkpoint_paths(cfg)
+    if len(paths) < 2:
+        raise UserError("averaging needs at least two checkpoints: average=last5, or a list of paths")
+    output = Path(cfg.output) if cfg.output else paths[-1].parent / f"averaged_{len(paths)}.ckpt"
+    ckpt = average_checkpoints(paths)
+    atomic_write(output, lambda f: torch.save(ckpt, f))
+    print(f"averaged {len(paths)} checkpoints into {output}")
+    return {"output": str(output), "averaged_from": [str(p) for p in paths]}

@@ -1,0 +1,72 @@
+"""What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
+average of several) where Lightning Fabric places it, decoding settings, output folders."""
+
+import time
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
+from qkvmt.decoding import DecodeConfig
+from qkvmt.errors import UserError
+from qkvmt.tokenizer import decode
+from qkvmt.translation import translate_ids
+
+
+def checkpoint_paths(cfg: DictConfig) -> list[Path]:
+    average = OmegaConf.to_object(cfg.average) if OmegaConf.is_list(cfg.average) else cfg.average
+    return resolve_average(cfg.ckpt_path, average)
+
+
+def load_for_inference(cfg: DictConfig):
+    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
+    paths = checkpoint_paths(cfg)
+    ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+    model, tokenizer = build_model(ckpt, paths[0])
+    fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
+    return fabric.to_device(model), tokenizer, ckpt["qkvmt"], fabric, paths
+
+
+def checkpoint_decoding(cfg_decode: DictConfig, meta: dict) -> DecodeConfig:
+    """The checkpoint's own decoding settings (its run's test_decode), with every field the
+    command line sets (non-null in `decode`) taking precedence."""
+    given = {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
+    return DecodeConfig(**(meta.get("decode", {}) | given))
+
+
+def run_folder(ckpt: Path) -> Path:
+    """The training run a checkpoint belongs to (<run>/checkpoints/x.ckpt), else its folder."""
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+
+
+def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path:
+    """A new folder beside the checkpoint's run, <run>/<kind>/<name>_<time>[-k], created here so
+    that two commands started in the same second never share it."""
+    base = run_folder(ckpt) / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    out, k = base, 1
+    while True:
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            out, k = base.with_name(f"{base.name}-{k}"), k + 1
+
+
+def required_text(value, name: str) -> str:
+    text = "" if value is None else str(value)
+    if not text.strip():
+        raise UserError(f'{name} is empty: give the text, e.g. {name}="Ein Mann fährt Fahrrad ."')
+    return text
+
+
+def target_of(cfg: DictConfig, model, tokenizer, meta: dict, fabric, sentence: str) -> tuple[str, str | list[int]]:
+    """(target text, what to force-decode): the given reference, or the model's own translation
+    as the exact ids it generated with the checkpoint's decoding settings."""
+    if cfg.reference is not None:
+        reference = required_text(cfg.reference, "reference")
+        return reference, reference
+    with fabric.autocast():
+        ids = translate_ids(model, tokenizer, [sentence], checkpoint_decoding(cfg.decode, meta))[0]
+    return decode(tokenizer, [ids])[0], ids
