@@ -65,11 +65,11 @@ def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, 
     _save(fig, path, title, dpi)
 
 
-def aer_heatmap(grid, col_labels: list[str], path, title: str = "", row_labels: list[str] | None = None) -> None:
-    """Alignment error rate per layer (rows) × head (columns, e.g. heads then "mean"), each
-    cell annotated; the lowest (best) is boxed. Rows default to "layer 0".. like the config."""
+def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
+    """Alignment error rate per layer (rows, "layer 0".. as in the config) × head (columns, e.g.
+    heads then "mean"), each cell annotated; the lowest (best) is boxed."""
     g = np.asarray(grid, dtype=float)
-    row_labels = row_labels if row_labels is not None else [f"layer {l}" for l in range(len(g))]
+    row_labels = [f"layer {l}" for l in range(len(g))]
     _check_labels(g.shape, row_labels, col_labels, "AER grid")
     fig = _figure((1.5 + 0.8 * g.shape[1], 1.2 + 0.5 * g.shape[0]))
     ax = fig.subplots()
@@ -230,12 +230,9 @@ def _metrics_html(metrics: dict) -> str:
         if key not in metrics:
             continue
         value, sig = metrics[key], signatures.get(key, "")
-        if isinstance(value, dict):  # metrics.score_tokenized_lowercased returns {bleu, signature}
-            value, sig = value.get("bleu"), value.get("signature", sig)
         shown = f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
         rows.append(f'<tr><th>{_e(name)}</th><td>{_e(shown)}</td><td class="sig">{_e(sig)}</td></tr>')
     for ckpt in metrics.get("checkpoints", []):
-        ckpt = ckpt if isinstance(ckpt, dict) else {"path": ckpt}
         rows.append(f'<tr><th>checkpoint</th><td class="mono">{_e(ckpt.get("path", ""))}</td>'
                     f'<td class="sig">sha256 {_e(ckpt.get("sha256", "?"))}</td></tr>')
     skip = set(METRIC_NAMES) | {"signatures", "checkpoints"}
