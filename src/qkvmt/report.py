@@ -26,6 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from qkvmt.alignment import to_pharaoh
 from qkvmt.files import atomic_write, write_text
 
 DECIMALS = 4  # weights in the JSON: enough to read, small enough to keep pages light
@@ -137,7 +138,7 @@ def alignment_page(path, data: dict) -> None:
     _check_labels(words.shape, data["tgt_words"], data["src_words"], "word_matrix")
     links = [[int(i), int(j)] for i, j in data["links"]]
     policy = ", ".join(f"{k} {v}" for k, v in data.get("policy", {}).items())
-    pharaoh = data.get("pharaoh") or " ".join(f"{i}-{j}" for i, j in sorted(links))
+    pharaoh = data.get("pharaoh") or to_pharaoh(links)
     body = (
         _texts_html([("source", data["source"]), ("translation", data["translation"]),
                      ("policy", policy), ("Pharaoh", pharaoh)])
