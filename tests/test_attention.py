@@ -18,12 +18,9 @@ def make_pair(seed: int = 0) -> tuple[MultiHeadAttention, nn.MultiheadAttention]
         ref.in_proj_bias.normal_()
         ref.out_proj.bias.normal_()
     ours = MultiHeadAttention(D, H, dropout=0.0)
-    w_q, w_k, w_v = ref.in_proj_weight.detach().chunk(3, dim=0)
-    b_q, b_k, b_v = ref.in_proj_bias.detach().chunk(3, dim=0)
-    with torch.no_grad():
-        for lin, w, b in ((ours.w_q, w_q, b_q), (ours.w_k, w_k, b_k), (ours.w_v, w_v, b_v)):
-            lin.weight.copy_(w)
-            lin.bias.copy_(b)
+    with torch.no_grad():  # both stack W_Q, W_K, W_V in one (3D, D) matrix, in that order
+        ours.w_qkv.weight.copy_(ref.in_proj_weight)
+        ours.w_qkv.bias.copy_(ref.in_proj_bias)
         ours.w_o.weight.copy_(ref.out_proj.weight)
         ours.w_o.bias.copy_(ref.out_proj.bias)
     return ours.eval(), ref.eval()
@@ -216,24 +213,69 @@ def test_cross_attention_cache_reuses_first_keys():
     assert cache.length == 5  # filled once, not appended again
 
 
-def test_kv_cache_reorder_selects_batch_rows():
-    """reorder(index) keeps batch rows `index`, and decoding continues as if run on those rows."""
+@pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad"])
+def test_kv_cache_reorder_selects_batch_rows(grad):
+    """reorder(index) keeps batch rows `index`, and decoding continues as if run on those rows.
+    Without autograd it gathers into a spare buffer and swaps; reordering twice exercises both."""
     mha = make_mha(11)
     x = torch.randn(B, 6, D)
     cache = KVCache()
-    for t in range(4):
-        mha(x[:, t : t + 1], causal=True, cache=cache)
-    k_before, v_before = cache.get()
-    index = torch.tensor([2, 0, 0, 1])
-    cache.reorder(index)
-    k_after, v_after = cache.get()
-    assert torch.equal(k_after, k_before[index])
-    assert torch.equal(v_after, v_before[index])
-    # continue decoding on the reordered rows: must equal a full pass over those rows
-    xr = x[index]
-    outs = [mha(xr[:, t : t + 1], causal=True, cache=cache)[0] for t in range(4, 6)]
-    full, _ = mha(xr, causal=True)
+    with torch.set_grad_enabled(grad):
+        for t in range(4):
+            mha(x[:, t : t + 1], causal=True, cache=cache)
+        k_before, v_before = cache.get()
+        first, second = torch.tensor([2, 0, 0, 1]), torch.tensor([3, 3, 1, 0])  # B=3 rows become 4
+        cache.reorder(first)
+        cache.reorder(second)
+        index = first[second]
+        k_after, v_after = cache.get()
+        assert torch.equal(k_after, k_before[index])
+        assert torch.equal(v_after, v_before[index])
+        # continue decoding on the reordered rows: must equal a full pass over those rows
+        xr = x[index]
+        outs = [mha(xr[:, t : t + 1], causal=True, cache=cache)[0] for t in range(4, 6)]
+        full, _ = mha(xr, causal=True)
     torch.testing.assert_close(torch.cat(outs, dim=1), full[:, 4:6], atol=ATOL, rtol=0)
+
+
+def test_kv_cache_copy_rows_overwrites_only_the_given_rows():
+    """copy_rows(dst, src) reads every source before writing, so chains like 0<-1, 1<-0 swap."""
+    mha = make_mha(13)
+    cache = KVCache()
+    with torch.no_grad():
+        mha(torch.randn(4, 3, D), causal=True, cache=cache)
+        k_before, v_before = (t.clone() for t in cache.get())
+        cache.copy_rows(torch.tensor([0, 1]), torch.tensor([1, 0]))
+    index = torch.tensor([1, 0, 2, 3])
+    assert torch.equal(cache.get()[0], k_before[index]) and torch.equal(cache.get()[1], v_before[index])
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_memory_shared_by_groups_of_query_rows_equals_repeated_memory(need_weights):
+    """Cross-attention with B memory rows and B*G query rows (the beams of each sentence) gives
+    what repeating each memory row G times gives, output and weights, with the padding mask."""
+    mha, g = make_mha(14), 3
+    x, y = torch.randn(B * g, 2, D), torch.randn(B, 5, D)
+    mask = our_mask(key_padding([5, 3, 4], 5))  # (B, 1, 1, T_k)
+    shared_out, shared_w = mha(x, y, mask=mask, need_weights=need_weights)
+    ref_out, ref_w = mha(x, y.repeat_interleave(g, 0), mask=mask.repeat_interleave(g, 0), need_weights=need_weights)
+    torch.testing.assert_close(shared_out, ref_out, atol=ATOL, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(shared_w, ref_w, atol=ATOL, rtol=0)
+
+
+def test_state_dict_with_separate_q_k_v_projections_still_loads():
+    """Checkpoints from before W_Q, W_K, W_V were stacked (w_q, w_k, w_v keys) load unchanged."""
+    mha = make_mha(15)
+    x, y = torch.randn(B, 4, D), torch.randn(B, 6, D)
+    old = {k: v for k, v in mha.state_dict().items() if not k.startswith("w_qkv")}
+    for kind in ("weight", "bias"):
+        for name, part in zip("qkv", mha.state_dict()[f"w_qkv.{kind}"].chunk(3)):
+            old[f"w_{name}.{kind}"] = part
+    loaded = MultiHeadAttention(D, H).eval()
+    loaded.load_state_dict(old)
+    for args in ((x,), (x, y)):
+        torch.testing.assert_close(loaded(*args)[0], mha(*args)[0], atol=0, rtol=0)
 
 
 # --- 5. head splitting ---------------------------------------------------------------------------
@@ -243,7 +285,7 @@ def test_split_heads_equals_per_head_slices():
     """split_heads puts feature slice [h*d_k:(h+1)*d_k] of the projection into head h."""
     mha = make_mha(12)
     x = torch.randn(B, 5, D)
-    proj = mha.w_q(x)
+    proj = mha.project_q(x)
     heads = mha.split_heads(proj)
     d_k = D // H
     assert heads.shape == (B, H, 5, d_k)

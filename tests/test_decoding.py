@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from qkvmt.config import ModelConfig
-from qkvmt.decoding import DecodeConfig, beam_search, generate, greedy_search, length_penalty
+from qkvmt.decoding import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
 from qkvmt.model import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
@@ -64,7 +64,7 @@ class TableState:
     def __init__(self):
         self.prefix = None
 
-    def reorder(self, index: torch.Tensor) -> None:
+    def reorder_beams(self, index: torch.Tensor) -> None:
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, index)
 
@@ -89,9 +89,9 @@ class TableModel:
     def new_state(self) -> TableState:
         return TableState()
 
-    def decode(self, ids, memory, src_mask, state=None, need_weights=False):
+    def decode(self, ids, memory, src_mask, state=None, need_weights=False, last_only=False):
         self.calls += 1
-        assert ids.size(0) == memory.size(0) == src_mask.size(0)
+        assert memory.size(0) == src_mask.size(0) and ids.size(0) % memory.size(0) == 0  # beams share memory
         if state is not None:
             state.prefix = ids if state.prefix is None else torch.cat([state.prefix, ids], dim=1)
             prefix = state.prefix
@@ -103,7 +103,7 @@ class TableModel:
         for i, row in enumerate(prefix.tolist()):
             for tok, p in self.table.get(tuple(row[1:]), self.default).items():
                 logits[i, tok] = math.log(p)
-        return logits[:, None, :].expand(-1, ids.size(1), -1), [], []
+        return logits[:, None, :].expand(-1, 1 if last_only else ids.size(1), -1), [], []
 
     def logprob(self, tokens: list[int]) -> float:
         """Log-probability of `tokens` followed by EOS, computed by hand from the table."""
@@ -381,3 +381,64 @@ def test_decode_config_rejects_unknown_len_penalty_style():
         DecodeConfig(len_penalty_style="average")
     DecodeConfig(beam_size=1, len_penalty_style="gnmt")  # the valid values are accepted
     DecodeConfig(beam_size=1, len_penalty_style="fairseq")
+
+
+def test_decode_config_rejects_min_len_below_one():
+    with pytest.raises(ValueError, match="min_len"):
+        DecodeConfig(min_len=0)
+
+
+# --------------------------------------------------------------------------------------------
+# 8. minimum length, forced lengths and beam order
+# --------------------------------------------------------------------------------------------
+
+EARLY_EOS = {(): {EOS: 0.7, 5: 0.3}, (5,): {EOS: 0.6, 6: 0.4}}  # EOS as early as it can be
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_min_len_holds_back_eos(use_cache, beam_size):
+    """min_len=3 (EOS included): the model's favourite, an early EOS, is not allowed; the best
+    output of 2 tokens + EOS wins, and its score is still the true log-probability."""
+    model = TableModel(EARLY_EOS, default={EOS: 0.5, 7: 0.5})
+    cfg = DecodeConfig(beam_size=beam_size, max_len_a=0, max_len_b=6, min_len=3, len_penalty=0.0, use_cache=use_cache)
+    h = generate(model, torch.tensor([[5, EOS]]), cfg)[0]
+    assert h.tokens == [5, 6]
+    assert h.score == pytest.approx(model.logprob([5, 6]), abs=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_length_limit_wins_over_min_len(beam_size):
+    """min_len beyond the length limit cannot be met: the output ends at the limit with EOS."""
+    model = TableModel(EARLY_EOS, default={EOS: 0.5, 7: 0.5})
+    cfg = DecodeConfig(beam_size=beam_size, max_len_a=0, max_len_b=3, min_len=10, len_penalty=0.0)
+    h = generate(model, torch.tensor([[5, EOS]]), cfg)[0]
+    assert len(h.tokens) == 2 and math.isfinite(h.score)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_min_len_equal_to_max_forces_every_output_length(use_cache):
+    """The benchmark's equal-work setting: min_len = max_len_b = N gives N tokens, EOS last."""
+    model = tiny_model(3)
+    src, _ = padded_batch([4, 6, 2], vocab=16)
+    for beam_size in (1, 3):
+        cfg = DecodeConfig(beam_size=beam_size, max_len_a=0, max_len_b=7, min_len=7, use_cache=use_cache)
+        assert [len(h.tokens) for h in generate(model, src, cfg)] == [6, 6, 6]
+
+
+def test_stable_order_keeps_each_parent_in_its_own_slot():
+    """stable_order permutes the kept beams so that every parent with a child sees one of its
+    children in its own slot (that row's cache is not copied); the set of beams is unchanged."""
+    g = torch.Generator().manual_seed(0)
+    parent = torch.randint(0, 5, (200, 5), generator=g)
+    order = stable_order(parent)
+    assert torch.equal(order.sort(dim=1).values, torch.arange(5).expand(200, 5))  # a permutation
+    placed = parent.gather(1, order)
+    for row, new in zip(parent.tolist(), placed.tolist()):
+        assert all(new[p] == p for p in set(row))
+
+
+def test_beam_search_rejects_beam_wider_than_half_the_vocabulary():
+    model = tiny_model(0, vocab=16)
+    with pytest.raises(ValueError, match="beam_size=9"):
+        beam_search(model, torch.tensor([[5, EOS]]), DecodeConfig(beam_size=9))

@@ -141,20 +141,25 @@ def test_incremental_decode_in_chunks_with_weights():
     torch.testing.assert_close(torch.cat(crosses, dim=2), full_cross[-1], atol=ATOL, rtol=0)
 
 
-def test_decoder_state_reorder_continues_selected_hypotheses():
-    """DecoderState.reorder (beam search) continues decoding as if the chosen rows ran throughout."""
+@pytest.mark.parametrize(
+    "index",
+    [[1, 1, 3, 2], [0, 0, 2, 3], [0, 1, 2, 3]],
+    ids=["most-rows-move", "one-row-moves", "none-moves"],  # a full gather, or copies of moved rows only
+)
+def test_decoder_state_reorder_beams_continues_selected_hypotheses(index):
+    """reorder_beams (beam search) continues decoding as if the chosen rows ran throughout; rows
+    move only among the beams of their own sentence, whose cross-attention caches are equal."""
     model = make_model(10)
-    src, tgt = random_ids(2, 5, [5, 3]), random_ids(2, 6)
-    index = torch.tensor([1, 1, 0])
+    k = 2
+    src, tgt = random_ids(2, 5, [5, 3]).repeat_interleave(k, dim=0), random_ids(4, 6)
+    index = torch.tensor(index)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
         state = model.new_state()
         model.decode(tgt[:, :3], memory, src_mask, state=state)
-        state.reorder(index)
-        rest = [
-            model.decode(tgt[index, t : t + 1], memory[index], src_mask[index], state=state)[0] for t in range(3, 6)
-        ]
-        full, _, _ = model.decode(tgt[index], memory[index], src_mask[index])
+        state.reorder_beams(index)
+        rest = [model.decode(tgt[index, t : t + 1], memory, src_mask, state=state)[0] for t in range(3, 6)]
+        full, _, _ = model.decode(tgt[index], memory, src_mask)
     torch.testing.assert_close(torch.cat(rest, dim=1), full[:, 3:], atol=ATOL, rtol=0)
 
 
@@ -239,3 +244,15 @@ def test_pre_ln_adds_final_layer_norms():
         memory, _, _ = pre.encode(random_ids(2, 5))
     torch.testing.assert_close(memory.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
     torch.testing.assert_close(memory.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-3, rtol=0)
+
+
+def test_decode_last_only_gives_the_last_positions_logits():
+    """last_only (what search uses) computes the output layer for the last position alone."""
+    model = make_model(11)
+    src, tgt = random_ids(2, 5, [5, 3]), random_ids(2, 6)
+    with torch.no_grad():
+        memory, src_mask, _ = model.encode(src)
+        full, _, _ = model.decode(tgt, memory, src_mask)
+        last, _, _ = model.decode(tgt, memory, src_mask, last_only=True)
+    assert last.shape == (2, 1, full.size(-1))
+    torch.testing.assert_close(last, full[:, -1:], atol=ATOL, rtol=0)

@@ -26,11 +26,14 @@ class KVCache:
 
     Self-attention appends one step's K, V at a time into a buffer that grows by doubling, so a
     step copies only the new token. Cross-attention fills it once per source sentence.
+    Beam search reorders rows every step; the filled part is gathered into a second buffer of
+    the same size, and the two swap, so reordering allocates nothing.
     """
 
     def __init__(self):
         self.k: Tensor | None = None  # (B, H, capacity, d_k)
         self.v: Tensor | None = None
+        self.spare: tuple[Tensor, Tensor] | None = None  # reorder target, same shape as k and v
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -42,20 +45,37 @@ class KVCache:
             if self.k is not None:
                 grown_k[:, :, : self.length] = self.k[:, :, : self.length]
                 grown_v[:, :, : self.length] = self.v[:, :, : self.length]
-            self.k, self.v = grown_k, grown_v
+            self.k, self.v, self.spare = grown_k, grown_v, None
         self.k[:, :, self.length : self.length + t] = k
         self.v[:, :, self.length : self.length + t] = v
         self.length += t
-        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+        return self.get()
 
     def get(self) -> tuple[Tensor, Tensor]:
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 
+    def copy_rows(self, dst: Tensor, src: Tensor) -> None:
+        """Rows `dst` take the keys and values of rows `src` (all sources are read first)."""
+        for buf in (self.k, self.v):
+            part = buf[:, :, : self.length]
+            part.index_copy_(0, dst, part.index_select(0, src))
+
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search reorders hypotheses every step)."""
-        if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        """Keep batch rows `index` (beam search reorders hypotheses every step); same row count."""
+        if self.k is None:
+            return
+        if torch.is_grad_enabled() and self.k.requires_grad:  # out= cannot record autograd
+            self.k, self.v, self.spare = self.k.index_select(0, index), self.v.index_select(0, index), None
+            return
+        if self.spare is None or self.spare[0].size(0) != index.numel():
+            shape = (index.numel(), *self.k.shape[1:])
+            self.spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        n = self.length
+        spare_k, spare_v = self.spare
+        torch.index_select(self.k[:, :, :n], 0, index, out=spare_k[:, :, :n])
+        torch.index_select(self.v[:, :, :n], 0, index, out=spare_v[:, :, :n])
+        self.spare = (self.k, self.v)
+        self.k, self.v = spare_k, spare_v
 
 
 SDPA_BACKENDS = {
@@ -67,9 +87,11 @@ SDPA_BACKENDS = {
 
 
 def attention_kernel(name: str | None, device: torch.device):
-    """A context pinning SDPA's kernel: "math", "flash", "efficient", "cudnn"; None lets torch
-    choose; "auto" picks "math" on CPU, where it trains over twice as fast as the fused CPU
-    kernel on sentence-length rows (whose backward is slow there), and leaves GPUs to torch."""
+    """A context pinning SDPA's kernel for training: "math", "flash", "efficient", "cudnn"; None
+    lets torch choose; "auto" picks "math" on CPU, where it trains over twice as fast as the
+    fused CPU kernel on sentence-length rows (whose backward is slow there), and leaves GPUs to
+    torch. Decoding pins nothing: there the fused kernel reads a 256-token KV cache slice over
+    6× faster than "math", which copies it first."""
     if name == "auto":
         name = "math" if device.type == "cpu" else None
     if name is None:
@@ -85,23 +107,42 @@ def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
+    """W_Q, W_K and W_V are stacked in one (3D, D) projection, as in nn.MultiheadAttention: self-
+    attention projects Q, K and V in one matrix product, cross-attention K and V in one."""
+
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
         self.n_heads = n_heads
         self.d_k = d_model // n_heads
+        self.d_model = d_model
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows: W_Q, W_K, W_V
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape  # (B, T, D) -> (B, H, T, d_k)
         return x.view(b, t, self.n_heads, self.d_k).transpose(1, 2)
 
+    def _project(self, x: Tensor, rows: slice) -> Tensor:
+        bias = self.w_qkv.bias[rows] if self.w_qkv.bias is not None else None
+        return F.linear(x, self.w_qkv.weight[rows], bias)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        """x W_Q + b_Q: (B, T, D), heads side by side."""
+        return self._project(x, slice(0, self.d_model))
+
     def project_kv(self, y: Tensor) -> tuple[Tensor, Tensor]:
-        return self.split_heads(self.w_k(y)), self.split_heads(self.w_v(y))
+        """y W_K + b_K and y W_V + b_V, each (B, T, D), from one matrix product."""
+        return self._project(y, slice(self.d_model, None)).chunk(2, dim=-1)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Checkpoints written before the projections were stacked hold w_q, w_k, w_v apart.
+        for kind in ("weight", "bias"):
+            parts = [f"{prefix}w_{n}.{kind}" for n in "qkv"]
+            if all(p in state_dict for p in parts):
+                state_dict[f"{prefix}w_qkv.{kind}"] = torch.cat([state_dict.pop(p) for p in parts])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self,
@@ -112,7 +153,8 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x: (B, T_q, D) queries. y: (B, T_k, D) memory for cross-attention, None for self.
+        """x: (B, T_q, D) queries. y: (B, T_k, D) memory for cross-attention, None for self;
+        or (B / G, T_k, D) memory that each block of G consecutive query rows shares (beams).
 
         mask: bool, broadcastable to (B, H, T_q, T_k), True = may attend.
         causal: each query sees only keys at or before its own position (decoder self-attention).
@@ -120,18 +162,25 @@ class MultiHeadAttention(nn.Module):
             `y` on the first call and reuses them afterwards.
         Returns the output (B, T_q, D) and, if need_weights, the weights (B, H, T_q, T_k).
         """
-        q = self.split_heads(self.w_q(x))  # (B, H, T_q, d_k)
         if y is None:
-            k, v = self.project_kv(x)
+            q, k, v = map(self.split_heads, self.w_qkv(x).chunk(3, dim=-1))  # each (B, H, T, d_k)
             if cache is not None:
                 k, v = cache.append(k, v)
-        elif cache is not None and cache.length:
-            k, v = cache.get()
         else:
-            k, v = self.project_kv(y)
-            if cache is not None:
-                cache.append(k, v)
-        t_q, t_k = q.size(2), k.size(2)
+            q = self.split_heads(self.project_q(x))  # (B, H, T_q, d_k)
+            if cache is not None and cache.length:
+                k, v = cache.get()
+            else:
+                k, v = map(self.split_heads, self.project_kv(y))
+                if cache is not None:
+                    cache.append(k, v)
+        rows, t_q, t_k = q.size(0), q.size(2), k.size(2)
+        groups = rows // k.size(0)
+        if groups > 1:
+            # Memory shared by `groups` consecutive query rows (the beams of one sentence): fold
+            # them into the query axis, so each sentence's keys are projected and read once.
+            q = q.view(k.size(0), groups, self.n_heads, t_q, self.d_k).transpose(1, 2)
+            q = q.reshape(k.size(0), self.n_heads, groups * t_q, self.d_k)  # (B, H, G*T_q, d_k)
 
         if causal and t_q == 1:
             causal = False  # one new query after a cached prefix: every key is in its past
@@ -152,5 +201,13 @@ class MultiHeadAttention(nn.Module):
         else:
             weights = None
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
-        out = out.transpose(1, 2).reshape(x.size(0), t_q, -1)  # (B, T_q, D)
+        if groups > 1:  # unfold: (B, H, G*T_q, ·) -> (B*G, H, T_q, ·)
+            out = _unfold_groups(out, groups, t_q)
+            weights = _unfold_groups(weights, groups, t_q) if weights is not None else None
+        out = out.transpose(1, 2).reshape(rows, t_q, -1)  # (B, T_q, D)
         return self.w_o(out), weights
+
+
+def _unfold_groups(t: Tensor, groups: int, t_q: int) -> Tensor:
+    b, h, _, last = t.shape
+    return t.view(b, h, groups, t_q, last).transpose(1, 2).reshape(b * groups, h, t_q, last)

@@ -6,7 +6,9 @@ tokens and group sentences of similar length, so little of the budget goes to pa
 """
 
 import hashlib
+import itertools
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,16 @@ from qkvmt.tokenizer import encode
 
 
 class TokenizedCorpus(Dataset):
-    """Source and target token ids of one split, without special tokens."""
+    """Source and target token ids of one split, without special tokens.
+
+    On disk: {src,tgt}.ids hold every sentence's ids back to back (raw int32, memory-mapped),
+    {src,tgt}_off.npy where each sentence starts (N + 1 int64).
+    """
+
+    FORMAT = "ids-v2"  # part of the cache key: a new layout never reads an old cache
 
     def __init__(self, folder: Path):
-        self.src = np.load(folder / "src.npy", mmap_mode="r")
-        self.tgt = np.load(folder / "tgt.npy", mmap_mode="r")
+        self.src, self.tgt = _memmap_ids(folder / "src.ids"), _memmap_ids(folder / "tgt.ids")
         self.src_off = np.load(folder / "src_off.npy")  # (N + 1,) start of each sentence
         self.tgt_off = np.load(folder / "tgt_off.npy")
         self.src_lens = np.diff(self.src_off)
@@ -34,33 +41,46 @@ class TokenizedCorpus(Dataset):
         i = int(i)
         return i, self.src[self.src_off[i] : self.src_off[i + 1]], self.tgt[self.tgt_off[i] : self.tgt_off[i + 1]]
 
-    @staticmethod
-    def cache_key(tokenizer_json: str, src: list[str], tgt: list[str]) -> str:
-        h = hashlib.sha256(tokenizer_json.encode())
+    @classmethod
+    def cache_key(cls, tokenizer_json: str, src: list[str], tgt: list[str]) -> str:
+        h = hashlib.sha256(cls.FORMAT.encode())
+        h.update(tokenizer_json.encode())
         for side in (src, tgt):
-            h.update("\n".join(side).encode())
+            for i in range(0, len(side), 50_000):  # in pieces: never a copy of the whole text
+                h.update("".join(line + "\n" for line in side[i : i + 50_000]).encode())
             h.update(b"\0")
         return h.hexdigest()[:20]
 
     @classmethod
     def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 50_000) -> "TokenizedCorpus":
-        """Encode once and reuse: the cache folder is keyed by tokenizer and text."""
+        """Encode once and reuse: the cache folder is keyed by tokenizer and text.
+
+        Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text
+        stays that of one chunk, whatever the corpus size.
+        """
         folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str(), src, tgt)
         if not (folder / "tgt_off.npy").exists():
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
             for name, texts in (("src", src), ("tgt", tgt)):
-                chunks = [np.array(x, dtype=np.int32) for i in range(0, len(texts), chunk) for x in encode(tokenizer, texts[i : i + chunk])]
-                lens = np.array([len(c) for c in chunks], dtype=np.int64)
-                np.save(tmp / f"{name}.npy", np.concatenate(chunks) if chunks else np.zeros(0, np.int32))
-                np.save(tmp / f"{name}_off.npy", np.concatenate([[0], np.cumsum(lens)]))
+                offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+                with open(tmp / f"{name}.ids", "wb") as f:
+                    for i in range(0, len(texts), chunk):
+                        ids = encode(tokenizer, texts[i : i + chunk])
+                        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                        offsets[i + 1 : i + 1 + len(ids)] = offsets[i] + np.cumsum(lens)
+                        f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())).tobytes())
+                np.save(tmp / f"{name}_off.npy", offsets)
             try:
                 tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
             except OSError:
-                for f in tmp.iterdir():
-                    f.unlink()
-                tmp.rmdir()
+                shutil.rmtree(tmp)
         return cls(folder)
+
+
+def _memmap_ids(path: Path) -> np.ndarray:
+    # np.memmap cannot map an empty file
+    return np.memmap(path, dtype=np.int32, mode="r") if path.stat().st_size else np.zeros(0, np.int32)
 
 
 def token_budget_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
@@ -92,11 +112,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.lengths = np.asarray(lengths)
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size = rank, world_size
-        self.epoch = 0
+        self.epoch, self.skip = 0, 0
         self.n_batches = len(token_budget_batches(self.lengths, max_tokens, np.argsort(self.lengths, kind="stable")))
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """Batch order of `epoch`, leaving out its first `skip` batches (already trained on
+        before a resume)."""
+        self.epoch, self.skip = epoch, skip
 
     def batches(self) -> list[np.ndarray]:
         """This rank's batches for the current epoch."""
@@ -115,7 +137,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return self.n_batches // self.world_size if self.shuffle else len(self.batches())
 
     def __iter__(self):
-        for b in self.batches():
+        for b in self.batches()[self.skip :]:
             yield b.tolist()
 
 

@@ -20,6 +20,7 @@ class DecodeConfig:
     beam_size: int = 5
     max_len_a: float = 1.5  # output length limit: a * source length + b tokens
     max_len_b: int = 10
+    min_len: int = 1  # output tokens, EOS included, before EOS may be chosen
     len_penalty: float = 1.0  # alpha; 0 ranks finished hypotheses by raw log-probability
     len_penalty_style: str = "fairseq"  # fairseq: score / len^a; gnmt: score / ((5 + len) / 6)^a
     use_cache: bool = True
@@ -28,6 +29,8 @@ class DecodeConfig:
     def __post_init__(self):
         if self.beam_size < 1:
             raise UserError(f"decode.beam_size must be at least 1, got {self.beam_size}")
+        if self.min_len < 1:
+            raise UserError(f"decode.min_len must be at least 1 (EOS counts), got {self.min_len}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
 
@@ -45,28 +48,51 @@ def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:
 
 
 class Stepper:
-    """Log-probabilities of the next token, with or without the KV cache."""
+    """Next-token scores, with or without the KV cache, within length limits."""
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool):
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, limit: Tensor, cfg: DecodeConfig):
         self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.state = model.new_state() if use_cache else None
+        self.limit = limit  # (N,) output tokens allowed per row, EOS included
+        self.first_limit = int(limit.min())  # before it, no row is at its limit (known on the host)
+        self.state = model.new_state() if cfg.use_cache else None
+        self.min_len = cfg.min_len
+        c = model.cfg
+        self.banned = torch.tensor([c.pad_id, c.bos_id], device=limit.device)
 
-    def __call__(self, prefix: Tensor) -> Tensor:
-        """prefix: (N, t) every token so far, BOS first -> (N, V) log-probabilities (float32).
+    def __call__(self, prefix: Tensor) -> tuple[Tensor, Tensor]:
+        """prefix: (N, t + 1) BOS and the t tokens so far -> logits (N, V) and their log
+        normaliser (N, 1), both float32: log P(token) = logits - normaliser.
 
-        <pad> and <s> never appear inside an output, so they get -inf.
+        Search ranks the logits and normalises only the few it keeps, which spares a
+        log_softmax over the whole vocabulary each step. <pad> and <s> never appear inside an
+        output; EOS waits for min_len; a row at its length limit can only end (EOS keeps its
+        own probability, so scores stay comparable).
         """
+        c = self.model.cfg
         ids = prefix[:, -1:] if self.state is not None else prefix
-        logits, _, _ = self.model.decode(ids, self.memory, self.src_mask, self.state)
-        logp = logits[:, -1].float().log_softmax(dim=-1)
-        logp[:, [self.model.cfg.pad_id, self.model.cfg.bos_id]] = float("-inf")
-        return logp
+        logits, _, _ = self.model.decode(ids, self.memory, self.src_mask, self.state, last_only=True)
+        logits = logits[:, -1].float()
+        norm = logits.logsumexp(dim=-1, keepdim=True)
+        n_out = prefix.size(1)  # output length if this step ends the row
+        logits.index_fill_(1, self.banned, float("-inf"))
+        near_limit = n_out >= self.first_limit
+        if near_limit:
+            eos = logits[:, c.eos_id].clone()
+        if n_out < self.min_len:
+            logits[:, c.eos_id] = float("-inf")
+        if near_limit:  # the length limit wins over min_len
+            at_limit = n_out >= self.limit  # (N,)
+            logits.masked_fill_(at_limit[:, None], float("-inf"))
+            logits[:, c.eos_id] = torch.where(at_limit, eos, logits[:, c.eos_id])
+        return logits, norm
 
-    def reorder(self, index: Tensor) -> None:
-        self.memory = self.memory.index_select(0, index)
-        self.src_mask = self.src_mask.index_select(0, index)
+    def reorder_beams(self, index: Tensor) -> None:
+        """Row i continues row index[i], a beam of the same sentence (the number of rows may
+        grow, as after the first step); the source and its mask are shared by a sentence's
+        beams and stay."""
+        self.limit = self.limit.index_select(0, index)
         if self.state is not None:
-            self.state.reorder(index)
+            self.state.reorder_beams(index)
 
 
 def max_lengths(src_mask: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
@@ -76,23 +102,21 @@ def max_lengths(src_mask: Tensor, cfg: DecodeConfig, max_positions: int) -> Tens
     return limit.clamp(1, max_positions - 1)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     c = model.cfg
     memory, src_mask, _ = model.encode(src)
-    step = Stepper(model, memory, src_mask, cfg.use_cache)
     limit = max_lengths(src_mask, cfg, c.max_positions)
+    step = Stepper(model, memory, src_mask, limit, cfg)
     b = src.size(0)
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(b, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
-    for t in range(int(limit.max())):
-        logp = step(prefix)
-        logp[t + 1 >= limit, : c.eos_id] = float("-inf")  # out of length: only EOS is left
-        logp[t + 1 >= limit, c.eos_id + 1 :] = float("-inf")
-        best, token = logp.max(dim=-1)
+    for _ in range(int(limit.max())):
+        logits, norm = step(prefix)
+        best, token = logits.max(dim=-1)
         token = token.masked_fill(done, c.pad_id)
-        scores += best.masked_fill(done, 0.0)
+        scores += (best - norm[:, 0]).masked_fill(done, 0.0)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
         done |= token == c.eos_id
         if done.all():
@@ -100,58 +124,93 @@ def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hy
     return [Hypothesis(_strip(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     """Batched beam search: B sentences × K beams advance together as B*K decoder rows.
 
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
-    has K of them, or when it reaches its length limit.
+    has K of them, or when it reaches its length limit. All bookkeeping is tensor operations:
+    one host synchronisation per step (is any sentence still active?), none per hypothesis.
     """
     c, k = model.cfg, cfg.beam_size
+    if 2 * k > c.vocab_size:
+        raise UserError(f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.vocab_size})")
     b, dev = src.size(0), src.device
     memory, src_mask, _ = model.encode(src)
-    rows = torch.arange(b, device=dev).repeat_interleave(k)
-    step = Stepper(model, memory.index_select(0, rows), src_mask.index_select(0, rows), cfg.use_cache)
     limit = max_lengths(src_mask, cfg, c.max_positions)  # (B,)
-    prefix = torch.full((b * k, 1), c.bos_id, dtype=torch.long, device=dev)
-    scores = torch.full((b, k), float("-inf"), device=dev)
-    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
-    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+    max_t = int(limit.max())
+    # The beams of a sentence share its memory (B rows): cross-attention folds them together.
+    # All K beams would start identical, so the first step runs one row per sentence.
+    step = Stepper(model, memory, src_mask, limit, cfg)
+    prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=dev)
+    scores = torch.zeros(b, 1, device=dev)
+    width = 1  # live rows per sentence: 1 at the first step, K after
+    # Finished hypotheses: K slots per sentence plus slot K, where unselected candidates land.
+    fin_scores = torch.full((b, k + 1), float("-inf"), device=dev)
+    fin_tokens = torch.full((b, k + 1, max_t), c.pad_id, dtype=torch.long, device=dev)
+    fin_count = torch.zeros(b, dtype=torch.long, device=dev)
     active = torch.ones(b, dtype=torch.bool, device=dev)
-    for t in range(int(limit.max())):
-        logp = step(prefix)  # (B*K, V)
-        v = logp.size(-1)
-        at_limit = (t + 1 >= limit).repeat_interleave(k)
-        eos_only = torch.full_like(logp, float("-inf"))
-        eos_only[:, c.eos_id] = logp[:, c.eos_id]
-        logp = torch.where(at_limit[:, None], eos_only, logp)
-        cand = (scores[:, :, None] + logp.view(b, k, v)).view(b, k * v)
+    first_k = torch.arange(2 * k, device=dev) < k
+    per_row = 2 * k
+    for t in range(max_t):
+        # The best 2K continuations of a sentence are among the best 2K of each of its beams,
+        # so rank each row's vocabulary first, then only K * 2K candidates per sentence.
+        logits, log_norm = step(prefix)
+        row_logits, row_tokens = logits.topk(per_row, dim=-1)  # (B*W, 2K)
+        cand = (scores[:, :, None] + (row_logits - log_norm).view(b, width, per_row)).view(b, width * per_row)
         top_scores, top_ids = cand.topk(2 * k, dim=-1)  # (B, 2K)
-        beam, token = top_ids // v, top_ids % v
+        beam = top_ids // per_row
+        token = row_tokens.view(b, width * per_row).gather(1, top_ids)
         is_eos = (token == c.eos_id) & torch.isfinite(top_scores)
 
-        # Finalise EOS candidates that rank among the top K of their sentence (host-side lists).
-        take = is_eos & (torch.arange(2 * k, device=dev) < k) & active[:, None]
-        if take.any():
-            lengths = torch.full_like(top_scores, t + 1)
-            norm = top_scores / length_penalty(lengths, cfg)
-            for i, j in take.nonzero().tolist():
-                if len(finished[i]) < k:
-                    row = i * k + beam[i, j].item()
-                    finished[i].append(Hypothesis(prefix[row, 1:].tolist(), float(norm[i, j])))
-        active &= torch.tensor([len(f) < k for f in finished], device=dev) & (t + 1 < limit)
+        # Finalise EOS candidates that rank among the top K of their sentence, while slots last.
+        take = is_eos & first_k & active[:, None]
+        rank = take.long().cumsum(dim=1) - 1 + fin_count[:, None]  # (B, 2K) slot of each candidate
+        take &= rank < k
+        slot = torch.where(take, rank, k)
+        normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
+        fin_scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
+        sel_tokens = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
+        fin_tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(b, 2 * k, t), sel_tokens)
+        fin_count += take.sum(dim=1)
+        active &= (fin_count < k) & (t + 1 < limit)
         if not active.any():
             break
 
         # Continue with the best K non-EOS candidates of each sentence.
         cont_scores = top_scores.masked_fill(is_eos, float("-inf"))
         keep_scores, keep = cont_scores.topk(k, dim=-1)  # (B, K)
-        src_rows = (torch.arange(b, device=dev)[:, None] * k + beam.gather(1, keep)).view(-1)
+        if width == k:  # beams are a set: order them so that rows continuing themselves stay put
+            order = stable_order(beam.gather(1, keep))
+            keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
+        src_rows = (torch.arange(b, device=dev)[:, None] * width + beam.gather(1, keep)).view(-1)  # (B*K,)
         scores = keep_scores.masked_fill(~active[:, None], float("-inf"))
         prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
-        step.reorder(src_rows)
-    return [max(f, key=lambda h: h.score) if f else Hypothesis([], float("-inf")) for f in finished]
+        step.reorder_beams(src_rows)
+        width = k
+    best_score, best = fin_scores[:, :k].max(dim=1)
+    best_tokens = fin_tokens[torch.arange(b, device=dev), best]  # (B, max_t)
+    return [
+        Hypothesis(_strip(row, c.eos_id, c.pad_id) if n else [], float(s))
+        for row, s, n in zip(best_tokens.tolist(), best_score.tolist(), fin_count.tolist())
+    ]
+
+
+def stable_order(parent: Tensor) -> Tensor:
+    """parent: (B, K) the beam each new hypothesis extends -> (B, K) an order of them in which
+    as many as possible sit in their parent's slot: the first child of each parent takes its
+    parent's slot, the others fill the free slots in turn. A row that extends itself keeps its
+    KV cache where it is, so reordering copies only the rows that really move."""
+    b, k = parent.shape
+    j = torch.arange(k, device=parent.device)
+    same_earlier = (parent[:, :, None] == parent[:, None, :]) & (j[None, None, :] < j[None, :, None])  # (B, K, K)
+    first = ~same_earlier.any(dim=-1)  # (B, K): the first child of its parent
+    taken = ((parent[:, :, None] == j) & first[:, :, None]).any(dim=1)  # (B, K) slot claimed by a first child
+    free_slots = taken.long().argsort(dim=1, stable=True)  # free slots first, in order
+    rank = (~first).long().cumsum(dim=1) - 1  # the other children, numbered in order
+    slot = torch.where(first, parent, free_slots.gather(1, rank.clamp(min=0)))
+    return torch.empty_like(slot).scatter_(1, slot, j.expand(b, k))  # slot -> child
 
 
 def generate(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:

@@ -60,9 +60,8 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     y = seen["args"][1] if len(seen["args"]) > 1 else seen["kwargs"].get("y")
     y = x if y is None else y
     sl = slice(head * module.d_k, (head + 1) * module.d_k)
-    q = module.w_q(x)[0, :, sl]  # (T_q, d_k)
-    k = module.w_k(y)[0, :, sl]  # (T_k, d_k)
-    v = module.w_v(y)[0, :, sl]
+    k, v = (p[0, :, sl] for p in module.project_kv(y))  # (T_k, d_k) each
+    q = module.project_q(x)[0, :, sl]  # (T_q, d_k)
     scores = q @ k.T / math.sqrt(module.d_k)  # (T_q, T_k)
     allowed = torch.ones_like(scores, dtype=torch.bool)
     if kind == "decoder":

@@ -14,9 +14,17 @@ from tokenizers import Tokenizer
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.decoding import DecodeConfig
+from qkvmt.errors import UserError
 from qkvmt.metrics import score
 from qkvmt.model import Transformer
 from qkvmt.translation import translate_lines
+
+
+def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, label_smoothing: float) -> torch.Tensor:
+    """Label-smoothed cross-entropy over the non-pad target tokens; logits (B, T, V), in float32."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
+    )
 
 
 def inverse_sqrt(warmup_steps: int) -> Callable[[int], float]:
@@ -33,7 +41,7 @@ class TranslationModule(L.LightningModule):
     """optimizer: a partial taking the parameters (e.g. torch.optim.Adam with its lr, betas, eps).
 
     sdpa_backend: the SDPA kernel for training (see qkvmt.attention.attention_kernel); decoding
-    always uses the "auto" policy, exactly as evaluation does.
+    lets torch choose, exactly as evaluation does.
     """
 
     def __init__(
@@ -61,25 +69,34 @@ class TranslationModule(L.LightningModule):
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
+        self._saved_step: int | None = None  # step of the newest checkpoint written
+        self._resume: dict | None = None  # where the checkpoint being resumed from stopped
+        self._rng_to_restore: dict | None = None
 
     def attention_kernel(self):
         return attention_kernel(self.sdpa_backend, self.device)
 
     def loss(self, batch: dict) -> torch.Tensor:
         logits, _ = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return F.cross_entropy(
-            logits.flatten(0, 1).float(),
-            batch["tgt_out"].flatten(),
-            ignore_index=self.model_config.pad_id,
-            label_smoothing=self.label_smoothing,
-        )
+        return translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
 
     def on_train_epoch_start(self) -> None:
         # Lightning passes the epoch to a DataLoader's sampler, not to a batch_sampler; ours
-        # shuffles by (seed, epoch), so without this every epoch would repeat one order.
+        # shuffles by (seed, epoch), so without this every epoch would repeat one order. After
+        # a resume, the batches of this epoch that were already trained on are skipped.
         sampler = self.trainer.train_dataloader.batch_sampler
+        resume, self._resume = self._resume, None
+        skip = resume["batches_done"] if resume and resume["epoch"] == self.current_epoch else 0
         if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(self.current_epoch)
+            sampler.set_epoch(self.current_epoch, skip)
+        self._rng_to_restore = resume["rng"] if resume else None
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        # Restored here, just before the first resumed step, so that nothing Lightning or the
+        # DataLoader draws while starting up shifts the dropout masks of the resumed run.
+        if self._rng_to_restore is not None:
+            set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
 
     def on_validation_start(self) -> None:
         self._last_step_time = None  # tokens/s measures training steps, not validation
@@ -87,6 +104,12 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.attention_kernel():
             loss = self.loss(batch)
+        if not torch.isfinite(loss):  # stop before backward, so no bad update is ever saved
+            raise NonFiniteLoss(
+                f"training loss is {loss.item()} at step {self.global_step}: stopped; the last good checkpoint "
+                f"is from step {self._saved_step} (checkpoints/last.ckpt); lower module.optimizer.lr, raise "
+                "module.warmup_steps or set trainer.gradient_clip_val, then rerun to resume from it"
+            )
         now = time.perf_counter()
         if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
             self.log("train/tgt_tok_s", batch["ntokens"] / (now - self._last_step_time), batch_size=batch["ntokens"])
@@ -149,3 +172,34 @@ class TranslationModule(L.LightningModule):
             "tgt_lang": self.tgt_lang,
             "decode": asdict(self.test_decode),  # the run's test settings; align.py decodes with them
         }
+        if self.trainer.state.fn == "fit":
+            # Lightning restores step, optimizer and scheduler; the data position and the RNG
+            # that draws dropout masks are ours to keep, so a resumed run continues exactly.
+            checkpoint["qkvmt_resume"] = {
+                "epoch": self.current_epoch,
+                "batches_done": self.trainer.fit_loop.epoch_loop.batch_progress.current.completed,
+                "rng": rng_state(),
+            }
+        self._saved_step = self.global_step
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._resume = checkpoint.get("qkvmt_resume")
+        self._saved_step = checkpoint.get("global_step")
+
+
+class NonFiniteLoss(UserError):
+    """The training loss became NaN or infinite."""
+
+
+def rng_state() -> dict:
+    """The torch generators that draw dropout masks, as tensors (plain data for weights_only)."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -32,10 +32,24 @@ class DecoderState:
     caches: list[tuple[KVCache, KVCache]]
     steps: int = 0  # target positions already decoded
 
-    def reorder(self, index: Tensor) -> None:
-        for self_cache, cross_cache in self.caches:
-            self_cache.reorder(index)
-            cross_cache.reorder(index)
+    def reorder_beams(self, index: Tensor) -> None:
+        """Row i takes row index[i]'s decoder self-attention history.
+
+        Beam search only moves a row within its own sentence's beams, and those share one
+        source, so the cross-attention caches (the same for every beam of a sentence) stay put.
+        """
+        caches = [self_cache for self_cache, _ in self.caches]
+        if caches[0].k is None:
+            return
+        if index.numel() == caches[0].k.size(0):  # same rows: copy only those that move
+            moved = (index != torch.arange(index.numel(), device=index.device)).nonzero()[:, 0]
+            if 2 * moved.numel() < index.numel():
+                src = index[moved]
+                for cache in caches:
+                    cache.copy_rows(moved, src)
+                return
+        for cache in caches:
+            cache.reorder(index)
 
 
 @dataclass
@@ -115,10 +129,13 @@ class Transformer(nn.Module):
         src_mask: Tensor,
         state: DecoderState | None = None,
         need_weights: bool = False,
+        last_only: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
 
-        Returns logits (B, T, V) and, if need_weights, per-layer self- and cross-attention weights.
+        Returns logits (B, T, V), or (B, 1, V) for the last position only with `last_only`
+        (search needs no others, and the output layer is the costliest matrix product), and, if
+        need_weights, per-layer self- and cross-attention weights.
         """
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
@@ -131,6 +148,8 @@ class Transformer(nn.Module):
                 cross_ws.append(cross_w)
         if state is not None:
             state.steps += tgt.size(1)
+        if last_only:
+            x = x[:, -1:]
         return self.output(self.decoder_norm(x)), self_ws, cross_ws
 
     def new_state(self) -> DecoderState:

@@ -13,7 +13,6 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from qkvmt.attention import attention_kernel
 from qkvmt.batching import token_budget_batches
 from qkvmt.decoding import DecodeConfig, generate
 from qkvmt.model import Transformer
@@ -61,7 +60,7 @@ def translate_ids(
     order = nonempty[np.argsort(lengths[nonempty], kind="stable")]
     out: list[list[int]] = [[] for _ in lines]
     bar = tqdm(total=len(lines), unit="sent", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    with bar, attention_kernel("auto", device):
+    with bar:
         bar.update(len(lines) - len(nonempty))
         for batch in token_budget_batches(lengths, cfg.max_tokens, order):
             src = pad_batch([ids[i] for i in batch], model.cfg.pad_id, device)

@@ -1,0 +1,81 @@
+"""How the data pipeline scales: time and peak memory to tokenize and cache a large corpus.
+
+The corpus is synthetic: real sentence pairs drawn with replacement up to the requested size
+(the list holds references, so the text costs pointers, not copies). Memory is the process's
+resident set, sampled every few milliseconds by a thread while `TokenizedCorpus.build` runs;
+the figure reported is the peak above what the process held before. It should stay near one
+encoding chunk whatever the corpus size, since ids are streamed to disk and memory-mapped.
+"""
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from qkvmt.batching import TokenizedCorpus
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+class PeakMemory:
+    """Context manager: the peak resident set above the level at entry, in bytes."""
+
+    def __init__(self, interval_s: float = 0.005):
+        self.interval_s, self.peak = interval_s, 0
+        self._stop = threading.Event()
+
+    def _watch(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, resident_bytes())
+            time.sleep(self.interval_s)
+
+    def __enter__(self):
+        self.base = self.peak = resident_bytes()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, resident_bytes())
+        self.delta = self.peak - self.base
+
+
+def synthetic_pairs(src: list[str], tgt: list[str], n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    idx = np.random.default_rng(seed).integers(0, len(src), n)
+    return [src[i] for i in idx], [tgt[i] for i in idx]
+
+
+def tokenize_scaling(tokenizer, src: list[str], tgt: list[str], sizes: list[int]) -> list[dict]:
+    """For each corpus size: seconds and peak extra memory to build the id cache, and its size."""
+    if not os.path.exists("/proc/self/statm"):
+        return [{"pairs": n, "error": "no /proc/self/statm: memory is measured on Linux only"} for n in sizes]
+    rows = []
+    for n in sizes:
+        s, t = synthetic_pairs(src, tgt, n)
+        with tempfile.TemporaryDirectory() as cache, PeakMemory() as mem:
+            start = time.perf_counter()
+            corpus = TokenizedCorpus.build(tokenizer, s, t, Path(cache))
+            seconds = time.perf_counter() - start
+            ids_bytes = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
+            tokens = int(corpus.src_off[-1] + corpus.tgt_off[-1])
+            del corpus
+        rows.append(
+            {
+                "pairs": n,
+                "tokens": tokens,
+                "seconds": seconds,
+                "peak_extra_mb": mem.delta / 2**20,
+                "cache_mb": ids_bytes / 2**20,
+            }
+        )
+    return rows

@@ -1,0 +1,126 @@
+"""The systems qkvmt is benchmarked against, built with our model's dimensions.
+
+Every system maps (src, tgt_in) id batches to logits (B, T, V), so one training loop times
+them all: ours, the same Transformer assembled from `torch.nn.Transformer`, and Hugging Face's
+MarianMTModel (transformers is the optional `[bench]` extra; without it `marian` returns None
+and the benchmark reports the row as missing).
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from qkvmt.attention import attention_kernel
+from qkvmt.config import ModelConfig
+from qkvmt.model import Embedding, Transformer
+
+
+class Ours(nn.Module):
+    """Our Transformer, returning only the logits, under the SDPA kernel training uses."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.model = Transformer(cfg)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        with attention_kernel("auto", src.device):
+            return self.model(src, tgt)[0]
+
+
+class TorchTransformer(nn.Module):
+    """nn.Transformer with our embeddings (tied, ×√d, sinusoidal positions) and output layer."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        nn.init.normal_(tokens.weight, 0.0, cfg.d_model**-0.5)
+        self.embed = Embedding(cfg, tokens)
+        self.transformer = nn.Transformer(
+            d_model=cfg.d_model,
+            nhead=cfg.n_heads,
+            num_encoder_layers=cfg.encoder_layers,
+            num_decoder_layers=cfg.decoder_layers,
+            dim_feedforward=cfg.ffn_dim,
+            dropout=cfg.dropout,
+            batch_first=True,
+            norm_first=cfg.norm_first,
+        )
+        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.output.weight = tokens.weight
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        src_pad = src == self.cfg.pad_id  # nn.Transformer's masks: True = ignore
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device, dtype=torch.bool)
+        h = self.transformer(
+            self.embed(src),
+            self.embed(tgt),
+            tgt_mask=causal,
+            src_key_padding_mask=src_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )
+        return self.output(h)
+
+
+class Marian(nn.Module):
+    """Hugging Face MarianMTModel, randomly initialised, returning logits like the others."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        pad = self.model.config.pad_token_id
+        return self.model(input_ids=src, attention_mask=src != pad, decoder_input_ids=tgt).logits
+
+
+def marian(cfg: ModelConfig):
+    """MarianMTModel with the same d_model, layers, heads, FFN size, vocabulary and special ids;
+    None when transformers is not installed."""
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        return None
+    config = MarianConfig(
+        vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        encoder_attention_heads=cfg.n_heads,
+        decoder_attention_heads=cfg.n_heads,
+        encoder_ffn_dim=cfg.ffn_dim,
+        decoder_ffn_dim=cfg.ffn_dim,
+        max_position_embeddings=cfg.max_positions,
+        activation_function="relu",
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        activation_dropout=cfg.activation_dropout,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=cfg.tie_embeddings,
+        pad_token_id=cfg.pad_id,
+        bos_token_id=cfg.bos_id,
+        eos_token_id=cfg.eos_id,
+        decoder_start_token_id=cfg.bos_id,
+        forced_eos_token_id=None,
+        init_std=cfg.d_model**-0.5,
+    )
+    return Marian(MarianMTModel(config))
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Trainable parameters (Marian's sinusoidal positions are a frozen parameter; ours a buffer)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def check_same_size(models: dict[str, nn.Module]) -> dict[str, int]:
+    """Parameter counts; a peer more than 1% off ours would not be the same model
+    (nn.Transformer adds a final layer norm to each stack even post-LN: 4·d parameters)."""
+    counts = {name: parameter_count(m) for name, m in models.items()}
+    ours = counts["ours"]
+    for name, n in counts.items():
+        if not math.isclose(n, ours, rel_tol=0.01):
+            raise RuntimeError(f"{name} has {n} parameters, ours {ours}: the peers are not the same model")
+    return counts

@@ -1,0 +1,135 @@
+"""Timed training steps and timed beam search, the same work for every system.
+
+Training: each system gets the same token-budget batches in the same order, with its own Adam;
+a step is forward, label-smoothed loss, backward and optimizer step, timed between device
+synchronisations (the benchmark's, not the training step's). Systems take turns in rounds, so
+a slow drift of the machine (turbo, a neighbour) touches all of them alike.
+
+Decoding: beam search forced to one output length (EOS banned before it, and the only choice
+at it), so every system does the same number of decoder steps on the same sentences.
+"""
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from qkvmt.lit_module import translation_loss
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class TrainTimer:
+    """One system's training steps: its model, its optimizer, and the seconds each step took."""
+
+    def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype | None, pad_id: int):
+        self.model = model.to(device).train()
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.device, self.dtype, self.pad_id = device, dtype, pad_id
+        self.seconds: list[float] = []
+
+    def step(self, batch: dict) -> float:
+        src, tgt_in, tgt_out = (batch[k].to(self.device, non_blocking=True) for k in ("src", "tgt_in", "tgt_out"))
+        sync(self.device)
+        start = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+            logits = self.model(src, tgt_in)
+        loss = translation_loss(logits, tgt_out, self.pad_id, label_smoothing=0.1)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sync(self.device)
+        return time.perf_counter() - start
+
+
+def time_training(
+    timers: dict[str, TrainTimer], batches: list[dict], warmup: int, steps: int, rounds: int, flops: list[float]
+) -> dict:
+    """Medians per system over `steps` timed steps after `warmup` untimed ones.
+
+    flops: the model FLOPs of each batch (see qkvmt.bench.flops).
+    Returns {name: {"tgt_tok_s", "tok_s", "tflop_s", "step_ms", "steps"}}: target tokens/s,
+    source+target tokens/s, model TFLOP/s, milliseconds per step.
+    """
+    for timer in timers.values():
+        for i in range(warmup):
+            timer.step(batches[i % len(batches)])
+    per_round = max(1, steps // rounds)
+    rates = {name: {"tgt": [], "all": [], "flop": [], "s": []} for name in timers}
+    for r in range(rounds):
+        for name, timer in timers.items():
+            for i in range(r * per_round, (r + 1) * per_round):
+                j = (warmup + i) % len(batches)
+                batch = batches[j]
+                s = timer.step(batch)
+                rates[name]["flop"].append(flops[j] / s / 1e12)
+                src_tokens = int((batch["src"] != timer.pad_id).sum())
+                rates[name]["tgt"].append(batch["ntokens"] / s)
+                rates[name]["all"].append((batch["ntokens"] + src_tokens) / s)
+                rates[name]["s"].append(s)
+    return {
+        name: {
+            "tgt_tok_s": statistics.median(r["tgt"]),
+            "tok_s": statistics.median(r["all"]),
+            "tflop_s": statistics.median(r["flop"]),
+            "step_ms": 1000 * statistics.median(r["s"]),
+            "steps": len(r["s"]),
+        }
+        for name, r in rates.items()
+    }
+
+
+def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> tuple[float, object]:
+    """Median seconds of `repeats` calls after one untimed warm-up call, and the last result."""
+    result = fn()
+    seconds = []
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        result = fn()
+        sync(device)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds), result
+
+
+def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool) -> Callable[[], list]:
+    """Our beam search, every hypothesis exactly `length` tokens (EOS last)."""
+    from qkvmt.decoding import DecodeConfig, generate
+
+    cfg = DecodeConfig(beam_size=beam_size, max_len_a=0.0, max_len_b=length, min_len=length, use_cache=use_cache)
+
+    def run():
+        hyps = generate(model, src, cfg)
+        if any(len(h.tokens) != length - 1 for h in hyps):
+            raise RuntimeError("a hypothesis missed the forced length: the comparison would be unequal")
+        return hyps
+
+    return run
+
+
+def hf_fixed_length(marian, src: Tensor, beam_size: int, length: int) -> Callable[[], Tensor]:
+    """Hugging Face generate with the same beam and exactly `length` new tokens."""
+    model = marian.model
+    pad = model.config.pad_token_id
+
+    @torch.no_grad()
+    def run():
+        out = model.generate(
+            input_ids=src,
+            attention_mask=src != pad,
+            num_beams=beam_size,
+            do_sample=False,
+            min_new_tokens=length,
+            max_new_tokens=length,
+            length_penalty=1.0,
+        )
+        if out.size(1) != length + 1:  # the start token and `length` new ones
+            raise RuntimeError(f"HF generate made {out.size(1) - 1} tokens, not {length}")
+        return out
+
+    return run

@@ -1,0 +1,213 @@
+"""benchmark(cfg): the function behind scripts/benchmark.py.
+
+Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianMTModel are
+measured side by side in one process, on the same batches and sentences: training tokens/s,
+beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
+to tokenize a large corpus. Writes benchmark.json into output_dir and prints a table.
+"""
+
+import datetime
+import logging
+import platform
+from itertools import islice
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from qkvmt.bench.corpus import tokenize_scaling
+from qkvmt.bench.flops import peak_tflops, training_flops
+from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
+from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_call, time_training
+from qkvmt.errors import UserError
+from qkvmt.files import write_json
+from qkvmt.host_memory import keep_freed_host_memory
+from qkvmt.translation import encode_sources, pad_batch
+
+log = logging.getLogger(__name__)
+NO_HF = "transformers is not installed: pip install -e '.[bench]'"
+
+
+def benchmark(cfg: DictConfig) -> dict:
+    keep_freed_host_memory()  # as training does; a process-wide setting, so every system gets it
+    L.seed_everything(cfg.seed)
+    device = _device(cfg.device)
+    dtype = {"bf16": torch.bfloat16, "fp32": None}.get(cfg.precision, "?")
+    if dtype == "?":
+        raise UserError(f"precision={cfg.precision!r}: use bf16 or fp32")
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    dm = instantiate(cfg.data)
+    tokenizer = dm.load_tokenizer(out / "tokenizer.json")
+    longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
+    model_cfg = instantiate(cfg.model)(
+        vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **dm.tokenizer_ids()
+    )
+    hf = marian(model_cfg) if "hf" in cfg.systems else None
+    builders = {"ours": lambda: Ours(model_cfg), "torch": lambda: TorchTransformer(model_cfg), "hf": lambda: hf}
+    models = {name: builders[name]() for name in cfg.systems}
+    present = {name: m for name, m in models.items() if m is not None}
+    params = check_same_size(present)
+    # compile=true compiles the training step of every system. Decoding stays eager for all:
+    # each step has a new cache length, which would recompile or need dynamic shapes.
+    trained = {name: torch.compile(m) if cfg.compile else m for name, m in present.items()}
+
+    result = {
+        "device": _device_name(device),
+        "date": datetime.date.today().isoformat(),
+        "versions": _versions(),
+        "precision": cfg.precision,
+        "compile": {"train": bool(cfg.compile), "decode": False},
+        "params": params,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    log.info("train: %s on %s, %s", ", ".join(present), result["device"], cfg.precision)
+    batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
+    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype)
+
+    sources = dm.read("val")[0][: cfg.decode.sentences]
+    src = pad_batch(encode_sources(tokenizer, sources, model_cfg.max_positions), model_cfg.pad_id, device)
+    eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
+    result["decode"] = _decode(cfg, eval_models, src, device)
+    result["scaling"] = {
+        "decode": _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device),
+        "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), sorted(cfg.scaling.corpus_pairs, reverse=True)),
+    }
+    lengths = result["scaling"]["decode"]
+    if len(lengths) > 1:
+        result["scaling"]["cached_last_vs_first"] = lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
+    write_json(out / "benchmark.json", result)
+    print(table(result))
+    log.info("wrote %s", out / "benchmark.json")
+    return result
+
+
+def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype) -> dict:
+    timers = {name: TrainTimer(m, device, dtype, model_cfg.pad_id) for name, m in models.items()}
+    flops = [training_flops(model_cfg, b["src"], b["tgt_in"]) for b in batches]
+    rows = time_training(timers, batches, cfg.train.warmup_steps, cfg.train.steps, cfg.train.rounds, flops)
+    peak, peak_source = peak_tflops(device, cfg.peak_tflops)
+    out = {"max_tokens": cfg.data.max_tokens, "peak_tflops": peak, "peak_source": peak_source, "systems": rows}
+    for name in ("ours", "torch", "hf"):
+        out[f"{name}_tok_s"] = rows[name]["tgt_tok_s"] if name in rows else None
+        out[f"{name}_src_tgt_tok_s"] = rows[name]["tok_s"] if name in rows else None
+    for name, row in rows.items():
+        row["mfu"] = row["tflop_s"] / peak if peak else None
+    out["mfu"] = rows["ours"]["mfu"] if "ours" in rows else None
+    out["ours_vs_torch"] = _ratio(out["ours_tok_s"], out["torch_tok_s"])
+    out["ours_vs_hf"] = _ratio(out["ours_tok_s"], out["hf_tok_s"])
+    if "hf" in cfg.systems and "hf" not in rows:
+        out["hf_missing"] = NO_HF
+    return out
+
+
+def _decode(cfg, models: dict, src: torch.Tensor, device) -> dict:
+    d = cfg.decode
+    n = src.size(0)
+    runs = {}
+    if "ours" in models:
+        ours = models["ours"].model
+        runs["ours"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, True), device, d.repeats)[0]
+        runs["uncached"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, False), device, d.repeats)[0]
+    if "hf" in models:
+        runs["hf"] = time_call(hf_fixed_length(models["hf"], src, d.beam_size, d.length), device, d.repeats)[0]
+    out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": runs}
+    for name in ("ours", "uncached", "hf"):
+        out[f"{name}_sent_s"] = n / runs[name] if name in runs else None
+    out["ours_vs_hf"] = _ratio(out["ours_sent_s"], out["hf_sent_s"])
+    out["ours_vs_uncached"] = _ratio(out["ours_sent_s"], out["uncached_sent_s"])
+    if "hf" in cfg.systems and "hf" not in models:
+        out["hf_missing"] = NO_HF
+    return out
+
+
+def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
+    """ms per generated token (per sentence) at each forced output length, cached and uncached."""
+    if ours is None:
+        return []
+    model = ours.model
+    rows = []
+    for length in cfg.scaling.lengths:
+        row = {"length": length}
+        for name, cached in (("cached", True), ("uncached", False)):
+            if cached or cfg.scaling.uncached:
+                fn = ours_fixed_length(model, src, cfg.decode.beam_size, length, cached)
+                seconds = time_call(fn, device, cfg.decode.repeats)[0]
+                row[f"{name}_ms_per_token"] = 1000 * seconds / (length * src.size(0))
+        rows.append(row)
+    return rows
+
+
+def table(r: dict) -> str:
+    t, d = r["train"], r["decode"]
+    lines = [
+        f"qkvmt benchmark · {r['device']} · {r['precision']} · compile={r['compile']['train']} · {r['date']}",
+        f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
+        f"{'beam sent/s':>13}",
+    ]
+    decode_rows = {"ours": "ours", "torch": None, "hf": "hf"}
+    for name in ("ours", "torch", "hf"):
+        row = t["systems"].get(name)
+        sent = d.get(f"{decode_rows[name]}_sent_s") if decode_rows[name] else None
+        if row is None:
+            lines.append(f"{name:<10}{'missing: ' + t.get('hf_missing', 'not run'):>50}")
+            continue
+        mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "-"
+        lines.append(
+            f"{name:<10}{r['params'][name]:>11,}{row['tgt_tok_s']:>17,.0f}{row['tok_s']:>15,.0f}"
+            f"{row['step_ms']:>9.1f}{mfu:>7}{_fmt(sent):>13}"
+        )
+    lines.append(f"{'uncached':<10}{'':>59}{_fmt(d['uncached_sent_s']):>13}")
+    lines.append(f"train ours/torch {_fmt(t['ours_vs_torch'], 2)}  ours/hf {_fmt(t['ours_vs_hf'], 2)}   "
+                 f"decode ours/hf {_fmt(d['ours_vs_hf'], 2)}  cached/uncached {_fmt(d['ours_vs_uncached'], 2)}")
+    for row in r["scaling"]["decode"]:
+        lines.append(f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
+                     + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else ""))
+    for row in r["scaling"]["tokenize"]:
+        if "error" in row:
+            lines.append(f"  tokenize {row['pairs']:,} pairs: {row['error']}")
+        else:
+            lines.append(f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
+                         f"ids on disk {row['cache_mb']:.0f} MB")
+    return "\n".join(lines)
+
+
+def _fmt(x, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device={name} but torch sees no GPU: use device=cpu")
+    return torch.device(name)
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
+def _versions() -> dict:
+    try:
+        import transformers
+
+        hf = transformers.__version__
+    except ImportError:
+        hf = None
+    return {"torch": torch.__version__, "transformers": hf, "python": platform.python_version()}
