@@ -88,7 +88,19 @@ def test_tokenized_corpus_matches_the_tokenizer_and_is_built_once(tmp_path):
         _, s, t = corpus[i]
         assert s.tolist() == encode(tok, [src[i]])[0] and t.tolist() == encode(tok, [tgt[i]])[0]
     (folder,) = tmp_path.iterdir()
-    stamp = (folder / "src.npy").stat().st_mtime_ns
+    stamp = (folder / "src.ids").stat().st_mtime_ns
     again = TokenizedCorpus.build(tok, src, tgt, tmp_path)
-    assert (folder / "src.npy").stat().st_mtime_ns == stamp and len(again) == 15
+    assert (folder / "src.ids").stat().st_mtime_ns == stamp and len(again) == 15
     assert isinstance(corpus.src, np.memmap)  # ids are memory-mapped, not loaded
+
+
+def test_set_epoch_skip_resumes_mid_epoch_with_the_remaining_batches():
+    """After a resume k batches into an epoch, the sampler yields that epoch's batches from k on."""
+    lengths = np.random.default_rng(0).integers(2, 30, size=200)
+    sampler = TokenBudgetBatchSampler(lengths, max_tokens=120, shuffle=True, seed=3)
+    sampler.set_epoch(2)
+    whole = list(sampler)
+    sampler.set_epoch(2, skip=5)
+    assert list(sampler) == whole[5:]
+    sampler.set_epoch(3)  # the next epoch is whole again
+    assert len(list(sampler)) == len(whole)

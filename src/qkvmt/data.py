@@ -5,6 +5,7 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
 from qkvmt.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
@@ -125,6 +126,9 @@ class TranslationDataModule(L.LightningDataModule):
             collate_fn=Collate(**cfg, max_len=self.max_positions),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            # Its own generator: otherwise every new iterator (each epoch, each validation) draws
+            # from the global RNG that dropout uses, and a resumed run's masks would shift.
+            generator=torch.Generator().manual_seed(self.seed),
         )
 
     def tokenizer_ids(self) -> dict:

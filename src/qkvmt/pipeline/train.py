@@ -6,8 +6,11 @@ from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt
+from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.host_memory import keep_freed_host_memory
 
@@ -30,8 +33,9 @@ def train(cfg: DictConfig) -> dict:
     )
     trainer = instantiate(
         cfg.trainer,
-        callbacks=[instantiate(c) for c in cfg.callbacks.values() if c is not None],
+        callbacks=[instantiate(c) for c in cfg.callbacks.values() if c is not None] + [SaveOnInterrupt()],
         logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
+        plugins=[AtomicCheckpointIO()],  # a kill or a full disk mid-save never corrupts a checkpoint
     )
     last = out / "checkpoints" / "last.ckpt"
     if cfg.resume == "auto":
@@ -40,7 +44,10 @@ def train(cfg: DictConfig) -> dict:
         resume = cfg.resume  # null: start afresh; or a checkpoint path
     if resume:
         log.info("resuming from %s", resume)
-    trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
+    except SIGTERMException:  # SaveOnInterrupt has saved last.ckpt
+        raise UserError(f"stopped by SIGTERM at step {trainer.global_step}; rerun the same command to resume") from None
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     trainer.test(module, datamodule=dm, ckpt_path=best or None, weights_only=True)
