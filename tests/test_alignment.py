@@ -228,7 +228,7 @@ def test_read_gold_missing_folder_and_file(tmp_path):
         read_gold(tmp_path / "nowhere")
     root = write_gold(tmp_path / "g", DE, EN, TALP)
     (root / "en").unlink()
-    with pytest.raises(UserError, match=r"en: file not found"):
+    with pytest.raises(UserError, match=r"lacks en: a gold alignment folder holds de, en and alignment\.talp"):
         read_gold(root)
 
 
@@ -237,6 +237,13 @@ def test_read_gold_line_count_mismatch_names_all_counts(tmp_path):
     with pytest.raises(UserError) as err:
         read_gold(root)
     assert "de: 2" in str(err.value) and "en: 1" in str(err.value) and "alignment.talp: 3" in str(err.value)
+
+
+def test_read_gold_non_utf8_names_file_and_line(tmp_path):
+    root = write_gold(tmp_path / "g", DE, EN, TALP)
+    (root / "en").write_bytes(EN[0].encode() + b"\n" + "Wir glauben nicht .".encode("latin-1") + b" \xe4\n")
+    with pytest.raises(UserError, match=r"g/en, line 2: not valid UTF-8"):
+        read_gold(root)
 
 
 def test_read_gold_malformed_item_names_file_and_line(tmp_path):

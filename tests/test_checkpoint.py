@@ -1,5 +1,7 @@
 """Self-contained checkpoints: safe loading, clear errors, averaging."""
 
+import pickle
+
 import torch
 
 import pytest
@@ -51,10 +53,74 @@ class Payload:
 PAYLOAD_MARK = None
 
 
-def test_checkpoint_that_runs_code_when_unpickled_is_refused(tmp_path):
+@pytest.mark.parametrize("layout", ["zip", "legacy", "bare_pickle"])
+def test_checkpoint_that_runs_code_when_unpickled_is_refused(layout, tmp_path):
     global PAYLOAD_MARK
     PAYLOAD_MARK = tmp_path / "pwned"
-    torch.save({"state_dict": {}, "qkvmt": Payload()}, tmp_path / "evil.ckpt")
-    with pytest.raises(UserError, match="not plain data"):
+    evil = {"state_dict": {}, "qkvmt": Payload()}
+    if layout == "bare_pickle":
+        (tmp_path / "evil.ckpt").write_bytes(pickle.dumps(evil))
+    else:
+        torch.save(evil, tmp_path / "evil.ckpt", _use_new_zipfile_serialization=layout == "zip")
+    # torch.save's layouts reach the import and say so; a bare pickle fails on an earlier opcode.
+    match = "not plain data" if layout != "bare_pickle" else "not a readable checkpoint"
+    with pytest.raises(UserError, match=match):
         load_checkpoint(tmp_path / "evil.ckpt")
     assert not PAYLOAD_MARK.exists()
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"", "not a readable checkpoint"),
+    (b"hello\n", "not a readable checkpoint"),
+    ([1, 2, 3], "not a qkvmt checkpoint (no qkvmt metadata or weights)"),
+    ({"state_dict": {}, "qkvmt": {"model_config": {}}}, "no tokenizer, src_lang, tgt_lang in its metadata"),
+])
+def test_files_that_are_no_qkvmt_checkpoint_are_one_line_errors(content, expected, tmp_path):
+    path = tmp_path / "x.ckpt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    with pytest.raises(UserError) as e:
+        load_checkpoint(path)
+    assert str(path) in str(e.value) and expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_folder_as_checkpoint_says_to_pick_a_file(trained_run):
+    with pytest.raises(UserError, match="is a folder; set it to a .ckpt file in it"):
+        load_checkpoint(trained_run["run"] / "checkpoints")
+
+
+# Each case: how to edit the stored model_config (given it), and the message expected from it.
+MISFITS = {
+    "ffn_dim": (lambda c: {"ffn_dim": 2 * c["ffn_dim"]}, lambda c: (
+        rf"ffn\.fc1\.weight is \({c['ffn_dim']}, {c['d_model']}\), "
+        rf"but the stored configuration needs \({2 * c['ffn_dim']}, {c['d_model']}\)")),
+    "more_layers": (lambda c: {"encoder_layers": c["encoder_layers"] + 1},
+                    lambda c: rf"weights do not fit .*\(no weight encoder_layers\.{c['encoder_layers']}\."),
+    "fewer_layers": (lambda c: {"encoder_layers": c["encoder_layers"] - 1},
+                     lambda c: rf"weights do not fit .*\(unexpected weight encoder_layers\.{c['encoder_layers'] - 1}\."),
+    "heads": (lambda c: {"n_heads": c["d_model"] + 1}, lambda c: "configuration stored in it is not usable .*not divisible"),
+    "unknown_key": (lambda c: {"colour": "red"},
+                    lambda c: r"configuration stored in it is not usable .*unknown model config keys: \['colour'\]"),
+}
+
+
+@pytest.mark.parametrize("case", MISFITS)
+def test_a_checkpoint_that_does_not_fit_its_own_configuration_is_a_user_error(case, trained_run, tmp_path):
+    edit, expected = MISFITS[case]
+    raw = torch.load(trained_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    config = raw["qkvmt"]["model_config"]
+    raw["qkvmt"]["model_config"] = {**config, **edit(config)}
+    torch.save(raw, tmp_path / "edited.ckpt")
+    with pytest.raises(UserError, match=expected(config)) as e:
+        load_model(tmp_path / "edited.ckpt")
+    assert str(e.value).startswith(str(tmp_path / "edited.ckpt"))
+
+
+def test_a_checkpoint_with_an_unreadable_tokenizer_is_a_user_error(trained_run, tmp_path):
+    raw = torch.load(trained_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    raw["qkvmt"]["tokenizer"] = "{not json"
+    torch.save(raw, tmp_path / "edited.ckpt")
+    with pytest.raises(UserError, match=r"edited\.ckpt: the tokenizer stored in it is not readable"):
+        load_model(tmp_path / "edited.ckpt")

@@ -176,3 +176,16 @@ def test_same_seed_in_deterministic_mode_gives_identical_losses(tmp_path):
         losses.append(log["train/loss"].dropna().tolist())
     assert len(losses[0]) == 50
     assert losses[0] == losses[1]
+
+
+@pytest.mark.parametrize("content", [None, b"not a checkpoint"], ids=["missing", "corrupt"])
+def test_a_bad_resume_path_is_a_one_line_error_before_training(tmp_path, content):
+    from qkvmt.pipeline import train
+
+    corpus = write_corpus(tmp_path / "corpus")
+    bad = tmp_path / "given.ckpt"
+    if content is not None:
+        bad.write_bytes(content)
+    with pytest.raises(UserError, match=str(bad)):
+        train(compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=4), f"resume={bad}"))
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -108,3 +108,20 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-4)
     html = (tmp_path / "report.html").read_text()
     assert "BLEU" in html and json.loads((tmp_path / "metrics.json").read_text())["signatures"]["bleu"] in html
+
+
+def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, tmp_path):
+    import html
+
+    src = ["w1 <script>alert(1)</script> w2", """w3 "w4" 'w5' & <img src=x onerror=alert(2)>"""]
+    ref = ["t2 </script><b>t1</b>", "t5 t4 t3"]
+    (tmp_path / "x.de").write_text("".join(line + "\n" for line in src))
+    (tmp_path / "x.en").write_text("".join(line + "\n" for line in ref))
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    run_eval(trained_run, f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en'}",
+             "decode.beam_size=1", f"output_dir={tmp_path / 'out'}")
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    for text in src + ref:
+        assert html.escape(text, quote=True) in page
+    assert "<script>alert" not in page and "<img src" not in page and "<b>" not in page
+    assert page.count("<script") == 2 and page.count("</script>") == 2  # the template's own two

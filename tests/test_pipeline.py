@@ -113,7 +113,10 @@ def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
 
 
 def test_a_missing_data_folder_is_a_one_line_error(tmp_path):
-    r = run_script("scripts/train.py", *cli(tiny_overrides(tmp_path / "missing", tmp_path)), f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_script(  # no download: the missing folder must be reported, not fetched
+        "scripts/train.py", *cli(tiny_overrides(tmp_path / "missing", tmp_path)), "data.source.download_url=null",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: ") and "data.root" in r.stderr

@@ -1,6 +1,7 @@
 """Reading parallel text: files (plain, gzipped, downloaded) and Hugging Face datasets."""
 
 import gzip
+from pathlib import Path
 
 import pytest
 
@@ -46,11 +47,21 @@ def test_missing_file_is_downloaded_from_download_url(tmp_path):
     assert sorted(p.name for p in local.iterdir()) == ["val.de.gz", "val.en.gz"]
 
 
-def test_failed_download_leaves_no_partial_file(tmp_path):
-    files = TextFiles(tmp_path / "local", download_url=(tmp_path / "nowhere").as_uri())
+def test_failed_download_leaves_no_partial_file_and_no_folder_it_made(tmp_path):
+    (tmp_path / "kept").mkdir()
+    nowhere = (tmp_path / "nowhere").as_uri()
     with pytest.raises(UserError, match="cannot download"):
-        files.read("val", "de", "en")
-    assert list((tmp_path / "local").iterdir()) == []
+        TextFiles(tmp_path / "kept", download_url=nowhere).read("val", "de", "en")
+    assert list((tmp_path / "kept").iterdir()) == []  # the user's folder stays, empty
+    with pytest.raises(UserError, match=r"put val\.de\.gz into .*typo/data by hand, or set data\.root"):
+        TextFiles(tmp_path / "typo" / "data", download_url=nowhere).read("val", "de", "en")
+    assert not (tmp_path / "typo").exists()  # a mistyped data.root leaves nothing behind
+
+
+def test_missing_relative_file_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=rf"file not found: sub/x\.de \(relative to {tmp_path}\); check the path"):
+        read_lines(Path("sub/x.de"))
 
 
 def _save_hf(tmp_path, rows_by_split):

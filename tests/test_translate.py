@@ -55,3 +55,18 @@ def test_translate_script_prints_only_translations_on_stdout(trained_run):
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.split("\n")
     assert len(out) == len(LINES) + 1 and out[1] == "" and out[4] == ""
+
+
+def test_translate_stdin_that_is_not_utf8_names_the_line_after_writing_earlier_chunks(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    cfg = compose_inference("translate", f"ckpt_path={ckpt}", "batch_lines=1", "decode.beam_size=1")
+    out = io.StringIO()
+    with pytest.raises(UserError, match=r"^stdin, line 2: not valid UTF-8 .*; re-encode it as UTF-8$"):
+        translate(cfg, stdin=io.BytesIO(b"w1 w2\nw3 \xff\nw4\n"), stdout=out)
+    assert len(out.getvalue().splitlines()) == 1  # the chunk before the bad line, complete
+
+
+def test_translate_checks_the_sentence_before_loading_the_checkpoint(tmp_path):
+    cfg = compose_inference("translate", f"ckpt_path={tmp_path / 'nope.ckpt'}", "sentence=' '")
+    with pytest.raises(UserError, match="sentence is empty"):  # not "checkpoint not found"
+        translate(cfg, stdout=io.StringIO())

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .sources import read_lines
 from .tokenizer import BOS, EOS, PAD, WORD_START
 
 # Tokens that belong to no word. <unk> is absent on purpose: it stands for an unseen character
@@ -149,20 +150,6 @@ class GoldAlignments:
         return len(self.src)
 
 
-def _read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise UserError(f"{path}: file not found; a gold alignment folder needs the files de, en and alignment.talp")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 ({e}); re-encode the file as UTF-8") from e
-    # Split on "\n" only: str.splitlines would also break at U+2028 and similar inside a sentence.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
 def read_gold(gold_dir: Path, src_lang: str = "de", tgt_lang: str = "en", talp_first: str = "de") -> GoldAlignments:
     """Read a TALP gold folder; links come back as (src_lang word, tgt_lang word), 0-based.
 
@@ -180,7 +167,10 @@ def read_gold(gold_dir: Path, src_lang: str = "de", tgt_lang: str = "en", talp_f
     second = tgt_lang if talp_first == src_lang else src_lang
     talp_path = gold_dir / "alignment.talp"
     paths = {talp_first: gold_dir / talp_first, second: gold_dir / second, "talp": talp_path}
-    lines = {key: _read_lines(path) for key, path in paths.items()}
+    missing = [path.name for path in paths.values() if not path.is_file()]
+    if missing:
+        raise UserError(f"{gold_dir} lacks {', '.join(missing)}: a gold alignment folder holds {talp_first}, {second} and alignment.talp")
+    lines = {key: read_lines(path) for key, path in paths.items()}
     counts = {key: len(v) for key, v in lines.items()}
     if len(set(counts.values())) != 1:
         listed = ", ".join(f"{paths[k].name}: {n}" for k, n in counts.items())

@@ -5,7 +5,7 @@ A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is 
 """
 
 import pickle
-import zipfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -16,19 +16,41 @@ from qkvmt.errors import UserError
 from qkvmt.model import Transformer
 
 
+# What inference reads from ckpt["qkvmt"], and the type each must have.
+META = {"model_config": dict, "tokenizer": str, "src_lang": str, "tgt_lang": str}
+USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
+
+
 def load_checkpoint(path) -> dict:
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"ckpt_path={path} is a folder; set it to a .ckpt file in it (e.g. last.ckpt)")
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}; set ckpt_path to a .ckpt file")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise UserError(f"{path} holds code or objects that are not plain data; refusing to load it ({e})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
-        raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {e}") from None
-    if not isinstance(ckpt, dict) or "qkvmt" not in ckpt or "state_dict" not in ckpt:
-        raise UserError(f"{path} is not a qkvmt checkpoint (no model configuration or weights in it)")
+        with warnings.catch_warnings():
+            # An unusual pickle protocol only means the load below fails, which is reported.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
+        if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
+            raise UserError(
+                f"{path} holds code or objects that are not plain data; refusing to load it ({_brief(e)}); {USE_ANOTHER}"
+            ) from None
+        raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}") from None
+    meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
+    bad = [k for k, kind in META.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
+    if bad or not isinstance(ckpt.get("state_dict"), dict):
+        what = f"no {', '.join(bad)} in its metadata" if isinstance(meta, dict) and bad else "no qkvmt metadata or weights"
+        raise UserError(f"{path} is not a qkvmt checkpoint ({what}); {USE_ANOTHER}")
     return ckpt
+
+
+def _brief(e: Exception) -> str:
+    """One line about a loading error: torch's messages run over several lines and sentences."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    key = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
+    return f"{type(e).__name__}: {key.split('. ')[0]}" if key else type(e).__name__
 
 
 def model_weights(ckpt: dict) -> dict:
@@ -38,14 +60,36 @@ def model_weights(ckpt: dict) -> dict:
 
 def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
     meta = ckpt["qkvmt"]
-    model = Transformer(ModelConfig.from_dict(meta["model_config"]))
     try:
-        model.load_state_dict(model_weights(ckpt))
+        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+    except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
+        raise UserError(f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}") from None
+    weights = model_weights(ckpt)
+    try:
+        model.load_state_dict(weights)
     except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise UserError(f"{path}: the weights do not match the model configuration stored with them ({first})") from None
+        raise UserError(
+            f"{path}: the weights do not fit the model configuration stored with them "
+            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); it was edited or belongs to another model; {USE_ANOTHER}"
+        ) from None
     model.eval()
-    return model, Tokenizer.from_str(meta["tokenizer"])
+    try:
+        tokenizer = Tokenizer.from_str(meta["tokenizer"])
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
+        raise UserError(f"{path}: the tokenizer stored in it is not readable ({_brief(e)}); {USE_ANOTHER}") from None
+    return model, tokenizer
+
+
+def _mismatch(expected: dict, found: dict) -> str:
+    """The first weight that is missing, extra or of another shape than the model expects ("" if none)."""
+    for name, tensor in expected.items():
+        if name not in found:
+            return f"no weight {name}"
+        shape = tuple(getattr(found[name], "shape", ()))
+        if shape != tuple(tensor.shape):
+            return f"{name} is {shape}, but the stored configuration needs {tuple(tensor.shape)}"
+    extra = sorted(set(found) - set(expected))
+    return f"unexpected weight {extra[0]}" if extra else ""
 
 
 def load_model(path) -> tuple[Transformer, Tokenizer, dict]:

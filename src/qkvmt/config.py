@@ -24,6 +24,10 @@ class ModelConfig:
     eos_id: int = 2
 
     def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in (int, "int") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise UserError(f"model.{f.name}={value!r}: give a whole number")
         if self.d_model % self.n_heads:
             raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
 

@@ -60,13 +60,18 @@ class TranslationDataModule(L.LightningDataModule):
 
     def training_pairs(self) -> tuple[list[str], list[str]]:
         """Training sentences without empty pairs, which carry no signal (the count is reported)."""
-        src, tgt = self.read("train")
-        keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
-        if not keep:
-            raise UserError(f"the training split {self.splits['train']!r} has no non-empty sentence pairs")
-        if len(keep) < len(src):
-            log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
-        return [src[i] for i in keep], [tgt[i] for i in keep]
+        if "train_nonempty" not in self.texts:
+            src, tgt = self.read("train")
+            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
+            if not keep:
+                raise UserError(
+                    f"the training split {self.splits['train']!r} in {self.source.root} has no pair with text on "
+                    "both sides; check data.root and the files there"
+                )
+            if len(keep) < len(src):
+                log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
+            self.texts["train_nonempty"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+        return self.texts["train_nonempty"]
 
     def load_tokenizer(self, path: Path):
         """The run's joint BPE: loaded if the run already has one (resume), else trained on train."""

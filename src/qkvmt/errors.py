@@ -24,7 +24,8 @@ def report_user_errors(fn):
                 cause = cause.__cause__  # Hydra wraps errors raised while building configured objects
             if cause is None:
                 raise
-            print(f"error: {cause}", file=sys.stderr)
+            # One line, even when the message quotes a library's multi-line error.
+            print("error: " + " ".join(line.strip() for line in str(cause).splitlines() if line.strip()), file=sys.stderr)
             sys.exit(2)
 
     return wrapper

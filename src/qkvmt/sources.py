@@ -4,6 +4,7 @@ Both sources take the directory the data lives in (`data.root`) and return align
 source and target sentences for a split.
 """
 
+import contextlib
 import gzip
 import shutil
 import urllib.request
@@ -13,33 +14,38 @@ from qkvmt.errors import UserError
 
 
 def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, plain or .gz; an undecodable line is an error naming file and line."""
+    """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"file not found: {path}")
+        where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
+        raise UserError(f"file not found: {path}{where}; check the path")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
             raw = f.read()
     except (OSError, EOFError) as e:
         raise UserError(f"cannot read {path}: {e}") from None
+    # Split on "\n" only: str.splitlines would also break at U+2028 and similar inside a sentence.
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    out = []
-    for i, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").rstrip("\r").strip())
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path}, line {i}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8") from None
-    return out
+    return [decode_line(line, path, i).strip() for i, line in enumerate(lines, 1)]
+
+
+def decode_line(raw: bytes, where, number: int) -> str:
+    """`raw` as UTF-8 text; otherwise a UserError naming `where` (a file, or stdin) and the line number."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{where}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode it as UTF-8") from None
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise UserError(
-            f"source and target differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+            f"source and target differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}; "
+            "they must be line-parallel (one sentence per line)"
         )
     return src, tgt
 
@@ -66,6 +72,7 @@ class TextFiles:
 
     def download(self, name: str) -> Path:
         url, target = f"{self.download_url}/{name}", self.root / name
+        created = [d for d in (self.root, *self.root.parents) if not d.exists()]  # deepest first
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".part")  # a broken download never looks complete
         try:
@@ -73,6 +80,9 @@ class TextFiles:
                 shutil.copyfileobj(r, f)
         except OSError as e:
             tmp.unlink(missing_ok=True)
+            for d in created:  # a mistyped data.root leaves no empty folders behind
+                with contextlib.suppress(OSError):
+                    d.rmdir()
             raise UserError(f"cannot download {url} ({e}); put {name} into {self.root} by hand, or set data.root") from None
         tmp.replace(target)
         return target

@@ -80,19 +80,24 @@ def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> d
     return {"layer": int(a.layer) % n_layers, "head": head, "rows": a.rows, "direction": a.direction}
 
 
+def output_folder(cfg: DictConfig, paths: list[Path], name: str) -> Path:
+    """Made only once the results are ready, so that a failed run leaves no empty folder."""
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name, kind="alignments")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def align(cfg: DictConfig) -> dict:
+    if not cfg.gold_dir and cfg.sentence is None:
+        raise UserError('give sentence="..." to align one sentence, or gold_dir=<folder> to score every head against gold links')
+    sentence = None if cfg.gold_dir else required_text(cfg.sentence, "sentence")  # before the slow load
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
     if cfg.gold_dir:
-        out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], "aer", kind="alignments")
-        out.mkdir(parents=True, exist_ok=True)
-        return align_gold(cfg, model, tokenizer, meta, out, paths)
+        return align_gold(cfg, model, tokenizer, meta, paths)
 
-    sentence = required_text(cfg.sentence, "sentence")
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
     pol = policy(cfg, n_layers, n_heads, paths)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
-    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], "align", kind="alignments")
-    out.mkdir(parents=True, exist_ok=True)
     sa = forced_attention(model, tokenizer, sentence, forced)
     src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
     matrix = word_matrix(head_weights(sa.cross, pol["layer"], pol["head"], pol["rows"]), tgt_groups, src_groups)
@@ -114,6 +119,7 @@ def align(cfg: DictConfig) -> dict:
         "links": [list(p) for p in found],
         "pharaoh": pharaoh,
     }
+    out = output_folder(cfg, paths, "align")
     write_json(out / "alignment.json", data)
     heatmap_grid(sa.cross, sa.out_tokens, sa.src_tokens, out / "alignment.png", title="cross-attention")
     alignment_page(out / "alignment.html", data)
@@ -122,7 +128,7 @@ def align(cfg: DictConfig) -> dict:
     return {"translation": target, "pharaoh": pharaoh, "output_dir": str(out)}
 
 
-def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, paths: list[Path]) -> dict:
+def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path]) -> dict:
     gold = read_gold(Path(cfg.gold_dir), meta["src_lang"], meta["tgt_lang"])
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
     heads = [*range(n_heads), "mean"]
@@ -161,6 +167,7 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, out: Path, paths: 
         },
         "best": best,
     }
+    out = output_folder(cfg, paths, "aer")
     write_json(out / "aer.json", result)
     try:
         write_json(best_file(paths), result)  # where alignment.head=best looks for this checkpoint

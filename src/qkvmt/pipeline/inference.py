@@ -55,9 +55,17 @@ def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path
 
 
 def required_text(value, name: str) -> str:
-    text = "" if value is None else str(value)
+    """The text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
+    example = f'give the text, e.g. {name}="Ein Mann fährt Fahrrad ."'
+    if value is None:
+        raise UserError(f"no {name} given: {example}")
+    text = str(value)
     if not text.strip():
-        raise UserError(f'{name} is empty: give the text, e.g. {name}="Ein Mann fährt Fahrrad ."')
+        raise UserError(f"{name} is empty: {example}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line arrive as lone surrogates
+        raise UserError(f"{name} is not valid UTF-8 text: give it in UTF-8 (check the terminal's encoding)") from None
     return text
 
 

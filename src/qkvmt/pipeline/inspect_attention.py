@@ -12,11 +12,11 @@ from qkvmt.report import inspector_page
 
 
 def inspect(cfg: DictConfig) -> dict:
-    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
-    sentence = required_text(cfg.sentence, "sentence")
+    sentence = required_text(cfg.sentence, "sentence")  # the settings first: loading is slow
     for key in ("layer", "head", "top_k"):
         if not isinstance(cfg[key], int):
             raise UserError(f"{key}={cfg[key]!r}: give a whole number")
+    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     data = inspect_head(model, tokenizer, sentence, forced, cfg.kind, cfg.layer, cfg.head, cfg.top_k)
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")

@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from qkvmt.checkpoint import load_checkpoint
 from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
@@ -43,6 +44,7 @@ def train(cfg: DictConfig) -> dict:
     else:
         resume = cfg.resume  # null: start afresh; or a checkpoint path
     if resume:
+        load_checkpoint(resume)  # a missing, corrupt or code-carrying file is a one-line error here
         log.info("resuming from %s", resume)
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
