@@ -52,7 +52,7 @@ class TokenizedCorpus(Dataset):
         return h.hexdigest()[:20]
 
     @classmethod
-    def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 50_000) -> "TokenizedCorpus":
+    def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000) -> "TokenizedCorpus":
         """Encode once and reuse: the cache folder is keyed by tokenizer and text.
 
         Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text

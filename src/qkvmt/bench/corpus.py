@@ -1,16 +1,20 @@
 """How the data pipeline scales: time and peak memory to tokenize and cache a large corpus.
 
 The corpus is synthetic: real sentence pairs drawn with replacement up to the requested size
-(the list holds references, so the text costs pointers, not copies). Memory is the process's
-resident set, sampled every few milliseconds by a thread while `TokenizedCorpus.build` runs;
-the figure reported is the peak above what the process held before. It should stay near one
-encoding chunk whatever the corpus size, since ids are streamed to disk and memory-mapped.
+(the list holds references, so the text costs pointers, not copies). Each size is measured in
+a fresh process, so one size's freed memory cannot hide the next one's. Memory is the resident
+set, sampled every few milliseconds by a thread while `TokenizedCorpus.build` runs; the figure
+reported is the peak above what the process held before. It should stay near one encoding
+chunk plus the offsets (16 bytes a pair) whatever the corpus size: ids are streamed to disk
+and memory-mapped.
 """
 
+import multiprocessing
 import os
 import tempfile
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -59,23 +63,24 @@ def tokenize_scaling(tokenizer, src: list[str], tgt: list[str], sizes: list[int]
     """For each corpus size: seconds and peak extra memory to build the id cache, and its size."""
     if not os.path.exists("/proc/self/statm"):
         return [{"pairs": n, "error": "no /proc/self/statm: memory is measured on Linux only"} for n in sizes]
+    spawn = multiprocessing.get_context("spawn")
     rows = []
     for n in sizes:
-        s, t = synthetic_pairs(src, tgt, n)
-        with tempfile.TemporaryDirectory() as cache, PeakMemory() as mem:
-            start = time.perf_counter()
-            corpus = TokenizedCorpus.build(tokenizer, s, t, Path(cache))
-            seconds = time.perf_counter() - start
-            ids_bytes = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
-            tokens = int(corpus.src_off[-1] + corpus.tgt_off[-1])
-            del corpus
-        rows.append(
-            {
-                "pairs": n,
-                "tokens": tokens,
-                "seconds": seconds,
-                "peak_extra_mb": mem.delta / 2**20,
-                "cache_mb": ids_bytes / 2**20,
-            }
-        )
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            rows.append(pool.submit(_measure, tokenizer.to_str(), src, tgt, n).result())
     return rows
+
+
+def _measure(tokenizer_json: str, src: list[str], tgt: list[str], n: int) -> dict:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    s, t = synthetic_pairs(src, tgt, n)
+    with tempfile.TemporaryDirectory() as cache, PeakMemory() as mem:
+        start = time.perf_counter()
+        corpus = TokenizedCorpus.build(tokenizer, s, t, Path(cache))
+        seconds = time.perf_counter() - start
+        ids_bytes = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
+        tokens = int(corpus.src_off[-1] + corpus.tgt_off[-1])
+        del corpus
+    return {"pairs": n, "tokens": tokens, "seconds": seconds, "peak_extra_mb": mem.delta / 2**20, "cache_mb": ids_bytes / 2**20}

@@ -74,7 +74,7 @@ def benchmark(cfg: DictConfig) -> dict:
     result["decode"] = _decode(cfg, eval_models, src, device)
     result["scaling"] = {
         "decode": _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device),
-        "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), sorted(cfg.scaling.corpus_pairs, reverse=True)),
+        "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
     }
     lengths = result["scaling"]["decode"]
     if len(lengths) > 1:
