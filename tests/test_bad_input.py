@@ -113,7 +113,8 @@ def test_a_training_corpus_of_empty_lines_is_one_line(tmp_path):
     for lang in ("de", "en"):
         (corpus / f"train.{lang}").write_text("\n \n\n")
     r = run_script("train", *train_args(corpus, tmp_path / "run"))
-    assert "'train'" in user_error(r) and "no non-empty sentence pairs" in user_error(r)
+    message = user_error(r)
+    assert "'train'" in message and str(corpus) in message and "no pair with text on both sides" in message
 
 
 @pytest.mark.parametrize("where", ["corpus", "src_file", "stdin", "sentence"])

@@ -83,14 +83,19 @@ def test_kill_9_then_rerun_reaches_the_final_step_with_the_same_weights(uninterr
         torch.testing.assert_close(tensor, expected[name], atol=1e-6, rtol=0, msg=name)
 
 
-def test_ctrl_c_saves_a_checkpoint_exits_cleanly_and_resumes(uninterrupted, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_and_sigterm_save_a_checkpoint_exit_cleanly_and_resume(uninterrupted, tmp_path, sig):
+    """The run finishes its current step, saves last.ckpt, exits non-zero without a traceback
+    (SIGTERM as a one-line error), and the same command then finishes the run."""
     corpus, _ = uninterrupted
     out = tmp_path / "run"
     cmd = train_cmd(corpus, out)
-    proc = start_and_stop_after_first_checkpoint(cmd, out, signal.SIGINT)
+    proc = start_and_stop_after_first_checkpoint(cmd, out, sig)
     stderr, output = proc.stderr.read(), proc.stdout.read()
     assert proc.returncode != 0 and "Traceback" not in stderr
-    assert "rerun the same command to resume" in output + stderr
+    assert "saved" in output + stderr and "rerun the same command to resume" in output + stderr
+    if sig == signal.SIGTERM:
+        assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGTERM at step")
     saved = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     assert saved >= VAL_EVERY  # at least as far as the first checkpoint
 

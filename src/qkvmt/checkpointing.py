@@ -3,11 +3,12 @@
 - AtomicCheckpointIO writes each checkpoint to a temporary file in the same folder, fsyncs it
   and renames it over the target, so a kill or a full disk mid-save leaves the previous file
   whole. A save that fails is a one-line error naming the file.
-- SaveOnInterrupt saves checkpoints/last.ckpt when training is stopped by Ctrl-C (SIGINT) or
-  SIGTERM (pre-emption), so rerunning the same command resumes where it stopped.
+- SaveOnInterrupt turns Ctrl-C (SIGINT) and SIGTERM (pre-emption) into a stop after the current
+  step with checkpoints/last.ckpt saved, so rerunning the same command resumes where it stopped.
 """
 
 import logging
+import signal
 from pathlib import Path
 
 import torch
@@ -39,16 +40,54 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class SaveOnInterrupt(Callback):
-    """On SIGINT or SIGTERM during fit, save last.ckpt before Lightning shuts down."""
+    """Ctrl-C (SIGINT) or SIGTERM during training: finish the current step, save last.ckpt, stop.
 
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if not isinstance(exception, (KeyboardInterrupt, SIGTERMException)) or trainer.state.fn != "fit":
+    Stopping at a step boundary, where Lightning itself saves, keeps the saved step, data
+    position and validation schedule consistent; a second signal stops at once, unsaved.
+    After training, last.ckpt is also brought up to the final step (max_steps or max_time may
+    end training between two validations, where ModelCheckpoint writes it).
+    """
+
+    def __init__(self):
+        self.signal: int | None = None
+        self._previous: dict = {}
+        self._saved_step: int | None = None  # the step of the newest checkpoint this run wrote
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # After Lightning's own SIGTERM handler is installed, so this one takes precedence.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._request_stop)
+
+    def _request_stop(self, signum, frame) -> None:
+        self.signal = signum
+        self._restore_handlers()
+        log.warning("%s: stopping after this step (send it again to stop at once, unsaved)", signal.Signals(signum).name)
+
+    def _restore_handlers(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if self.signal is None:
             return
         path = last_checkpoint_path(trainer)
-        if path is None:
-            return
-        trainer.save_checkpoint(path, weights_only=False)  # the full state: resume needs it
-        log.warning("interrupted at step %d: saved %s; rerun the same command to resume", trainer.global_step, path)
+        if path is not None:
+            trainer.save_checkpoint(path, weights_only=False)  # the full state: resume needs it
+            log.warning("stopped at step %d: saved %s; rerun the same command to resume", trainer.global_step, path)
+        raise KeyboardInterrupt if self.signal == signal.SIGINT else SIGTERMException
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self._saved_step = checkpoint["global_step"]
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._restore_handlers()
+        path = last_checkpoint_path(trainer)
+        if path is not None and self._saved_step != trainer.global_step:
+            trainer.save_checkpoint(path, weights_only=False)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._restore_handlers()
 
 
 def last_checkpoint_path(trainer) -> Path | None:
