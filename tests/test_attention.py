@@ -224,10 +224,11 @@ def test_kv_cache_reorder_selects_batch_rows(grad):
         for t in range(4):
             mha(x[:, t : t + 1], causal=True, cache=cache)
         k_before, v_before = cache.get()
-        first, second = torch.tensor([2, 0, 0, 1]), torch.tensor([3, 3, 1, 0])  # B=3 rows become 4
-        cache.reorder(first)
-        cache.reorder(second)
-        index = first[second]
+        # B=3 rows become 4, then two reorders of 4 rows: the second swaps back to the first's spare
+        first, second, third = torch.tensor([2, 0, 0, 1]), torch.tensor([3, 3, 1, 0]), torch.tensor([1, 2, 3, 0])
+        for i in (first, second, third):
+            cache.reorder(i)
+        index = first[second][third]
         k_after, v_after = cache.get()
         assert torch.equal(k_after, k_before[index])
         assert torch.equal(v_after, v_before[index])

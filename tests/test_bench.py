@@ -76,7 +76,7 @@ def test_training_flops_match_torch_flop_counter(pad):
 
 
 def test_peak_tflops_known_gpus_and_override():
-    assert peak_tflops(torch.device("cpu")) == (None, "no known peak for this device: set bench.peak_tflops")
+    assert peak_tflops(torch.device("cpu")) == (None, "no known peak for this device: set peak_tflops")
     assert peak_tflops(torch.device("cpu"), 123.0)[0] == 123.0
 
 

@@ -150,8 +150,7 @@ def test_decoder_state_reorder_beams_continues_selected_hypotheses(index):
     """reorder_beams (beam search) continues decoding as if the chosen rows ran throughout; rows
     move only among the beams of their own sentence, whose cross-attention caches are equal."""
     model = make_model(10)
-    k = 2
-    src, tgt = random_ids(2, 5, [5, 3]).repeat_interleave(k, dim=0), random_ids(4, 6)
+    src, tgt = random_ids(2, 5, [5, 3]), random_ids(4, 6)  # 2 sentences, 2 beams each, sharing memory
     index = torch.tensor(index)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
@@ -159,7 +158,7 @@ def test_decoder_state_reorder_beams_continues_selected_hypotheses(index):
         model.decode(tgt[:, :3], memory, src_mask, state=state)
         state.reorder_beams(index)
         rest = [model.decode(tgt[index, t : t + 1], memory, src_mask, state=state)[0] for t in range(3, 6)]
-        full, _, _ = model.decode(tgt[index], memory, src_mask)
+        full, _, _ = model.decode(tgt[index], memory.repeat_interleave(2, 0), src_mask.repeat_interleave(2, 0))
     torch.testing.assert_close(torch.cat(rest, dim=1), full[:, 3:], atol=ATOL, rtol=0)
 
 
@@ -256,3 +255,12 @@ def test_decode_last_only_gives_the_last_positions_logits():
         last, _, _ = model.decode(tgt, memory, src_mask, last_only=True)
     assert last.shape == (2, 1, full.size(-1))
     torch.testing.assert_close(last, full[:, -1:], atol=ATOL, rtol=0)
+
+
+def test_stacked_q_k_v_are_each_initialised_as_their_own_square_matrix():
+    """Xavier init of the stacked (3D, D) matrix would shrink W_Q, W_K, W_V by 1/sqrt(2)."""
+    model = make_model(12)
+    d = model.cfg.d_model
+    bound = (6 / (2 * d)) ** 0.5
+    for block in model.encoder_layers[0].self_attn.w_qkv.weight.detach().split(d):
+        assert 0.95 * bound < float(block.abs().max()) <= bound

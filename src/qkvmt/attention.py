@@ -61,7 +61,8 @@ class KVCache:
             part.index_copy_(0, dst, part.index_select(0, src))
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search reorders hypotheses every step); same row count."""
+        """Keep batch rows `index` (beam search reorders hypotheses every step); the number of
+        rows may change (after the first step of beam search, B rows become B*K)."""
         if self.k is None:
             return
         if torch.is_grad_enabled() and self.k.requires_grad:  # out= cannot record autograd
@@ -175,6 +176,8 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.append(k, v)
         rows, t_q, t_k = q.size(0), q.size(2), k.size(2)
+        if rows % k.size(0):
+            raise ValueError(f"{rows} query rows cannot share {k.size(0)} memory rows: give a multiple of them")
         groups = rows // k.size(0)
         if groups > 1:
             # Memory shared by `groups` consecutive query rows (the beams of one sentence): fold

@@ -61,7 +61,8 @@ class SaveOnInterrupt(Callback):
     def _request_stop(self, signum, frame) -> None:
         self.signal = signum
         self._restore_handlers()
-        log.warning("%s: stopping after this step (send it again to stop at once, unsaved)", signal.Signals(signum).name)
+        again = " (Ctrl-C again stops at once, unsaved)" if signum == signal.SIGINT else ""
+        log.warning("%s: stopping after this step%s", signal.Signals(signum).name, again)
 
     def _restore_handlers(self) -> None:
         for sig, handler in self._previous.items():
@@ -69,8 +70,11 @@ class SaveOnInterrupt(Callback):
         self._previous = {}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        if self.signal is None:
-            return
+        # Every rank stops at the same step (one of them may have seen the signal a step later).
+        if trainer.strategy.reduce_boolean_decision(self.signal is not None, all=False):
+            self._save_and_stop(trainer)
+
+    def _save_and_stop(self, trainer) -> None:
         path = last_checkpoint_path(trainer)
         if path is not None:
             trainer.save_checkpoint(path, weights_only=False)  # the full state: resume needs it
@@ -82,6 +86,8 @@ class SaveOnInterrupt(Callback):
 
     def on_train_end(self, trainer, pl_module) -> None:
         self._restore_handlers()
+        if self.signal is not None:  # it came during the last validation: stop before testing
+            self._save_and_stop(trainer)
         path = last_checkpoint_path(trainer)
         if path is not None and self._saved_step != trainer.global_step:
             trainer.save_checkpoint(path, weights_only=False)

@@ -130,8 +130,9 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
 
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
-    has K of them, or when it reaches its length limit. All bookkeeping is tensor operations:
-    one host synchronisation per step (is any sentence still active?), none per hypothesis.
+    has K of them, or when it reaches its length limit. All bookkeeping is tensor operations,
+    with no Python work per hypothesis; each step reads back only whether any sentence is still
+    active and which cache rows move.
     """
     c, k = model.cfg, cfg.beam_size
     if 2 * k > c.vocab_size:

@@ -1,6 +1,7 @@
 """The LightningModule: label-smoothed cross-entropy, Adam with inverse-square-root warmup, and
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -71,6 +72,7 @@ class TranslationModule(L.LightningModule):
         self.test_scores: dict = {}
         self._saved_step: int | None = None  # step of the newest checkpoint written
         self._resume: dict | None = None  # where the checkpoint being resumed from stopped
+        self._skip: dict[int, int] = {}  # epoch -> batches of it already trained on
         self._rng_to_restore: dict | None = None
 
     def attention_kernel(self):
@@ -80,16 +82,25 @@ class TranslationModule(L.LightningModule):
         logits, _ = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
         return translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
 
-    def on_train_epoch_start(self) -> None:
-        # Lightning passes the epoch to a DataLoader's sampler, not to a batch_sampler; ours
-        # shuffles by (seed, epoch), so without this every epoch would repeat one order. After
-        # a resume, the batches of this epoch that were already trained on are skipped.
-        sampler = self.trainer.train_dataloader.batch_sampler
+    def on_train_start(self) -> None:
+        # After a resume: skip the batches of the saved epoch already trained on, and restore
+        # the RNG at the first step. Lightning calls no on_train_epoch_start for an epoch it
+        # resumes in the middle of, so the sampler is positioned here too.
         resume, self._resume = self._resume, None
-        skip = resume["batches_done"] if resume and resume["epoch"] == self.current_epoch else 0
+        if resume:
+            self._skip = {resume["epoch"]: resume["batches_done"]}
+            self._rng_to_restore = resume["rng"]
+        self._position_sampler()
+
+    def on_train_epoch_start(self) -> None:
+        self._position_sampler()
+
+    def _position_sampler(self) -> None:
+        # Lightning passes the epoch to a DataLoader's sampler, not to a batch_sampler; ours
+        # shuffles by (seed, epoch), so without this every epoch would repeat one order.
+        sampler = self.trainer.train_dataloader.batch_sampler
         if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(self.current_epoch, skip)
-        self._rng_to_restore = resume["rng"] if resume else None
+            sampler.set_epoch(self.current_epoch, self._skip.get(self.current_epoch, 0))
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Restored here, just before the first resumed step, so that nothing Lightning or the
@@ -104,11 +115,19 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.attention_kernel():
             loss = self.loss(batch)
-        if not torch.isfinite(loss):  # stop before backward, so no bad update is ever saved
+        # Stop before backward, so no bad update is ever saved; every rank decides together,
+        # or the others would wait forever in the gradient all-reduce.
+        if self.trainer.strategy.reduce_boolean_decision(bool(not torch.isfinite(loss)), all=False):
+            last = (
+                f"the last good checkpoint is from step {self._saved_step} (checkpoints/last.ckpt); "
+                if self._saved_step is not None
+                else "no checkpoint was written yet; "
+            )
+            value = loss.item()
+            what = str(value) if not math.isfinite(value) else "not finite on another rank"
             raise NonFiniteLoss(
-                f"training loss is {loss.item()} at step {self.global_step}: stopped; the last good checkpoint "
-                f"is from step {self._saved_step} (checkpoints/last.ckpt); lower module.optimizer.lr, raise "
-                "module.warmup_steps or set trainer.gradient_clip_val, then rerun to resume from it"
+                f"training loss is {what} at step {self.global_step}: stopped; {last}lower module.optimizer.lr, "
+                "raise module.warmup_steps or set trainer.gradient_clip_val, then rerun"
             )
         now = time.perf_counter()
         if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
@@ -177,12 +196,19 @@ class TranslationModule(L.LightningModule):
             # that draws dropout masks are ours to keep, so a resumed run continues exactly.
             checkpoint["qkvmt_resume"] = {
                 "epoch": self.current_epoch,
-                "batches_done": self.trainer.fit_loop.epoch_loop.batch_progress.current.completed,
+                # processed, not completed: a save at the end of a batch counts that batch
+                "batches_done": self.trainer.fit_loop.epoch_loop.batch_progress.current.processed,
                 "rng": rng_state(),
             }
         self._saved_step = self.global_step
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if any(k.endswith("attn.w_q.weight") for k in checkpoint["state_dict"]):
+            # Its Adam state has three tensors where the stacked W_QKV now has one.
+            raise UserError(
+                "this checkpoint was written before W_Q, W_K and W_V were stacked: it evaluates and "
+                "translates, but training cannot resume from it; start a new run (resume=null)"
+            )
         self._resume = checkpoint.get("qkvmt_resume")
         self._saved_step = checkpoint.get("global_step")
 

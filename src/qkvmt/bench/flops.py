@@ -47,11 +47,11 @@ def training_flops(cfg: ModelConfig, src: torch.Tensor, tgt: torch.Tensor) -> fl
 def peak_tflops(device: torch.device, override: float | None = None) -> tuple[float | None, str]:
     """The bf16 peak used for MFU and where it came from; None when unknown (e.g. a CPU)."""
     if override is not None:
-        return float(override), "given by bench.peak_tflops"
+        return float(override), "given by peak_tflops"
     if device.type != "cuda":
-        return None, "no known peak for this device: set bench.peak_tflops"
+        return None, "no known peak for this device: set peak_tflops"
     name = torch.cuda.get_device_name(device)
     for key, tflops in BF16_PEAK_TFLOPS.items():  # the more specific names come first
         if key in name:
             return tflops, f"{name}: dense bf16 data-sheet peak"
-    return None, f"{name}: no known peak; set bench.peak_tflops"
+    return None, f"{name}: no known peak; set peak_tflops"
