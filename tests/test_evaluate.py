@@ -119,7 +119,8 @@ def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, t
     (tmp_path / "x.en").write_text("".join(line + "\n" for line in ref))
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     run_eval(trained_run, f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en'}",
-             "decode.beam_size=1", f"output_dir={tmp_path / 'out'}")
+             "decode.beam_size=1", "decode.min_len=3", f"output_dir={tmp_path / 'out'}")
+    # min_len: a sentence whose translation came out empty would have no sample in the report
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     for text in src + ref:
         assert html.escape(text, quote=True) in page
