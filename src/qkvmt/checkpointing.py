@@ -2,7 +2,8 @@
 
 - AtomicCheckpointIO writes each checkpoint to a temporary file in the same folder, fsyncs it
   and renames it over the target, so a kill or a full disk mid-save leaves the previous file
-  whole. A save that fails is a one-line error naming the file.
+  whole. A save that fails is a one-line error naming the file. It reads checkpoints with
+  qkvmt.checkpoint.load_checkpoint.
 - SaveOnInterrupt turns Ctrl-C (SIGINT) and SIGTERM (pre-emption) into a stop after the current
   step with checkpoints/last.ckpt saved, so rerunning the same command resumes where it stopped.
 """
@@ -16,6 +17,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from qkvmt.checkpoint import load_checkpoint
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write
 
@@ -27,6 +29,11 @@ class CheckpointWriteError(UserError):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        # The project's loader: weights_only always, and a missing, corrupt or code-carrying
+        # file is a one-line error, when resuming as when testing the best checkpoint.
+        return load_checkpoint(path)
+
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         path = Path(path)
         try:

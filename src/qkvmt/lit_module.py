@@ -71,8 +71,7 @@ class TranslationModule(L.LightningModule):
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
         self._saved_step: int | None = None  # step of the newest checkpoint written
-        self._resume: dict | None = None  # where the checkpoint being resumed from stopped
-        self._skip: dict[int, int] = {}  # epoch -> batches of it already trained on
+        self._skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
         self._rng_to_restore: dict | None = None
 
     def attention_kernel(self):
@@ -83,13 +82,7 @@ class TranslationModule(L.LightningModule):
         return translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
 
     def on_train_start(self) -> None:
-        # After a resume: skip the batches of the saved epoch already trained on, and restore
-        # the RNG at the first step. Lightning calls no on_train_epoch_start for an epoch it
-        # resumes in the middle of, so the sampler is positioned here too.
-        resume, self._resume = self._resume, None
-        if resume:
-            self._skip = {resume["epoch"]: resume["batches_done"]}
-            self._rng_to_restore = resume["rng"]
+        # Lightning calls no on_train_epoch_start for an epoch it resumes in the middle of.
         self._position_sampler()
 
     def on_train_epoch_start(self) -> None:
@@ -209,7 +202,10 @@ class TranslationModule(L.LightningModule):
                 "this checkpoint was written before W_Q, W_K and W_V were stacked: it evaluates and "
                 "translates, but training cannot resume from it; start a new run (resume=null)"
             )
-        self._resume = checkpoint.get("qkvmt_resume")
+        resume = checkpoint.get("qkvmt_resume")
+        if resume:  # skip the batches of the saved epoch already trained on; RNG at the first step
+            self._skip = {resume["epoch"]: resume["batches_done"]}
+            self._rng_to_restore = resume["rng"]
         self._saved_step = checkpoint.get("global_step")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from qkvmt.decoding import DecodeConfig, generate
 from qkvmt.lit_module import translation_loss
 
 
@@ -99,8 +100,6 @@ def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> t
 
 def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool) -> Callable[[], list]:
     """Our beam search, every hypothesis exactly `length` tokens (EOS last)."""
-    from qkvmt.decoding import DecodeConfig, generate
-
     cfg = DecodeConfig(beam_size=beam_size, max_len_a=0.0, max_len_b=length, min_len=length, use_cache=use_cache)
 
     def run():

@@ -9,8 +9,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from qkvmt.checkpoint import load_checkpoint
-from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt
+from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.host_memory import keep_freed_host_memory
@@ -38,13 +37,12 @@ def train(cfg: DictConfig) -> dict:
         logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
         plugins=[AtomicCheckpointIO()],  # a kill or a full disk mid-save never corrupts a checkpoint
     )
-    last = out / "checkpoints" / "last.ckpt"
+    last = last_checkpoint_path(trainer)
     if cfg.resume == "auto":
-        resume = str(last) if last.exists() else None
+        resume = str(last) if last is not None and last.exists() else None
     else:
         resume = cfg.resume  # null: start afresh; or a checkpoint path
     if resume:
-        load_checkpoint(resume)  # a missing, corrupt or code-carrying file is a one-line error here
         log.info("resuming from %s", resume)
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
@@ -61,7 +59,7 @@ def train(cfg: DictConfig) -> dict:
         "signatures": scores["signatures"],
         "best_val_bleu": _float(trainer.checkpoint_callback.best_model_score) if best else None,
         "best_checkpoint": best,
-        "last_checkpoint": str(last),
+        "last_checkpoint": str(last) if last is not None else None,
         "steps": trainer.global_step,
         "wall_s": round(time.time() - start, 1),
     }
