@@ -1,7 +1,15 @@
-"""Train a model: python scripts/train.py [experiment=NAME] [overrides...]"""
+"""Train a model: python scripts/train.py [experiment=NAME] [overrides...]
+
+Without experiment=, a machine with a GPU runs multi30k_de_en and one without runs the CPU
+recipe, multi30k_de_en_cpu.
+"""
+
+import sys
 
 import hydra
+import torch
 
+from qkvmt.cli import with_default_experiment
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline import train
 
@@ -13,4 +21,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv = with_default_experiment(sys.argv, torch.cuda.is_available())
     main()

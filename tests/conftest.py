@@ -42,13 +42,17 @@ def corpus(tmp_path) -> Path:
 
 
 def compose_train(*overrides: str):
-    """The training config as scripts/train.py sees it (outputs go where the overrides say)."""
+    """The training config as scripts/train.py sees it (outputs go where the overrides say).
+
+    experiment_name is set as Hydra's runtime would set it, which compose() does not start."""
+    experiment = next((o.split("=", 1)[1] for o in overrides if o.startswith("experiment=")), "multi30k_de_en")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides))
+        return compose(config_name="train", overrides=[*overrides, f"experiment_name={experiment}"])
 
 
 def tiny_overrides(data_root: Path, out: Path, steps: int = 8, val_every: int = 4) -> list[str]:
     return [
+        "experiment=multi30k_de_en",  # scripts/train.py would choose the CPU recipe on a machine without a GPU
         "model=tiny",
         "trainer=cpu",
         f"data.root={data_root}",

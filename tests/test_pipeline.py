@@ -1,6 +1,9 @@
 """Training end to end: outputs, checkpoints, resume, data sources, DDP, multirun and errors."""
 
 import csv
+import functools
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -10,7 +13,9 @@ import pytest
 import torch
 
 from qkvmt.checkpoint import load_model
+from qkvmt.hardware import Hardware, choose_precision, detect
 from qkvmt.pipeline import train
+from qkvmt.progress import StepProgress
 from tests.conftest import MULTI30K, ROOT, compose_train, requires_multi30k, tiny_overrides, write_corpus
 
 
@@ -189,3 +194,60 @@ def test_a_user_error_inside_a_configured_object_is_one_line(corpus, tmp_path):
     r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, tmp_path)), "model.n_heads=3", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == "error: model.d_model=64 is not divisible by model.n_heads=3"
+
+
+TRAIN_MODULE = sys.modules["qkvmt.pipeline.train"]  # the package's `train` attribute is the function
+
+
+def progress_overrides(corpus: Path, out: Path, **kw) -> list[str]:
+    return [o for o in tiny_overrides(corpus, out, **kw) if "enable_progress_bar" not in o]
+
+
+def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_steps(corpus, tmp_path, caplog, monkeypatch):
+    # every_s=0: a progress line after every step, as a log file gets one every minute
+    monkeypatch.setattr(TRAIN_MODULE, "StepProgress", functools.partial(StepProgress, every_s=0, interactive=False))
+    out = tmp_path / "run"
+    with caplog.at_level(logging.INFO, logger="qkvmt"):
+        metrics = train(compose_train(*progress_overrides(corpus, out)))
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("qkvmt")]
+    expected, why = choose_precision("auto", detect("cpu"))
+    assert lines[:3] == [f"run folder: {out}", "experiment multi30k_de_en: " + compose_train().description,
+                         f"precision {expected}: {why}"]
+    steps = [line for line in lines if line.startswith("step ")]
+    assert [line.split(" · ")[0] for line in steps] == [f"step {i}/8 ({100 * i / 8:.0f}%)" for i in range(1, 9)]
+    assert all("loss " in line and "left" in line for line in steps[1:])
+    assert [line.split(":")[0] for line in lines if line.startswith("validation")] == [
+        "validation at step 4", "validation at step 8"
+    ]
+    recorded = json.loads((out / "run.json").read_text())
+    assert recorded["precision"] == metrics["precision"] == expected
+    assert recorded["hardware"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_a_cpu_with_native_bf16_trains_in_bf16_and_an_explicit_precision_wins(corpus, tmp_path, monkeypatch):
+    amx = Hardware("cpu", "Intel Xeon", "AVX512", cpu_native_bf16=True)
+    monkeypatch.setattr(TRAIN_MODULE, "detect", lambda accelerator: amx)
+    metrics = train(compose_train(*tiny_overrides(corpus, tmp_path / "auto", steps=2, val_every=2)))
+    assert metrics["precision"] == "bf16-mixed"
+    metrics = train(compose_train(*tiny_overrides(corpus, tmp_path / "given", steps=2, val_every=2), "trainer.precision=32-true"))
+    assert (metrics["precision"], metrics["precision_reason"]) == ("32-true", "set by trainer.precision")
+
+
+def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
+    out = tmp_path / "run"
+    r = run_script("scripts/train.py", *cli(progress_overrides(corpus, out)), f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    console = r.stdout + r.stderr  # Hydra's log lines go to stdout, Lightning's to stderr
+    assert "Warning" not in console and "💡" not in console, console
+    assert f"run folder: {out}" in r.stdout.splitlines()[0]
+    assert "validation at step 8: BLEU" in r.stdout and "training ended at step 8" in r.stdout
+    assert "training ended at step 8" in (out / "train.log").read_text()  # the log file has the progress too
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
+def test_without_a_gpu_train_runs_the_cpu_recipe(tmp_path):
+    r = run_script("scripts/train.py", "--cfg", "job", "--resolve", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "running experiment=multi30k_de_en_cpu" in r.stderr
+    cpu_preset = compose_train("experiment=multi30k_de_en_cpu", f"paths.output_dir={tmp_path}")
+    assert f"description: {cpu_preset.description}" in r.stdout

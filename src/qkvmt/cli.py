@@ -1,6 +1,8 @@
 """Command-line helpers shared by scripts/*.py."""
 
+import os
 import re
+import sys
 
 TEXT_KEYS = ("sentence", "reference")
 
@@ -23,3 +25,17 @@ def quote_text_overrides(argv: list[str], keys=TEXT_KEYS) -> list[str]:
             arg = f"{key}='{escaped}'"
         out.append(arg)
     return out
+
+
+CPU_EXPERIMENT = "multi30k_de_en_cpu"
+
+
+def with_default_experiment(argv: list[str], has_gpu: bool) -> list[str]:
+    """train.py's default experiment is the GPU recipe; without a GPU, and when the command
+    line names no experiment, the CPU recipe runs instead, and says so."""
+    if has_gpu or any(a.lstrip("+").startswith("experiment=") for a in argv[1:]):
+        return argv
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # a DDP worker re-runs this command line
+        print(f"no GPU found: running experiment={CPU_EXPERIMENT}, the CPU recipe (experiment=NAME chooses another)",
+              file=sys.stderr)
+    return [*argv, f"experiment={CPU_EXPERIMENT}"]

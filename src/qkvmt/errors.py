@@ -6,16 +6,20 @@ Entry points print them as one line, with no traceback, and exit non-zero.
 import functools
 import sys
 
+from qkvmt.console import quiet_known_noise
+
 
 class UserError(ValueError):
     """A problem with the user's input; the message names the file or value and says what to do."""
 
 
 def report_user_errors(fn):
-    """Wrap an entry point: a UserError becomes `error: <message>` on stderr and exit code 2."""
+    """Wrap an entry point: a UserError becomes `error: <message>` on stderr and exit code 2;
+    known third-party noise is filtered from the console (qkvmt.console)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        quiet_known_noise()
         try:
             return fn(*args, **kwargs)
         except Exception as e:

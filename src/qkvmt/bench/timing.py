@@ -9,6 +9,7 @@ Decoding: beam search forced to one output length (EOS banned before it, and the
 at it), so every system does the same number of decoder steps on the same sentences.
 """
 
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from torch import Tensor, nn
 
 from qkvmt.decoding import DecodeConfig, generate
 from qkvmt.lit_module import translation_loss
+
+log = logging.getLogger(__name__)
 
 
 def sync(device: torch.device) -> None:
@@ -57,6 +60,7 @@ def time_training(
     Returns {name: {"tgt_tok_s", "tok_s", "tflop_s", "step_ms", "steps"}}: target tokens/s,
     source+target tokens/s, model TFLOP/s, milliseconds per step.
     """
+    log.info("  warm-up: %d steps per system", warmup)
     for timer in timers.values():
         for i in range(warmup):
             timer.step(batches[i % len(batches)])
@@ -64,6 +68,7 @@ def time_training(
     rates = {name: {"tgt": [], "all": [], "flop": [], "s": []} for name in timers}
     for r in range(rounds):
         for name, timer in timers.items():
+            log.info("  round %d/%d: %s, %d timed steps", r + 1, rounds, name, per_round)
             for i in range(r * per_round, (r + 1) * per_round):
                 j = (warmup + i) % len(batches)
                 batch = batches[j]

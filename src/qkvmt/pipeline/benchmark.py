@@ -23,10 +23,14 @@ from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
+from qkvmt.hardware import choose_precision, detect
 from qkvmt.host_memory import keep_freed_host_memory
 from qkvmt.translation import encode_sources, pad_batch
 
 log = logging.getLogger(__name__)
+# precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
+LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
+DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16, "32-true": None}
 NO_HF = "transformers is not installed: pip install -e '.[bench]'"
 
 
@@ -34,9 +38,12 @@ def benchmark(cfg: DictConfig) -> dict:
     keep_freed_host_memory()  # as training does; a process-wide setting, so every system gets it
     L.seed_everything(cfg.seed)
     device = _device(cfg.device)
-    dtype = {"bf16": torch.bfloat16, "fp32": None}.get(cfg.precision, "?")
-    if dtype == "?":
-        raise UserError(f"precision={cfg.precision!r}: use bf16 or fp32")
+    hardware = detect(device.type)
+    precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware)
+    if precision not in DTYPES:
+        raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
+    dtype = DTYPES[precision]
+    log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -55,24 +62,30 @@ def benchmark(cfg: DictConfig) -> dict:
     trained = {name: torch.compile(m) if cfg.compile else m for name, m in present.items()}
 
     result = {
-        "device": _device_name(device),
+        "device": _device_name(device, hardware),
+        "hardware": hardware.to_dict(),
         "date": datetime.date.today().isoformat(),
         "versions": _versions(),
-        "precision": cfg.precision,
+        "precision": precision,
+        "precision_reason": why,
         "compile": {"train": bool(cfg.compile), "decode": False},
         "params": params,
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    log.info("train: %s on %s, %s", ", ".join(present), result["device"], cfg.precision)
+    log.info("stage 1/4, training speed: %s on %s", ", ".join(present), result["device"])
     batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
     result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype)
 
+    log.info("stage 2/4, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     src = pad_batch(encode_sources(tokenizer, sources, model_cfg.max_positions), model_cfg.pad_id, device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
+    log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths))
+    scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
+    log.info("stage 4/4, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs))
     result["scaling"] = {
-        "decode": _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device),
+        "decode": scaling,
         "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
     }
     lengths = result["scaling"]["decode"]
@@ -109,9 +122,11 @@ def _decode(cfg, models: dict, src: torch.Tensor, device) -> dict:
     runs = {}
     if "ours" in models:
         ours = models["ours"].model
+        log.info("  decoding: ours, cached and uncached (%d sentences, %d repeats)", n, d.repeats)
         runs["ours"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, True), device, d.repeats)[0]
         runs["uncached"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, False), device, d.repeats)[0]
     if "hf" in models:
+        log.info("  decoding: hf generate")
         runs["hf"] = time_call(hf_fixed_length(models["hf"], src, d.beam_size, d.length), device, d.repeats)[0]
     out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": runs}
     for name in ("ours", "uncached", "hf"):
@@ -129,7 +144,8 @@ def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
         return []
     model = ours.model
     rows = []
-    for length in cfg.scaling.lengths:
+    for k, length in enumerate(cfg.scaling.lengths, 1):
+        log.info("  length %d (%d/%d)", length, k, len(cfg.scaling.lengths))
         row = {"length": length}
         for name, cached in (("cached", True), ("uncached", False)):
             if cached or cfg.scaling.uncached:
@@ -143,7 +159,7 @@ def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
 def table(r: dict) -> str:
     t, d = r["train"], r["decode"]
     lines = [
-        f"qkvmt benchmark · {r['device']} · {r['precision']} · compile={r['compile']['train']} · {r['date']}",
+        f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · compile={r['compile']['train']} · {r['date']}",
         f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
         f"{'beam sent/s':>13}",
     ]
@@ -189,16 +205,8 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{model}, {torch.get_num_threads()} threads"
+def _device_name(device: torch.device, hardware) -> str:
+    return hardware.name if device.type == "cuda" else f"{hardware.name}, {torch.get_num_threads()} threads"
 
 
 def _versions() -> dict:

@@ -1,0 +1,135 @@
+"""Training progress counted in optimizer steps, readable on a terminal and in a log file.
+
+Lightning's bars count batches within an epoch, and our runs are bounded by `max_steps` with
+`max_epochs=-1` (its bar read "Epoch 0/-2"); off a terminal they print nothing at all. This bar
+counts steps towards `max_steps`, and its time left also heeds `max_time`. On a terminal it is a tqdm bar; otherwise (a log file, CI) it
+writes a line every `every_s` seconds, as fairseq's simple log format does. Validation and test
+results are lines in both cases.
+"""
+
+import logging
+import sys
+import time
+
+from lightning.pytorch.callbacks import ProgressBar, Timer
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+class StepProgress(ProgressBar):
+    def __init__(self, every_s: float = 60.0, interactive: bool | None = None):
+        super().__init__()
+        self.every_s = every_s
+        self.interactive = sys.stderr.isatty() if interactive is None else interactive
+        self._enabled = True
+        self.bar: tqdm | None = None
+        self._start = self._last_line = self._val_start = 0.0
+        self._first_step = 0
+
+    def disable(self) -> None:  # Lightning disables the bar on every rank but rank 0
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def print(self, *args, **kwargs) -> None:
+        text = " ".join(map(str, args))
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            log.info(text)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = self._last_line = time.monotonic()
+        self._first_step = trainer.global_step
+        if self._enabled and self.interactive:
+            total = trainer.max_steps if trainer.max_steps > 0 and _timer(trainer) is None else None
+            self.bar = tqdm(total=total, initial=trainer.global_step, desc="train", unit="step",
+                            file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if not self._enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(trainer.global_step - self.bar.n)
+            self.bar.set_postfix_str(self._metrics(trainer), refresh=False)
+        elif time.monotonic() - self._last_line >= self.every_s:
+            self._last_line = time.monotonic()
+            self.print(self.status(trainer))
+
+    def status(self, trainer) -> str:
+        """'step 1200/4400 (27%) · epoch 9 · loss 3.41 · ... · 12m04s elapsed, ~32m left'"""
+        step, total = trainer.global_step, trainer.max_steps
+        elapsed = time.monotonic() - self._start
+        parts = [f"step {step}/{total} ({100 * step / total:.0f}%)" if total > 0 else f"step {step}"]
+        parts.append(f"epoch {trainer.current_epoch}")
+        metrics = self._metrics(trainer)
+        if metrics:
+            parts.append(metrics)
+        timing = f"{duration(elapsed)} elapsed"
+        lefts = []
+        done = step - self._first_step
+        if total > 0 and done > 0:
+            lefts.append(elapsed / done * (total - step))
+        timer = _timer(trainer)
+        if timer is not None:
+            lefts.append(timer.time_remaining())
+        if lefts:
+            timing += f", ~{duration(min(lefts))} left"
+        parts.append(timing)
+        return " · ".join(parts)
+
+    @staticmethod
+    def _metrics(trainer) -> str:
+        m = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        parts = []
+        if "train/loss" in m:
+            parts.append(f"loss {m['train/loss']:.3f}")
+        if "train/lr" in m:
+            parts.append(f"lr {m['train/lr']:.2e}")
+        if "train/tgt_tok_s" in m:  # logged by rank 0 for its own batches; ranks get alike batches
+            parts.append(f"{m['train/tgt_tok_s'] * trainer.world_size:,.0f} tgt tok/s")
+        if "val/bleu" in m:
+            parts.append(f"val BLEU {m['val/bleu']:.2f}")
+        return " · ".join(parts)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._val_start = time.monotonic()
+        if self.bar is not None and not trainer.sanity_checking:
+            self.bar.set_description("validate")
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not self._enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_description("train")
+        m = trainer.callback_metrics
+        if "val/bleu" in m:
+            self.print(
+                f"validation at step {trainer.global_step}: BLEU {float(m['val/bleu']):.2f}, chrF "
+                f"{float(m['val/chrf']):.2f}, loss {float(m['val/loss']):.3f} ({duration(time.monotonic() - self._val_start)})"
+            )
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        if self._enabled:
+            self.print(f"training ended at step {trainer.global_step} after {duration(time.monotonic() - self._start)}")
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _timer(trainer) -> Timer | None:
+    """Lightning's Timer when `max_time` is set: it ends training when time runs out."""
+    return next((cb for cb in trainer.callbacks if isinstance(cb, Timer) and cb.time_remaining() is not None), None)
