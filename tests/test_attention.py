@@ -265,20 +265,6 @@ def test_memory_shared_by_groups_of_query_rows_equals_repeated_memory(need_weigh
         torch.testing.assert_close(shared_w, ref_w, atol=ATOL, rtol=0)
 
 
-def test_state_dict_with_separate_q_k_v_projections_still_loads():
-    """Checkpoints from before W_Q, W_K, W_V were stacked (w_q, w_k, w_v keys) load unchanged."""
-    mha = make_mha(15)
-    x, y = torch.randn(B, 4, D), torch.randn(B, 6, D)
-    old = {k: v for k, v in mha.state_dict().items() if not k.startswith("w_qkv")}
-    for kind in ("weight", "bias"):
-        for name, part in zip("qkv", mha.state_dict()[f"w_qkv.{kind}"].chunk(3)):
-            old[f"w_{name}.{kind}"] = part
-    loaded = MultiHeadAttention(D, H).eval()
-    loaded.load_state_dict(old)
-    for args in ((x,), (x, y)):
-        torch.testing.assert_close(loaded(*args)[0], mha(*args)[0], atol=0, rtol=0)
-
-
 # --- 5. head splitting ---------------------------------------------------------------------------
 
 

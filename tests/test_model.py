@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from qkvmt.config import ModelConfig
-from qkvmt.model import Embedding, Transformer, sinusoidal_positions
+from qkvmt.model import Embedding, Transformer, Weights, sinusoidal_positions
 
 V, PAD = 23, 0
 ATOL = 1e-5
@@ -103,6 +103,30 @@ def test_encode_decode_return_empty_weight_lists_by_default():
         memory, src_mask, enc_w = model.encode(src)
         _, self_w, cross_w = model.decode(tgt, memory, src_mask)
     assert enc_w == [] and self_w == [] and cross_w == []
+
+
+@pytest.mark.parametrize("layer", [1, -1, 0])
+def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path(layer, monkeypatch):
+    """Weights(cross=(layer,)) returns that layer's cross-attention, the same tensor a full
+    request gives, None for the other layers, no other kind, and unchanged logits; only one
+    attention call takes the explicit path."""
+    import qkvmt.attention
+
+    model = make_model(7, encoder_layers=2, decoder_layers=3, n_heads=4)
+    src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
+    with torch.no_grad():
+        plain, _ = model(src, tgt)
+        _, full = model(src, tgt, need_weights=True)
+        explicit = []
+        real = qkvmt.attention.attend
+        monkeypatch.setattr(qkvmt.attention, "attend", lambda *a: explicit.append(a[5]) or real(*a))
+        logits, att = model(src, tgt, need_weights=Weights(cross=(layer,)))
+    assert sum(explicit) == 1 and len(explicit) == 2 + 2 * 3  # every attention ran, one with weights
+    assert att.encoder == [] and att.decoder == []
+    wanted = layer % 3
+    assert [w is None for w in att.cross] == [i != wanted for i in range(3)]
+    torch.testing.assert_close(att.cross[wanted], full.cross[wanted], atol=ATOL, rtol=0)
+    torch.testing.assert_close(logits, plain, atol=ATOL, rtol=0)
 
 
 # --- 4. incremental decoding -------------------------------------------------------------------

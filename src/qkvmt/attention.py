@@ -107,9 +107,54 @@ def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:
     return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)
 
 
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False,
+    need_weights: bool = False, dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor | None]:
+    """The attention kernel: softmax(QKᵀ/√d_k)·V over heads that are already split.
+
+    q: (B, H, T_q, d_k); k, v: (B, H, T_k, d_k); mask: bool, broadcastable to (B, H, T_q, T_k),
+    True = may attend; causal: each query sees keys at or before its own position, the last
+    query sitting at the last key (so it also serves a cached prefix).
+    Without need_weights the fused `F.scaled_dot_product_attention` runs and the weights are
+    None; with it, the explicit path runs and returns them, (B, H, T_q, T_k).
+    """
+    t_q, t_k = q.size(2), k.size(2)
+    if causal and t_q == 1:
+        causal = False  # one new query after a cached prefix: every key is in its past
+    if causal and (need_weights or mask is not None or t_q != t_k):
+        # SDPA's is_causal aligns to the top-left corner; with a cached prefix (t_q < t_k) or
+        # an extra mask we need the bottom-right-aligned mask made explicit.
+        c = causal_mask(t_q, t_k, q.device)
+        mask = c if mask is None else mask & c
+        causal = False
+    if not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return F.dropout(weights, dropout_p) @ v, weights  # (B, H, T_q, d_k)
+
+
+def fold_beams(q: Tensor, groups: int) -> Tensor:
+    """(B*G, H, T_q, d) -> (B, H, G*T_q, d): the G consecutive query rows (the beams of one
+    sentence) that share one memory row become one row with G*T_q queries, so each sentence's
+    keys are projected and read once."""
+    rows, h, t_q, d = q.shape
+    return q.view(rows // groups, groups, h, t_q, d).transpose(1, 2).reshape(rows // groups, h, groups * t_q, d)
+
+
+def unfold_beams(t: Tensor, groups: int, t_q: int) -> Tensor:
+    """The inverse of fold_beams: (B, H, G*T_q, ·) -> (B*G, H, T_q, ·)."""
+    b, h, _, last = t.shape
+    return t.view(b, h, groups, t_q, last).transpose(1, 2).reshape(b * groups, h, t_q, last)
+
+
 class MultiHeadAttention(nn.Module):
-    """W_Q, W_K and W_V are stacked in one (3D, D) projection, as in nn.MultiheadAttention: self-
-    attention projects Q, K and V in one matrix product, cross-attention K and V in one."""
+    """Projections and caching around `attend`. W_Q, W_K and W_V are stacked in one (3D, D)
+    projection, as in nn.MultiheadAttention: self-attention projects Q, K and V in one matrix
+    product, cross-attention K and V in one."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
@@ -136,14 +181,6 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, y: Tensor) -> tuple[Tensor, Tensor]:
         """y W_K + b_K and y W_V + b_V, each (B, T, D), from one matrix product."""
         return self._project(y, slice(self.d_model, None)).chunk(2, dim=-1)
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the projections were stacked hold w_q, w_k, w_v apart.
-        for kind in ("weight", "bias"):
-            parts = [f"{prefix}w_{n}.{kind}" for n in "qkv"]
-            if all(p in state_dict for p in parts):
-                state_dict[f"{prefix}w_qkv.{kind}"] = torch.cat([state_dict.pop(p) for p in parts])
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self,
@@ -175,42 +212,15 @@ class MultiHeadAttention(nn.Module):
                 k, v = map(self.split_heads, self.project_kv(y))
                 if cache is not None:
                     cache.append(k, v)
-        rows, t_q, t_k = q.size(0), q.size(2), k.size(2)
+        rows, t_q = q.size(0), q.size(2)
         if rows % k.size(0):
             raise ValueError(f"{rows} query rows cannot share {k.size(0)} memory rows: give a multiple of them")
         groups = rows // k.size(0)
         if groups > 1:
-            # Memory shared by `groups` consecutive query rows (the beams of one sentence): fold
-            # them into the query axis, so each sentence's keys are projected and read once.
-            q = q.view(k.size(0), groups, self.n_heads, t_q, self.d_k).transpose(1, 2)
-            q = q.reshape(k.size(0), self.n_heads, groups * t_q, self.d_k)  # (B, H, G*T_q, d_k)
-
-        if causal and t_q == 1:
-            causal = False  # one new query after a cached prefix: every key is in its past
-        if causal and (need_weights or mask is not None or t_q != t_k):
-            # SDPA's is_causal aligns to the top-left corner; with a cached prefix (t_q < t_k) or
-            # an extra mask we need the bottom-right-aligned mask made explicit.
-            c = causal_mask(t_q, t_k, q.device)
-            mask = c if mask is None else mask & c
-            causal = False
-        p = self.dropout if self.training else 0.0
-
-        if need_weights:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, H, T_q, T_k)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            out = F.dropout(weights, p) @ v  # (B, H, T_q, d_k)
-        else:
-            weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
-        if groups > 1:  # unfold: (B, H, G*T_q, ·) -> (B*G, H, T_q, ·)
-            out = _unfold_groups(out, groups, t_q)
-            weights = _unfold_groups(weights, groups, t_q) if weights is not None else None
+            q = fold_beams(q, groups)  # (B, H, G*T_q, d_k)
+        out, weights = attend(q, k, v, mask, causal, need_weights, self.dropout if self.training else 0.0)
+        if groups > 1:
+            out = unfold_beams(out, groups, t_q)
+            weights = unfold_beams(weights, groups, t_q) if weights is not None else None
         out = out.transpose(1, 2).reshape(rows, t_q, -1)  # (B, T_q, D)
         return self.w_o(out), weights
-
-
-def _unfold_groups(t: Tensor, groups: int, t_q: int) -> Tensor:
-    b, h, _, last = t.shape
-    return t.view(b, h, groups, t_q, last).transpose(1, 2).reshape(b * groups, h, t_q, last)

@@ -70,7 +70,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        need_weights: bool = False,
+        need_weights: tuple[bool, bool] = (False, False),
         cache: tuple[KVCache, KVCache] | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x: (B, T, D) target states; memory: (B, S, D) encoder output; src_mask: (B, 1, 1, S).
@@ -78,14 +78,16 @@ class DecoderLayer(nn.Module):
         The self-attention needs no padding mask: targets are right-padded, so under the causal
         mask a real token never sees a pad key, and pad positions are ignored by the loss. That
         leaves `is_causal` alone, which lets SDPA pick its fastest kernel.
-        Returns x and, if need_weights, self- and cross-attention weights.
+        need_weights: (self-attention, cross-attention): which of the two return weights.
+        Returns x and the self- and cross-attention weights (None where not asked for).
         """
+        need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x, self_w = self.self_block(
-            x, lambda h: self.self_attn(h, causal=True, need_weights=need_weights, cache=self_cache)
+            x, lambda h: self.self_attn(h, causal=True, need_weights=need_self, cache=self_cache)
         )
         x, cross_w = self.cross_block(
-            x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_weights, cache=cross_cache)
+            x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_cross, cache=cross_cache)
         )
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w

@@ -196,12 +196,6 @@ class TranslationModule(L.LightningModule):
         self._saved_step = self.global_step
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if any(k.endswith("attn.w_q.weight") for k in checkpoint["state_dict"]):
-            # Its Adam state has three tensors where the stacked W_QKV now has one.
-            raise UserError(
-                "this checkpoint was written before W_Q, W_K and W_V were stacked: it evaluates and "
-                "translates, but training cannot resume from it; start a new run (resume=null)"
-            )
         resume = checkpoint.get("qkvmt_resume")
         if resume:  # skip the batches of the saved epoch already trained on; RNG at the first step
             self._skip = {resume["epoch"]: resume["batches_done"]}

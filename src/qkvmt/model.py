@@ -1,7 +1,10 @@
 """The encoder-decoder Transformer of Vaswani et al. (2017), built from qkvmt's own attention.
 
 Attention weights are returned, never stored: `encode(..., need_weights=True)` and
-`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer.
+`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer. A `Weights`
+request names the layers of each kind instead: only those run the explicit attention path
+(an alignment loss on one cross-attention layer leaves every other layer on the fast kernel),
+and the lists hold None for the layers not asked for.
 """
 
 import math
@@ -52,9 +55,27 @@ class DecoderState:
             cache.reorder(index)
 
 
+@dataclass(frozen=True)
+class Weights:
+    """Which layers return attention weights, per kind; negative indices count from the end."""
+
+    encoder: tuple[int, ...] = ()
+    decoder: tuple[int, ...] = ()
+    cross: tuple[int, ...] = ()
+
+    @staticmethod
+    def wanted(need: "bool | Weights", kind: str, n_layers: int) -> list[bool]:
+        """For each of a stack's `n_layers` layers, whether its `kind` weights are asked for."""
+        if isinstance(need, bool):
+            return [need] * n_layers
+        layers = {i % n_layers for i in getattr(need, kind) if -n_layers <= i < n_layers}
+        return [i in layers for i in range(n_layers)]
+
+
 @dataclass
 class Attention:
-    """Per-layer attention weights, each (B, H, T_q, T_k); lists are empty unless asked for."""
+    """Per-layer attention weights, each (B, H, T_q, T_k); lists are empty unless asked for,
+    and hold None for the layers a `Weights` request leaves out."""
 
     encoder: list[Tensor] = field(default_factory=list)
     decoder: list[Tensor] = field(default_factory=list)
@@ -113,16 +134,16 @@ class Transformer(nn.Module):
     def source_mask(self, src: Tensor) -> Tensor:
         return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
-    def encode(self, src: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor, list[Tensor]]:
+    def encode(self, src: Tensor, need_weights: "bool | Weights" = False) -> tuple[Tensor, Tensor, list]:
         """src: (B, S) ids. Returns memory (B, S, D), src_mask (B, 1, 1, S), per-layer weights."""
         src_mask = self.source_mask(src)
         x = self.src_embed(src)
+        wanted = Weights.wanted(need_weights, "encoder", len(self.encoder_layers))
         weights = []
-        for layer in self.encoder_layers:
-            x, w = layer(x, src_mask, need_weights)
-            if need_weights:
-                weights.append(w)
-        return self.encoder_norm(x), src_mask, weights
+        for layer, want in zip(self.encoder_layers, wanted):
+            x, w = layer(x, src_mask, want)
+            weights.append(w)
+        return self.encoder_norm(x), src_mask, weights if any(wanted) else []
 
     def decode(
         self,
@@ -130,9 +151,9 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_mask: Tensor,
         state: DecoderState | None = None,
-        need_weights: bool = False,
+        need_weights: "bool | Weights" = False,
         last_only: bool = False,
-    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    ) -> tuple[Tensor, list, list]:
         """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
 
         Returns logits (B, T, V), or (B, 1, V) for the last position only with `last_only`
@@ -141,13 +162,15 @@ class Transformer(nn.Module):
         """
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
+        n = len(self.decoder_layers)
+        want_self, want_cross = Weights.wanted(need_weights, "decoder", n), Weights.wanted(need_weights, "cross", n)
         self_ws, cross_ws = [], []
         for i, layer in enumerate(self.decoder_layers):
             cache = state.caches[i] if state is not None else None
-            x, self_w, cross_w = layer(x, memory, src_mask, need_weights, cache)
-            if need_weights:
-                self_ws.append(self_w)
-                cross_ws.append(cross_w)
+            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache)
+            self_ws.append(self_w)
+            cross_ws.append(cross_w)
+        self_ws, cross_ws = (self_ws if any(want_self) else []), (cross_ws if any(want_cross) else [])
         if state is not None:
             state.steps += tgt.size(1)
         if last_only:
@@ -157,7 +180,7 @@ class Transformer(nn.Module):
     def new_state(self) -> DecoderState:
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
 
-    def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False) -> tuple[Tensor, Attention]:
+    def forward(self, src: Tensor, tgt: Tensor, need_weights: "bool | Weights" = False) -> tuple[Tensor, Attention]:
         """Teacher-forced pass: logits (B, T, V) for every target position, and the attention."""
         memory, src_mask, enc_w = self.encode(src, need_weights)
         logits, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights)

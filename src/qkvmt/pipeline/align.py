@@ -1,12 +1,6 @@
 """align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
-every decoder layer × head and every layer's head average.
-
-Each target word takes the cross-attention rows of the decoder steps that predict its subwords
-(rows=predicting, as Garg et al. 2019) or of the steps that read them as input
-(rows=reading: Shift-Att, Chen et al. 2020). Weights are summed over a source word's
-subwords and averaged over a target word's subwords; </s> and <s> never link. Each target word
-links to the source word it attends to most (target_to_source); source_to_target links each
-source word to the target word that attends to it most; intersection keeps what both agree on.
+every decoder layer × head and every layer's head average. The extraction itself (layer, head,
+rows, direction) is qkvmt.alignment_policy; this module does the command-line work.
 """
 
 import hashlib
@@ -17,7 +11,8 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from qkvmt.alignment import alignment_scores, hard_links, read_gold, to_pharaoh, word_groups, word_matrix
+from qkvmt.alignment import alignment_scores, read_gold, to_pharaoh, word_groups
+from qkvmt.alignment_policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links
 from qkvmt.attention_maps import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
@@ -25,24 +20,6 @@ from qkvmt.pipeline.inference import default_output_dir, load_for_inference, req
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
 
 log = logging.getLogger(__name__)
-
-DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
-ROWS = ("predicting", "reading")
-
-
-def head_weights(cross: np.ndarray, layer: int, head, rows: str) -> np.ndarray:
-    """(T, S) subword weights of one head, or of the layer's head average. Row t predicts output
-    token t; the step reading output token t as its input is row t + 1."""
-    w = cross[layer].mean(axis=0) if head == "mean" else cross[layer, head]
-    return w if rows == "predicting" else w[1:]
-
-
-def links(matrix: np.ndarray, direction: str) -> set[tuple[int, int]]:
-    t2s = hard_links(matrix)
-    if direction == "target_to_source":
-        return t2s
-    s2t = {(i, j) for j, i in hard_links(matrix.T)}
-    return s2t if direction == "source_to_target" else t2s & s2t
 
 
 def words(tokens: list[str], groups: list[list[int]]) -> list[str]:
@@ -56,8 +33,9 @@ def best_file(paths: list[Path]) -> Path:
     return run_folder(paths[0]) / f"aer_{ident}.json"
 
 
-def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> dict:
-    """The layer/head/rows/direction to extract links with; head=best reads an AER run's result."""
+def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> tuple[AlignmentPolicy, dict]:
+    """The policy to extract links with, and what alignment.json records of it; head=best
+    reads an AER run's result (its scores and file are recorded too)."""
     a = cfg.alignment
     if str(a.head) == "best":
         aer_file = Path(a.aer_file) if a.aer_file else best_file(paths)
@@ -66,18 +44,10 @@ def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> d
         best = json.loads(aer_file.read_text())["best"]
         if best["layer"] >= n_layers or (best["head"] != "mean" and best["head"] >= n_heads):
             raise UserError(f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})")
-        return best | {"from": str(aer_file)}
-    head = str(a.head)
-    if not (head == "mean" or head.isdigit() and int(head) < n_heads):
-        raise UserError(f"alignment.head={a.head}: use mean, best, or a head 0..{n_heads - 1}")
-    head = "mean" if head == "mean" else int(head)
-    if not isinstance(a.layer, int) or not -n_layers <= a.layer < n_layers:
-        raise UserError(f"alignment.layer={a.layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
-    if a.direction not in DIRECTIONS:
-        raise UserError(f"alignment.direction={a.direction!r}: use one of {', '.join(DIRECTIONS)}")
-    if a.rows not in ROWS:
-        raise UserError(f"alignment.rows={a.rows!r}: use one of {', '.join(ROWS)}")
-    return {"layer": int(a.layer) % n_layers, "head": head, "rows": a.rows, "direction": a.direction}
+        pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], n_layers, n_heads)
+        return pol, best | {"from": str(aer_file)}
+    pol = AlignmentPolicy.validated(a.layer, a.head, a.rows, a.direction, n_layers, n_heads)
+    return pol, pol.to_dict()
 
 
 def output_folder(cfg: DictConfig, paths: list[Path], name: str) -> Path:
@@ -96,12 +66,12 @@ def align(cfg: DictConfig) -> dict:
         return align_gold(cfg, model, tokenizer, meta, paths)
 
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-    pol = policy(cfg, n_layers, n_heads, paths)
+    pol, recorded = policy(cfg, n_layers, n_heads, paths)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     sa = forced_attention(model, tokenizer, sentence, forced)
     src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
-    matrix = word_matrix(head_weights(sa.cross, pol["layer"], pol["head"], pol["rows"]), tgt_groups, src_groups)
-    found = sorted(links(matrix, pol["direction"]))
+    matrix = pol.word_matrix(sa.cross, tgt_groups, src_groups)
+    found = sorted(directed_links(matrix, pol.direction))
     pharaoh = to_pharaoh(found)
     data = {
         "source": sentence,
@@ -114,7 +84,7 @@ def align(cfg: DictConfig) -> dict:
         "src_word_groups": src_groups,
         "tgt_word_groups": tgt_groups,
         "cross": sa.cross.round(6).tolist(),  # [layer][head][target][source]
-        "policy": pol,
+        "policy": recorded,
         "word_matrix": matrix.round(6).tolist(),
         "links": [list(p) for p in found],
         "pharaoh": pharaoh,
@@ -144,9 +114,9 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
         for l in range(n_layers):
             for h in heads:
                 for r in ROWS:
-                    m = word_matrix(head_weights(sa.cross, l, h, r), tg, sg)
+                    m = AlignmentPolicy(l, h, r).word_matrix(sa.cross, tg, sg)
                     for d in DIRECTIONS:
-                        hyps[l, h, r, d].append(links(m, d))
+                        hyps[l, h, r, d].append(directed_links(m, d))
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.cfg.max_positions} positions")
     sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
