@@ -117,11 +117,16 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
             raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
         folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
         n = int(average[4:])
-        found = sorted(folder.glob("step*.ckpt"))  # zero-padded step numbers sort in order
+        found = recent_checkpoints(folder, n)
         if len(found) < n:
             raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
-        return found[-n:]
+        return found
     return [Path(p) for p in average]
+
+
+def recent_checkpoints(folder: Path, n: int) -> list[Path]:
+    """The (at most) n most recent step*.ckpt files a run's validations wrote, oldest first."""
+    return sorted(Path(folder).glob("step*.ckpt"))[-n:]  # zero-padded step numbers sort in order
 
 
 def average_checkpoints(paths: list[Path]) -> dict:

@@ -70,10 +70,11 @@ def detect(accelerator: str = AUTO) -> Hardware:
     return Hardware("cpu", cpu_name(), capability, native)
 
 
-def choose_precision(requested, hw: Hardware) -> tuple[str, str]:
-    """(Lightning precision, why) for `requested` ('auto' or any Lightning precision) on `hw`."""
+def choose_precision(requested, hw: Hardware, setting: str = "trainer.precision") -> tuple[str, str]:
+    """(Lightning precision, why) for `requested` ('auto' or any Lightning precision) on `hw`;
+    `setting` names where an explicit choice came from."""
     if str(requested) != AUTO:
-        return str(requested), "set by trainer.precision"
+        return str(requested), f"set by {setting}"
     if hw.device == "cuda":
         if hw.gpu_bf16:
             return "bf16-mixed", f"{hw.name} computes bf16 natively"

@@ -39,7 +39,7 @@ def benchmark(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed)
     device = _device(cfg.device)
     hardware = detect(device.type)
-    precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware)
+    precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     dtype = DTYPES[precision]
@@ -81,9 +81,9 @@ def benchmark(cfg: DictConfig) -> dict:
     src = pad_batch(encode_sources(tokenizer, sources, model_cfg.max_positions), model_cfg.pad_id, device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
-    log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths))
+    log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
-    log.info("stage 4/4, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs))
+    log.info("stage 4/4, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
     result["scaling"] = {
         "decode": scaling,
         "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),

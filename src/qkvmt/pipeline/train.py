@@ -5,13 +5,15 @@ import time
 from pathlib import Path
 
 import lightning as L
+import torch
 from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from qkvmt.checkpoint import average_checkpoints, load_checkpoint, model_weights, recent_checkpoints
 from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
 from qkvmt.errors import UserError
-from qkvmt.files import write_json
+from qkvmt.files import atomic_write, write_json
 from qkvmt.hardware import choose_precision, detect
 from qkvmt.host_memory import keep_freed_host_memory
 from qkvmt.progress import StepProgress
@@ -20,8 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> dict:
-    """Train a model as configured; test the best checkpoint; return the metrics."""
+    """Train a model as configured; test the best checkpoint (or an average); return the metrics."""
     start = time.time()
+    n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
     keep_freed_host_memory()
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
@@ -43,9 +46,7 @@ def train(cfg: DictConfig) -> dict:
     run = {"experiment": cfg.experiment_name, "precision": trainer.precision, "precision_reason": why, "hardware": hardware.to_dict()}
     if trainer.is_global_zero:
         log.info("run folder: %s", out)
-        # An experiment's description says what it trains and for how long (not in train.yaml,
-        # whose own keys would override the experiment's).
-        log.info("experiment %s: %s", cfg.experiment_name, cfg.get("description") or "(no description)")
+        log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
         log.info("precision %s: %s", precision, why)
         write_json(out / "run.json", run)
 
@@ -68,9 +69,13 @@ def train(cfg: DictConfig) -> dict:
         raise UserError(f"stopped by SIGTERM at step {trainer.global_step}; rerun the same command to resume") from None
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    tested, averaged = best or None, []
+    if n_average and last is not None:
+        tested, averaged = average_for_test(module, last, n_average, write=trainer.is_global_zero)
     if trainer.is_global_zero:
-        log.info("testing %s on %s (beam %d)", best or "the final weights", dm.splits["test"], module.test_decode.beam_size)
-    trainer.test(module, datamodule=dm, ckpt_path=best or None, weights_only=True)
+        log.info("testing %s on %s (beam %d)", tested or "the final weights", dm.splits["test"], module.test_decode.beam_size)
+    # An average is already in the module: test it as it is (ckpt_path=None).
+    trainer.test(module, datamodule=dm, ckpt_path=None if averaged else tested, weights_only=True)
     scores = module.test_scores
     metrics = {
         "test_split": dm.splits["test"],
@@ -79,6 +84,8 @@ def train(cfg: DictConfig) -> dict:
         "signatures": scores["signatures"],
         "best_val_bleu": _float(trainer.checkpoint_callback.best_model_score) if best else None,
         "best_checkpoint": best,
+        "test_checkpoint": str(tested) if tested else None,
+        "averaged_from": [str(p) for p in averaged],
         "last_checkpoint": str(last) if last is not None else None,
         "steps": trainer.global_step,
         **run,
@@ -90,6 +97,33 @@ def train(cfg: DictConfig) -> dict:
         write_json(out / "train_metrics.json", metrics)
         log.info("test %s BLEU %.2f (%s)", dm.splits["test"], scores["bleu"], scores["signatures"]["bleu"])
     return metrics
+
+
+def averaged_count(spec: str) -> int:
+    """0 for test_checkpoint=best, N for lastN."""
+    spec = str(spec)
+    if spec == "best":
+        return 0
+    if spec.startswith("last") and spec[4:].isdigit() and int(spec[4:]) > 0:
+        return int(spec[4:])
+    raise UserError(f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints")
+
+
+def average_for_test(module, last: Path, n: int, write: bool) -> tuple[Path, list[Path]]:
+    """Load into `module` the average of the final weights (last.ckpt) and the most recent step
+    checkpoints before them, n in all. Every rank averages the same files itself, so none waits
+    for another's write; rank 0 (`write`) also saves the average beside them, as
+    checkpoints/averaged_lastN.ckpt, for evaluate.py and align.py."""
+    steps = {}  # global step -> file; last.ckpt is the newest, and may repeat a step checkpoint
+    for path in [*recent_checkpoints(last.parent, n), last]:
+        steps[load_checkpoint(path)["global_step"]] = path
+    paths = [steps[s] for s in sorted(steps)[-n:]]
+    ckpt = average_checkpoints(paths)
+    module.model.load_state_dict(model_weights(ckpt))
+    out = last.parent / f"averaged_last{n}.ckpt"
+    if write:
+        atomic_write(out, lambda f: torch.save(ckpt, f))
+    return out, paths
 
 
 def _float(x):
