@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from qkvmt.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
 from qkvmt.errors import UserError
+from qkvmt.sources import read_parallel
 from qkvmt.tokenizer import load_or_train
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,9 @@ class TranslationDataModule(L.LightningDataModule):
     source: a callable taking `root` (TextFiles or HFDataset, wired as a Hydra partial).
     splits: the split names used for training, validation and test, e.g. test: test_2016_flickr.
     max_tokens: padded tokens per training batch on each device; eval_max_tokens for val/test.
+    extra_train: more parallel text for training only, [{src: PATH, tgt: PATH}] (plain or .gz,
+        line-parallel), e.g. the sentences of a gold alignment set without their links: it
+        joins the training split for the BPE, the id cache and the batches.
     """
 
     def __init__(
@@ -38,8 +42,10 @@ class TranslationDataModule(L.LightningDataModule):
         max_positions: int = 256,
         num_workers: int = 0,
         seed: int = 0,
+        extra_train=(),
     ):
         super().__init__()
+        self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
         self.source = source(root)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits)
@@ -62,6 +68,10 @@ class TranslationDataModule(L.LightningDataModule):
         """Training sentences without empty pairs, which carry no signal (the count is reported)."""
         if "train_nonempty" not in self.texts:
             src, tgt = self.read("train")
+            for src_path, tgt_path in self.extra_train:
+                more_src, more_tgt = read_parallel(src_path, tgt_path)
+                log.info("data.extra_train: %d pairs from %s and %s", len(more_src), src_path, tgt_path)
+                src, tgt = src + more_src, tgt + more_tgt
             keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
             if not keep:
                 raise UserError(
@@ -139,6 +149,15 @@ class TranslationDataModule(L.LightningDataModule):
     def tokenizer_ids(self) -> dict:
         tok = self.tokenizer
         return {"pad_id": tok.token_to_id("<pad>"), "bos_id": tok.token_to_id("<s>"), "eos_id": tok.token_to_id("</s>")}
+
+
+def _extra_files(i: int, entry) -> tuple[Path, Path]:
+    if not hasattr(entry, "keys") or set(entry.keys()) != {"src", "tgt"}:
+        raise UserError(
+            f"data.extra_train[{i}] is {entry!r}: each entry names two line-parallel files, "
+            "data.extra_train=[{src:PATH,tgt:PATH}]"
+        )
+    return Path(str(entry["src"])), Path(str(entry["tgt"]))
 
 
 class _Subset:

@@ -1,0 +1,50 @@
+"""The DataModule's training pairs: the training split plus data.extra_train files."""
+
+import gzip
+
+import pytest
+from hydra.utils import instantiate
+
+from qkvmt.errors import UserError
+from tests.conftest import compose_train, tiny_overrides, write_corpus
+
+EXTRA_DE = ["ein haus am see", "zwei hunde im park", "der mann liest"]
+EXTRA_EN = ["a house by the lake", "two dogs in the park", "the man reads"]
+
+
+def datamodule(tmp_path, *overrides):
+    corpus = write_corpus(tmp_path / "corpus")
+    cfg = compose_train(*tiny_overrides(corpus, tmp_path / "run"), *overrides)
+    return instantiate(cfg.data)
+
+
+def write_extra(tmp_path, de=EXTRA_DE, en=EXTRA_EN):
+    (tmp_path / "extra.de.gz").write_bytes(gzip.compress("".join(x + "\n" for x in de).encode()))
+    (tmp_path / "extra.en").write_text("".join(x + "\n" for x in en))
+    return tmp_path / "extra.de.gz", tmp_path / "extra.en"
+
+
+def test_extra_train_files_join_the_training_pairs_and_the_id_cache(tmp_path):
+    de, en = write_extra(tmp_path)
+    dm = datamodule(tmp_path, f"data.extra_train=[{{src:{de},tgt:{en}}}]")
+    src, tgt = dm.training_pairs()
+    assert len(src) == 300 + 3 and (src[-3:], tgt[-3:]) == (EXTRA_DE, EXTRA_EN)
+    dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
+    assert len(dm.corpus("train")) == 303
+    assert dm.read("val") == datamodule(tmp_path / "plain").read("val")  # validation is untouched
+
+
+def test_extra_train_files_that_are_not_line_parallel_are_refused_naming_both(tmp_path):
+    de, en = write_extra(tmp_path, en=EXTRA_EN[:2])
+    dm = datamodule(tmp_path, f"data.extra_train=[{{src:{de},tgt:{en}}}]")
+    with pytest.raises(UserError, match=f"{de} has 3 lines, {en} has 2"):
+        dm.training_pairs()
+
+
+def test_an_extra_train_entry_without_src_and_tgt_is_refused(tmp_path):
+    with pytest.raises(Exception) as e:
+        datamodule(tmp_path, "data.extra_train=[{source:a.de,target:a.en}]")
+    cause = e.value
+    while not isinstance(cause, UserError):
+        cause = cause.__cause__
+    assert "data.extra_train[0]" in str(cause) and "{src:PATH,tgt:PATH}" in str(cause)
