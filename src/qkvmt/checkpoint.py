@@ -111,17 +111,28 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
             raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
         return [ckpt_path]
     if isinstance(average, str):
-        if not (average.startswith("last") and average[4:].isdigit() and int(average[4:]) > 0):
+        n = last_n(average)
+        if n is None:
             raise UserError(f"average={average!r}: use lastN (e.g. last5) or a list of checkpoint paths")
         if ckpt_path is None:
             raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
         folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
-        n = int(average[4:])
         found = recent_checkpoints(folder, n)
         if len(found) < n:
             raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
         return found
     return [Path(p) for p in average]
+
+
+def last_n(spec: str) -> int | None:
+    """N of "lastN" (N > 0), else None."""
+    spec = str(spec)
+    return int(spec[4:]) if spec.startswith("last") and spec[4:].isdigit() and int(spec[4:]) > 0 else None
+
+
+def checkpoint_step(path: Path) -> int:
+    """The global step a checkpoint was saved at; memory-mapped, so no weights are read."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"]
 
 
 def recent_checkpoints(folder: Path, n: int) -> list[Path]:

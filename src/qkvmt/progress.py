@@ -59,7 +59,9 @@ class StepProgress(ProgressBar):
             return
         if self.bar is not None:
             self.bar.update(trainer.global_step - self.bar.n)
-            self.bar.set_postfix_str(self._metrics(trainer), refresh=False)
+            if time.monotonic() - self._last_line >= 1.0:  # reading a metric syncs a GPU
+                self._last_line = time.monotonic()
+                self.bar.set_postfix_str(self._metrics(trainer), refresh=False)
         elif time.monotonic() - self._last_line >= self.every_s:
             self._last_line = time.monotonic()
             self.print(self.status(trainer))
@@ -88,7 +90,8 @@ class StepProgress(ProgressBar):
 
     @staticmethod
     def _metrics(trainer) -> str:
-        m = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        shown = ("train/loss", "train/lr", "train/tgt_tok_s", "val/bleu")
+        m = {k: float(trainer.callback_metrics[k]) for k in shown if k in trainer.callback_metrics}
         parts = []
         if "train/loss" in m:
             parts.append(f"loss {m['train/loss']:.3f}")

@@ -62,7 +62,7 @@ def benchmark(cfg: DictConfig) -> dict:
     trained = {name: torch.compile(m) if cfg.compile else m for name, m in present.items()}
 
     result = {
-        "device": _device_name(device, hardware),
+        "device": _device_name(hardware),
         "hardware": hardware.to_dict(),
         "date": datetime.date.today().isoformat(),
         "versions": _versions(),
@@ -205,8 +205,8 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _device_name(device: torch.device, hardware) -> str:
-    return hardware.name if device.type == "cuda" else f"{hardware.name}, {torch.get_num_threads()} threads"
+def _device_name(hardware) -> str:
+    return hardware.name if hardware.device == "cuda" else f"{hardware.name}, {torch.get_num_threads()} threads"
 
 
 def _versions() -> dict:

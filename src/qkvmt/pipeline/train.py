@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from qkvmt.checkpoint import average_checkpoints, load_checkpoint, model_weights, recent_checkpoints
+from qkvmt.checkpoint import average_checkpoints, checkpoint_step, last_n, model_weights, recent_checkpoints
 from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
@@ -101,11 +101,11 @@ def train(cfg: DictConfig) -> dict:
 
 def averaged_count(spec: str) -> int:
     """0 for test_checkpoint=best, N for lastN."""
-    spec = str(spec)
-    if spec == "best":
+    if str(spec) == "best":
         return 0
-    if spec.startswith("last") and spec[4:].isdigit() and int(spec[4:]) > 0:
-        return int(spec[4:])
+    n = last_n(spec)
+    if n is not None:
+        return n
     raise UserError(f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints")
 
 
@@ -116,7 +116,7 @@ def average_for_test(module, last: Path, n: int, write: bool) -> tuple[Path, lis
     checkpoints/averaged_lastN.ckpt, for evaluate.py and align.py."""
     steps = {}  # global step -> file; last.ckpt is the newest, and may repeat a step checkpoint
     for path in [*recent_checkpoints(last.parent, n), last]:
-        steps[load_checkpoint(path)["global_step"]] = path
+        steps[checkpoint_step(path)] = path
     paths = [steps[s] for s in sorted(steps)[-n:]]
     ckpt = average_checkpoints(paths)
     module.model.load_state_dict(model_weights(ckpt))
