@@ -1,4 +1,4 @@
-"""The LightningModule: label-smoothed cross-entropy, Adam with inverse-square-root warmup, and
+"""The LightningModule: label-smoothed cross-entropy, Adam with a warmed-up lr schedule, and
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
 import math
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import lightning as L
+from lightning.pytorch.callbacks import Timer
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -16,6 +17,7 @@ from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.decoding import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.lr_schedule import lr_factor
 from qkvmt.metrics import score
 from qkvmt.model import Transformer
 from qkvmt.translation import translate_lines
@@ -26,16 +28,6 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, l
     return F.cross_entropy(
         logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
     )
-
-
-def inverse_sqrt(warmup_steps: int) -> Callable[[int], float]:
-    """lr factor: linear warmup to 1 at `warmup_steps`, then warmup^0.5 * step^-0.5 (Vaswani et al.)."""
-
-    def factor(step: int) -> float:
-        step = step + 1
-        return min(step / warmup_steps, (warmup_steps / step) ** 0.5)
-
-    return factor
 
 
 class TranslationModule(L.LightningModule):
@@ -51,6 +43,7 @@ class TranslationModule(L.LightningModule):
         tokenizer: Tokenizer,
         optimizer: Callable,
         warmup_steps: int = 4000,
+        lr_schedule: str = "inverse_sqrt",
         label_smoothing: float = 0.1,
         val_decode: DecodeConfig | None = None,
         test_decode: DecodeConfig | None = None,
@@ -64,6 +57,7 @@ class TranslationModule(L.LightningModule):
         self.tokenizer = tokenizer
         self.optimizer_fn = optimizer
         self.warmup_steps, self.label_smoothing = warmup_steps, label_smoothing
+        self.lr_factor = lr_factor(lr_schedule, warmup_steps, self.budget_spent)  # checked now, not after setup
         self.val_decode = val_decode or DecodeConfig(beam_size=1)
         self.test_decode = test_decode or DecodeConfig()
         self.sdpa_backend = sdpa_backend
@@ -171,8 +165,20 @@ class TranslationModule(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = self.optimizer_fn(self.parameters())
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(self.warmup_steps))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def budget_spent(self) -> float:
+        """Fraction of the training budget spent: trainer.max_steps or trainer.max_time, whichever
+        is nearer its end. Rank 0's clock decides, so every rank steps with the same lr."""
+        trainer = self.trainer
+        spent = self.global_step / trainer.max_steps if trainer.max_steps > 0 else 0.0
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        if timer is not None:
+            elapsed, remaining = timer.time_elapsed("train"), timer.time_remaining("train")
+            if remaining is not None and elapsed + remaining > 0:
+                spent = max(spent, trainer.strategy.broadcast(elapsed / (elapsed + remaining)))
+        return spent
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Plain data only (dicts, strings, numbers): the file alone rebuilds the model and
