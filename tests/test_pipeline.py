@@ -271,3 +271,13 @@ def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: test_checkpoint=lats5")
     assert not (out / "tokenizer.json").exists() and not (out / "checkpoints").exists()
+
+
+def test_the_linear_schedule_warms_up_then_reaches_zero_with_the_step_budget(corpus, tmp_path):
+    out = tmp_path / "run"
+    steps, warmup, peak = 12, 4, 2e-3
+    train(compose_train(*tiny_overrides(corpus, out, steps=steps), "module.lr_schedule=linear", f"module.optimizer.lr={peak}"))
+    rows = [r for r in read_csv(out) if r.get("train/lr")]
+    lr = {int(r["step"]): float(r["train/lr"]) for r in rows}  # the lr each step trained with
+    expected = {d: peak * ((d + 1) / warmup if d < warmup else (steps - d) / (steps - warmup)) for d in range(steps)}
+    assert lr == pytest.approx(expected, rel=1e-5)

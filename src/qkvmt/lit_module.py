@@ -168,11 +168,12 @@ class TranslationModule(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def budget_spent(self) -> float:
-        """Fraction of the training budget spent: trainer.max_steps or trainer.max_time, whichever
-        is nearer its end. Rank 0's clock decides, so every rank steps with the same lr."""
+    def budget_spent(self, done: int) -> float:
+        """Fraction of the training budget spent after `done` steps: trainer.max_steps or
+        trainer.max_time, whichever is nearer its end. Rank 0's clock decides, so every rank
+        steps with the same lr."""
         trainer = self.trainer
-        spent = self.global_step / trainer.max_steps if trainer.max_steps > 0 else 0.0
+        spent = done / trainer.max_steps if trainer.max_steps > 0 else 0.0
         timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
         if timer is not None:
             elapsed, remaining = timer.time_elapsed("train"), timer.time_remaining("train")

@@ -25,27 +25,29 @@ def inverse_sqrt(warmup_steps: int) -> Callable[[int], float]:
     return factor
 
 
-def linear(warmup_steps: int, progress: Callable[[], float]) -> Callable[[int], float]:
-    """lr factor: linear warmup to 1 at `warmup_steps`, then linear decay to 0 when `progress()`
-    (the fraction of the budget spent, in [0, 1]) reaches 1.
+def linear(warmup_steps: int, progress: Callable[[int], float]) -> Callable[[int], float]:
+    """lr factor for the step after `done` steps: linear warmup to 1 over `warmup_steps`, then
+    linear decay to 0 when `progress(done)` (the fraction of the budget spent, in [0, 1]) reaches 1.
 
-    With a step budget T, progress = s/T and the factor is (T - s)/(T - w), the usual linear
-    schedule. With a time budget the total T is not known in advance; estimating it as s/p
-    from the steps and time spent so far gives s(1 - p)/(s - w p): no state, so a resumed run
-    (Lightning restores its elapsed time) continues on the same line.
+    With a step budget T, progress = done/T and the factor is (T - done)/(T - w), the usual linear
+    schedule. With a time budget the total T is not known in advance; estimating it as done/p
+    gives done(1 - p)/(done - w p): no state, so a resumed run (Lightning restores its elapsed
+    time) continues on the same line.
     """
 
-    def factor(step: int) -> float:
-        s, w = step + 1, warmup_steps
-        if s <= w:
-            return s / w
-        p = min(max(progress(), 0.0), 1.0)
-        return s * (1.0 - p) / (s - w * p)
+    def factor(done: int) -> float:
+        w = warmup_steps
+        if done < w:
+            return (done + 1) / w
+        p = min(max(progress(done), 0.0), 1.0)
+        if done - w * p <= 0:  # no warmup and no step yet
+            return 1.0 - p
+        return done * (1.0 - p) / (done - w * p)
 
     return factor
 
 
-def lr_factor(name: str, warmup_steps: int, progress: Callable[[], float]) -> Callable[[int], float]:
+def lr_factor(name: str, warmup_steps: int, progress: Callable[[int], float]) -> Callable[[int], float]:
     if name == "inverse_sqrt":
         return inverse_sqrt(warmup_steps)
     if name == "linear":
