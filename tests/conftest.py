@@ -82,6 +82,32 @@ def trained_run(tmp_path_factory):
     return {"corpus": corpus, "run": run}
 
 
+@pytest.fixture(scope="session")
+def supervised_run(tmp_path_factory):
+    """A tiny model whose last decoder layer's head 1 learned eflomal's links of the toy corpus
+    with full context, for 60 steps."""
+    from qkvmt.pipeline import train
+
+    base = tmp_path_factory.mktemp("supervised")
+    corpus = write_corpus(base / "corpus")
+    run = base / "run"
+    overrides = tiny_overrides(corpus, run, steps=60, val_every=30)
+    supervision = ["module.alignment.weight=1.0", "module.alignment.layer=-1", "module.alignment.head=1", "module.alignment.full_context=true"]
+    metrics = train(compose_train(*overrides, *supervision, "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
+    return {"corpus": corpus, "run": run, "metrics": metrics}
+
+
+@pytest.fixture(scope="session")
+def reverse_run(tmp_path_factory, trained_run):
+    """trained_run's toy pair the other way round: en->de, same data and vocabulary size."""
+    from qkvmt.pipeline import train
+
+    run = tmp_path_factory.mktemp("reverse") / "run"
+    overrides = tiny_overrides(trained_run["corpus"], run, steps=40, val_every=20)
+    train(compose_train(*overrides, "data.src_lang=en", "data.tgt_lang=de", "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
+    return {"corpus": trained_run["corpus"], "run": run}
+
+
 def compose_inference(name: str, *overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name=name, overrides=list(overrides))

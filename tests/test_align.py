@@ -6,8 +6,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from qkvmt.errors import UserError
 from qkvmt.pipeline import align
+from qkvmt.symmetrize import symmetrize
+from qkvmt.tokenizer import train_bpe
 from tests.conftest import ROOT, compose_inference
 
 SCRIPT = "w1 w2, <script>alert(1)</script> ä w3"  # typed as is: comma, tag, umlaut
@@ -91,3 +95,62 @@ def test_aer_on_the_real_rwth_set_has_every_layer_and_head(trained_run, tmp_path
     result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={os.environ['QKVMT_RWTH']}", f"output_dir={tmp_path}"))
     assert result["n"] + result["skipped_too_long"] == 508 and result["n"] > 400
     assert all(len(layer) == 5 for layer in result["layers"].values())
+
+
+def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_beside_it(supervised_run, tmp_path, capsys):
+    ckpt = supervised_run["run"] / "checkpoints" / "last.ckpt"
+    align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    one = json.loads((tmp_path / "one" / "alignment.json").read_text())
+    assert (one["policy"]["layer"], one["policy"]["head"], one["full_context_layer"]) == (1, 1, 1)
+    gold = write_gold(tmp_path / "gold", [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4-1"),
+        (["w8", "w9"], ["t9", "t8"], "1-2 2-1"),
+    ])
+    out = tmp_path / "aer"
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal"))
+    written = json.loads((out / "aer.json").read_text())
+    default, reference = written["default"], written["reference"]
+    assert (default["layer"], default["head"], default["supervised"]) == (1, 1, True)
+    assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["target_to_source"]["aer"]
+    assert reference["aligner"] == "eflomal" and reference["training_pairs"] == 300
+    assert set(reference["variants"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert reference["aer"] < 0.2  # the toy corpus is easy for a statistical aligner
+    printed = capsys.readouterr().out
+    assert "default: layer 1 the supervised head" in printed and "reference: eflomal (grow-diag-final-and): AER" in printed
+    assert result["reference"] == reference
+
+
+def test_two_models_one_per_direction_give_symmetrized_links(trained_run, reverse_run, tmp_path, capsys):
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    reverse = reverse_run["run"] / "checkpoints" / "last.ckpt"
+    both = [f"ckpt_path={forward}", f"reverse_ckpt_path={reverse}"]
+    result = align(compose_inference("align", *both, "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    one = json.loads((tmp_path / "one" / "alignment.json").read_text())
+    f, r = ({tuple(p) for p in one[k]} for k in ("forward_links", "reverse_links"))
+    assert {tuple(p) for p in one["links"]} == symmetrize(f, r, "grow-diag-final-and")
+    assert all(i < 3 and j < 3 for i, j in f | r) and result["pharaoh"] == one["pharaoh"]
+    gold = write_gold(tmp_path / "gold", [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+    ])
+    out = tmp_path / "aer"
+    scored = align(compose_inference("align", *both, f"gold_dir={gold}", "symmetrize=intersection", f"output_dir={out}"))
+    written = json.loads((out / "aer.json").read_text())
+    assert set(written["by_method"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert written["symmetrized"] == written["by_method"]["intersection"] == scored["symmetrized"]
+    assert len((out / "alignment.pharaoh").read_text().splitlines()) == written["n"] == 2
+    assert "intersection: AER" in capsys.readouterr().out
+
+
+def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_vocabularies(trained_run, reverse_run, tmp_path):
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    with pytest.raises(UserError, match=r"translates de->en, but ckpt_path=.* translates de->en: give a checkpoint of the reverse direction, en->de"):
+        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={forward}", "sentence='w1'", f"output_dir={tmp_path / 'a'}"))
+    other = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    vocab_size = other["qkvmt"]["model_config"]["vocab_size"]
+    other["qkvmt"]["tokenizer"] = train_bpe([f"x{i} y{i % 7}" for i in range(400)], vocab_size).to_str()
+    torch.save(other, tmp_path / "other.ckpt")
+    with pytest.raises(UserError, match=r"have different vocabularies"):
+        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'other.ckpt'}", "sentence='w1'", f"output_dir={tmp_path / 'b'}"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

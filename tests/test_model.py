@@ -129,6 +129,29 @@ def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path
     torch.testing.assert_close(logits, plain, atol=ATOL, rtol=0)
 
 
+def test_full_context_cross_attention_sees_the_whole_target_but_never_its_padding():
+    """Against the causal pass as a reference: layer 0's last row sees the whole target in both
+    passes, so it agrees; an earlier row depends on later tokens only without the causal mask;
+    padding the target changes nothing."""
+    model = make_model(8, decoder_layers=3)
+    src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
+    with torch.no_grad():
+        memory, src_mask, _ = model.encode(src)
+        _, _, causal = model.decode(tgt, memory, src_mask, need_weights=True)
+        full = model.full_context_cross(tgt, memory, src_mask, layer=0)
+        torch.testing.assert_close(full[:, :, -1], causal[0][:, :, -1], atol=ATOL, rtol=0)
+        changed = tgt.clone()
+        changed[:, -1] = (tgt[:, -1] + 1 - 3) % (V - 3) + 3  # another real token at the end
+        for layer in (0, 2):
+            w = model.full_context_cross(tgt, memory, src_mask, layer)
+            w_changed = model.full_context_cross(changed, memory, src_mask, layer)
+            _, _, causal_changed = model.decode(changed, memory, src_mask, need_weights=True)
+            assert not torch.allclose(w[:, :, 0], w_changed[:, :, 0], atol=1e-4)  # row 0 sees the last token
+            torch.testing.assert_close(causal[layer][:, :, 0], causal_changed[layer][:, :, 0], atol=ATOL, rtol=0)
+            padded = model.full_context_cross(pad_right(tgt, 3), memory, src_mask, layer)
+            torch.testing.assert_close(padded[:, :, :5], w, atol=ATOL, rtol=0)
+
+
 # --- 4. incremental decoding -------------------------------------------------------------------
 
 

@@ -281,3 +281,12 @@ def test_the_linear_schedule_warms_up_then_reaches_zero_with_the_step_budget(cor
     lr = {int(r["step"]): float(r["train/lr"]) for r in rows}  # the lr each step trained with
     expected = {d: peak * ((d + 1) / warmup if d < warmup else (steps - d) / (steps - warmup)) for d in range(steps)}
     assert lr == pytest.approx(expected, rel=1e-5)
+
+
+def test_alignment_supervision_teaches_one_head_eflomal_links_and_the_checkpoint_records_it(supervised_run):
+    run = supervised_run["run"]
+    align_loss = logged(read_csv(run), "train/align_loss")
+    assert len(align_loss) == 60 and sum(align_loss[-10:]) < sum(align_loss[:10])  # the head learns the links
+    meta = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["qkvmt"]
+    assert meta["alignment"] == {"weight": 1.0, "layer": 1, "head": 1, "full_context": True, "labels": "grow-diag-final-and"}
+    assert len(list((run / "cache").glob("links_*.npz"))) == 1  # eflomal ran once, its links kept beside the ids

@@ -34,6 +34,13 @@ def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
     return s2t if direction == "source_to_target" else t2s & s2t
 
 
+def full_context_layer(meta: dict) -> int | None:
+    """The decoder layer a checkpoint's supervised head must be read from without the causal
+    mask (it was trained with full context), else None."""
+    sup = meta.get("alignment")
+    return sup["layer"] if sup and sup.get("full_context") else None
+
+
 @dataclass(frozen=True)
 class AlignmentPolicy:
     layer: int  # 0-based decoder layer
@@ -55,6 +62,15 @@ class AlignmentPolicy:
         if rows not in ROWS:
             raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
         return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction)
+
+    @classmethod
+    def default_for(cls, meta: dict, n_layers: int, n_heads: int) -> "AlignmentPolicy":
+        """The policy for a checkpoint (its ckpt["qkvmt"] metadata): its supervised head if it
+        was trained with one, else the penultimate layer's head average (Garg et al.'s choice
+        for plain attention)."""
+        sup = meta.get("alignment")
+        layer, head = (sup["layer"], sup["head"]) if sup else (-2, "mean")
+        return cls.validated(layer, head, "predicting", "target_to_source", n_layers, n_heads)
 
     def head_weights(self, cross: np.ndarray) -> np.ndarray:
         """(T, S) subword weights from cross-attention (L, H, T, S) of a forced pass; row t then

@@ -39,9 +39,13 @@ def token_names(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
 
 
 @torch.no_grad()
-def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int]) -> SentenceAttention:
+def forced_attention(
+    model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int], full_context_layer: int | None = None
+) -> SentenceAttention:
     """Weights of one (source, target) pair. The target is text (tokenized with the model's own
-    BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced."""
+    BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced.
+    full_context_layer: that decoder layer's cross-attention comes from a pass without the
+    causal mask instead, as a head supervised with full context was trained to be read."""
     c = model.cfg
     device = next(model.parameters()).device
     src = token_ids(tokenizer, source, c.max_positions) + [c.eos_id]
@@ -49,6 +53,9 @@ def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, targ
     src_t = torch.tensor([src], device=device)
     tgt_t = torch.tensor([[c.bos_id] + tgt], device=device)
     _, att = model(src_t, tgt_t, need_weights=True)
+    if full_context_layer is not None:
+        memory, src_mask, _ = model.encode(src_t)
+        att.cross[full_context_layer] = model.full_context_cross(tgt_t, memory, src_mask, full_context_layer)
 
     def stack(ws):  # per-layer (1, H, Tq, Tk) -> (L, H, Tq, Tk)
         return torch.stack([w[0] for w in ws]).float().cpu().numpy()

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from qkvmt.alignment_supervision import label_matrix
 from qkvmt.tokenizer import encode
 
 
@@ -144,26 +145,31 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 class Collate:
     """Pads a batch: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. True-is-real masks come from
     pad ids. With max_len, longer sentences are cut to fit (training filters them out instead;
-    a validation or test pair is scored whole, and only its loss sees the cut)."""
+    a validation or test pair is scored whole, and only its loss sees the cut). Items that carry
+    subword links (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
 
     def __init__(self, pad_id: int, bos_id: int, eos_id: int, max_len: int | None = None):
         self.pad, self.bos, self.eos, self.max_len = pad_id, bos_id, eos_id, max_len
 
     def __call__(self, items) -> dict:
         if self.max_len is not None:
-            items = [(i, s[: self.max_len - 1], t[: self.max_len - 1]) for i, s, t in items]
+            items = [(i, s[: self.max_len - 1], t[: self.max_len - 1], *rest) for i, s, t, *rest in items]
         n = len(items)
-        s_len = max(len(s) for _, s, _ in items) + 1
-        t_len = max(len(t) for _, _, t in items) + 1
+        s_len = max(len(item[1]) for item in items) + 1
+        t_len = max(len(item[2]) for item in items) + 1
         src = torch.full((n, s_len), self.pad, dtype=torch.long)
         tgt_in = torch.full((n, t_len), self.pad, dtype=torch.long)
         tgt_out = torch.full((n, t_len), self.pad, dtype=torch.long)
-        for row, (_, s, t) in enumerate(items):
+        for row, (_, s, t, *_) in enumerate(items):
             src[row, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
             src[row, len(s)] = self.eos
             tgt_in[row, 0] = self.bos
             tgt_in[row, 1 : len(t) + 1] = torch.from_numpy(np.asarray(t, dtype=np.int64))
             tgt_out[row, : len(t)] = tgt_in[row, 1 : len(t) + 1]
             tgt_out[row, len(t)] = self.eos
-        index = torch.tensor([i for i, _, _ in items])
-        return {"index": index, "src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": int((tgt_out != self.pad).sum())}
+        index = torch.tensor([item[0] for item in items])
+        batch = {"index": index, "src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": int((tgt_out != self.pad).sum())}
+        if len(items[0]) == 4:
+            lengths = [(len(item[1]), len(item[2])) for item in items]
+            batch["align"] = label_matrix([item[3] for item in items], lengths, t_len, s_len)
+        return batch

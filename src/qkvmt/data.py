@@ -8,8 +8,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from qkvmt.alignment_supervision import subword_links
 from qkvmt.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
 from qkvmt.errors import UserError
+from qkvmt.reference_aligner import cached_links
 from qkvmt.sources import read_parallel
 from qkvmt.tokenizer import load_or_train
 
@@ -25,6 +27,9 @@ class TranslationDataModule(L.LightningDataModule):
     extra_train: more parallel text for training only, [{src: PATH, tgt: PATH}] (plain or .gz,
         line-parallel), e.g. the sentences of a gold alignment set without their links: it
         joins the training split for the BPE, the id cache and the batches.
+    alignment_links: None, or how to symmetrize eflomal's word links of the training pairs
+        (e.g. grow-diag-final-and): then each training batch carries them as `align`, (B, T, S)
+        subword labels for alignment-supervised training. Computed once, cached in cache_dir.
     """
 
     def __init__(
@@ -43,6 +48,7 @@ class TranslationDataModule(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
         extra_train=(),
+        alignment_links: str | None = None,
     ):
         super().__init__()
         self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
@@ -54,7 +60,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_positions = max_positions
         self.num_workers, self.seed = num_workers, seed
+        self.alignment_links = alignment_links
         self.tokenizer = None
+        self.links: list[np.ndarray | None] | None = None
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
         self.corpora: dict[str, TokenizedCorpus] = {}
 
@@ -88,7 +96,9 @@ class TranslationDataModule(L.LightningDataModule):
 
         def texts():
             src, tgt = self.training_pairs()
-            return src + tgt
+            # Languages in a fixed order: a pair's joint BPE is the same for both directions,
+            # so a de->en and an en->de model can be symmetrized word for word.
+            return src + tgt if self.src_lang <= self.tgt_lang else tgt + src
 
         self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency)
         return self.tokenizer
@@ -99,10 +109,32 @@ class TranslationDataModule(L.LightningDataModule):
             self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, src, tgt, self.cache_dir)
         return self.corpora[stage]
 
+    def training_links(self) -> list[np.ndarray | None]:
+        """Subword (source, target) position pairs of each training pair's eflomal word links;
+        None for a pair whose subwords do not group into the whitespace words eflomal saw."""
+        if self.links is None:
+            src, tgt = self.training_pairs()
+            words = cached_links(src, tgt, self.alignment_links, self.cache_dir)
+            corpus = self.corpus("train")
+            names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
+            self.links = []
+            for k, (i, s_ids, t_ids) in enumerate(corpus):
+                tokens = [names[t] for t in s_ids], [names[t] for t in t_ids]
+                self.links.append(subword_links(words[k], *tokens, len(src[k].split()), len(tgt[k].split())))
+            unlabelled = sum(x is None for x in self.links)
+            log.info(
+                "eflomal links (%s) label %d of %d training pairs%s", self.alignment_links, len(self.links) - unlabelled,
+                len(self.links), f"; {unlabelled} whose subwords do not group into their words are left unlabelled" if unlabelled else "",
+            )
+        return self.links
+
     def prepare_data(self) -> None:
-        # Runs on one process per node before the others read: builds the id caches once.
+        # Runs on one process per node before the others read: builds the id caches (and the
+        # aligner's links) once.
         for stage in ("train", "val", "test"):
             self.corpus(stage)
+        if self.alignment_links:
+            self.training_links()
 
     def train_dataloader(self) -> DataLoader:
         corpus = self.corpus("train")
@@ -115,7 +147,8 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBudgetBatchSampler(
             lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, **self._ranks()
         )
-        return self._loader(_Subset(corpus, keep), sampler)
+        dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
+        return self._loader(_Subset(dataset, keep), sampler)
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader("val")
@@ -160,10 +193,24 @@ def _extra_files(i: int, entry) -> tuple[Path, Path]:
     return Path(str(entry["src"])), Path(str(entry["tgt"]))
 
 
+class _Labelled:
+    """A corpus whose items carry their subword links as a fourth element (empty: unlabelled)."""
+
+    def __init__(self, corpus: TokenizedCorpus, links: list[np.ndarray | None]):
+        self.corpus, self.links = corpus, links
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def __getitem__(self, i: int):
+        links = self.links[int(i)]
+        return (*self.corpus[i], links if links is not None else np.zeros((0, 2), np.int32))
+
+
 class _Subset:
     """A view of a corpus restricted to `keep`; items keep their index into the full corpus."""
 
-    def __init__(self, corpus: TokenizedCorpus, keep: np.ndarray):
+    def __init__(self, corpus, keep: np.ndarray):
         self.corpus, self.keep = corpus, keep
 
     def __len__(self) -> int:

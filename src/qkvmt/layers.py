@@ -72,6 +72,7 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         need_weights: tuple[bool, bool] = (False, False),
         cache: tuple[KVCache, KVCache] | None = None,
+        self_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x: (B, T, D) target states; memory: (B, S, D) encoder output; src_mask: (B, 1, 1, S).
 
@@ -79,12 +80,16 @@ class DecoderLayer(nn.Module):
         mask a real token never sees a pad key, and pad positions are ignored by the loss. That
         leaves `is_causal` alone, which lets SDPA pick its fastest kernel.
         need_weights: (self-attention, cross-attention): which of the two return weights.
+        self_mask: (B, 1, 1, T), True on real target tokens, for a pass without the causal mask
+        (full-context alignment); there each token sees the whole target, so pads must be masked.
         Returns x and the self- and cross-attention weights (None where not asked for).
         """
         need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x, self_w = self.self_block(
-            x, lambda h: self.self_attn(h, causal=True, need_weights=need_self, cache=self_cache)
+            x, lambda h: self.self_attn(
+                h, mask=self_mask, causal=self_mask is None, need_weights=need_self, cache=self_cache
+            )
         )
         x, cross_w = self.cross_block(
             x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_cross, cache=cross_cache)

@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
+from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.decoding import DecodeConfig
@@ -50,10 +51,12 @@ class TranslationModule(L.LightningModule):
         sdpa_backend: str | None = "auto",
         src_lang: str = "",
         tgt_lang: str = "",
+        alignment: AlignmentSupervision | None = None,
     ):
         super().__init__()
         self.model_config = model_config
         self.model = Transformer(model_config)
+        self.alignment = (alignment or AlignmentSupervision()).validated(model_config.decoder_layers, model_config.n_heads)
         self.tokenizer = tokenizer
         self.optimizer_fn = optimizer
         self.warmup_steps, self.label_smoothing = warmup_steps, label_smoothing
@@ -74,6 +77,12 @@ class TranslationModule(L.LightningModule):
     def loss(self, batch: dict) -> torch.Tensor:
         logits, _ = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
         return translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
+
+    def supervised_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """(translation loss, alignment loss) of a batch with `align` labels."""
+        logits, head = forward_with_head(self.model, batch["src"], batch["tgt_in"], self.alignment)
+        ce = translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
+        return ce, alignment_loss(head, batch["align"])
 
     def on_train_start(self) -> None:
         # Lightning calls no on_train_epoch_start for an epoch it resumes in the middle of.
@@ -101,7 +110,12 @@ class TranslationModule(L.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.attention_kernel():
-            loss = self.loss(batch)
+            if self.alignment.on:
+                translation, align = self.supervised_loss(batch)
+                loss = translation + self.alignment.weight * align
+                self.log("train/align_loss", align, batch_size=batch["ntokens"])
+            else:
+                loss = translation = self.loss(batch)
         # Stop before backward, so no bad update is ever saved; every rank decides together,
         # or the others would wait forever in the gradient all-reduce.
         if self.trainer.strategy.reduce_boolean_decision(bool(not torch.isfinite(loss)), all=False):
@@ -120,7 +134,7 @@ class TranslationModule(L.LightningModule):
         if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
             self.log("train/tgt_tok_s", batch["ntokens"] / (now - self._last_step_time), batch_size=batch["ntokens"])
         self._last_step_time = now
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["ntokens"])
+        self.log("train/loss", translation, prog_bar=True, batch_size=batch["ntokens"])  # as val/loss: no λ term
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True, batch_size=batch["ntokens"])
         return loss
 
@@ -191,6 +205,8 @@ class TranslationModule(L.LightningModule):
             "tgt_lang": self.tgt_lang,
             "decode": asdict(self.test_decode),  # the run's test settings; align.py decodes with them
         }
+        if self.alignment.on:  # align.py's default policy reads the supervised head
+            checkpoint["qkvmt"]["alignment"] = self.alignment.to_dict()
         if self.trainer.state.fn == "fit":
             # Lightning restores step, optimizer and scheduler; the data position and the RNG
             # that draws dropout masks are ours to keep, so a resumed run continues exactly.

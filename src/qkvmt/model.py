@@ -177,6 +177,16 @@ class Transformer(nn.Module):
             x = x[:, -1:]
         return self.output(self.decoder_norm(x)), self_ws, cross_ws
 
+    def full_context_cross(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int) -> Tensor:
+        """Cross-attention weights (B, H, T, S) of decoder `layer` in a teacher-forced pass without
+        the causal mask, so each row sees the whole target (Garg et al.'s full-context alignment).
+        Only the layers up to `layer` run; nothing is predicted from this pass."""
+        x = self.tgt_embed(tgt)
+        tgt_mask = (tgt != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, T)
+        for i, dec in enumerate(self.decoder_layers[: layer + 1]):
+            x, _, cross_w = dec(x, memory, src_mask, (False, i == layer), self_mask=tgt_mask)
+        return cross_w
+
     def new_state(self) -> DecoderState:
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
 

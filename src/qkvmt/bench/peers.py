@@ -1,7 +1,7 @@
 """The systems qkvmt is benchmarked against, built with our model's dimensions.
 
-Every system maps (src, tgt_in) id batches to logits (B, T, V), so one training loop times
-them all: ours, the same Transformer assembled from `torch.nn.Transformer`, and Hugging Face's
+Every system maps (src, tgt_in) id batches to logits (B, T, V) (ours_align also to its
+alignment loss), so one training loop times them all: ours, ours with a supervised head, the same Transformer assembled from `torch.nn.Transformer`, and Hugging Face's
 MarianMTModel (transformers is the optional `[bench]` extra; without it `marian` returns None
 and the benchmark reports the row as missing).
 """
@@ -11,6 +11,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.model import Embedding, Transformer
@@ -26,6 +27,24 @@ class Ours(nn.Module):
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         with attention_kernel("auto", src.device):
             return self.model(src, tgt)[0]
+
+
+class OursAligned(Ours):
+    """Ours with an alignment-supervised head, as training runs it (qkvmt.alignment_supervision):
+    returns the logits and λ × the alignment loss. The labels are diagonal: what they hold does
+    not change the work, so the benchmark needs no aligner."""
+
+    def __init__(self, cfg: ModelConfig, supervision: AlignmentSupervision):
+        super().__init__(cfg)
+        self.supervision = supervision.validated(cfg.decoder_layers, cfg.n_heads)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
+        with attention_kernel("auto", src.device):
+            logits, head = forward_with_head(self.model, src, tgt, self.supervision)  # head (B, T, S)
+        b, t, s = head.shape
+        diagonal = torch.arange(t, device=src.device) * s // t  # (T,) source position of each row
+        labels = nn.functional.one_hot(diagonal, s).bool().expand(b, t, s)
+        return logits, self.supervision.weight * alignment_loss(head, labels)
 
 
 class TorchTransformer(nn.Module):

@@ -42,8 +42,9 @@ class TrainTimer:
         sync(self.device)
         start = time.perf_counter()
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-            logits = self.model(src, tgt_in)
-        loss = translation_loss(logits, tgt_out, self.pad_id, label_smoothing=0.1)
+            out = self.model(src, tgt_in)
+        logits, extra = out if isinstance(out, tuple) else (out, 0.0)  # extra: an alignment loss
+        loss = translation_loss(logits, tgt_out, self.pad_id, label_smoothing=0.1) + extra
         loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

@@ -9,15 +9,19 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment import alignment_scores, read_gold, to_pharaoh, word_groups
-from qkvmt.alignment_policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links
+from qkvmt.alignment_policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links, full_context_layer
 from qkvmt.attention_maps import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
-from qkvmt.pipeline.inference import default_output_dir, load_for_inference, required_text, run_folder, target_of
+from qkvmt.pipeline.align_both import align_both
+from qkvmt.pipeline.inference import load_for_inference, output_folder, required_text, run_folder, target_of
+from qkvmt.reference_aligner import check_aligner, eflomal_directional
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
+from qkvmt.symmetrize import METHODS, symmetrize
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ def best_file(paths: list[Path]) -> Path:
     return run_folder(paths[0]) / f"aer_{ident}.json"
 
 
-def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> tuple[AlignmentPolicy, dict]:
+def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list[Path]) -> tuple[AlignmentPolicy, dict]:
     """The policy to extract links with, and what alignment.json records of it; head=best
     reads an AER run's result (its scores and file are recorded too)."""
     a = cfg.alignment
@@ -46,15 +50,40 @@ def policy(cfg: DictConfig, n_layers: int, n_heads: int, paths: list[Path]) -> t
             raise UserError(f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})")
         pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], n_layers, n_heads)
         return pol, best | {"from": str(aer_file)}
-    pol = AlignmentPolicy.validated(a.layer, a.head, a.rows, a.direction, n_layers, n_heads)
+    default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+    layer = default.layer if a.layer is None else a.layer
+    head = default.head if a.head is None else a.head
+    pol = AlignmentPolicy.validated(layer, head, a.rows, a.direction, n_layers, n_heads)
     return pol, pol.to_dict()
 
 
-def output_folder(cfg: DictConfig, paths: list[Path], name: str) -> Path:
-    """Made only once the results are ready, so that a failed run leaves no empty folder."""
-    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name, kind="alignments")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
+    """The training pairs of a checkpoint's run (its data source and data.extra_train), read
+    again through the data configuration its run.json records."""
+    record = run_folder(ckpt) / "run.json"
+    data = json.loads(record.read_text()).get("data") if record.is_file() else None
+    if data is None:
+        raise UserError(f"reference_aligner needs the run's training data, recorded in {record} by scripts/train.py, "
+                        "which is missing or older: use a checkpoint inside its training run folder")
+    return instantiate(OmegaConf.create(data)).training_pairs()
+
+
+def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible) -> dict:
+    """AER of the statistical aligner on the gold pairs the attention was scored on, having
+    learned from the training pairs plus the gold sentences (never their links)."""
+    src, tgt = training
+    forward, reverse = eflomal_directional(src + [gold.src[k] for k in kept], tgt + [gold.tgt[k] for k in kept])
+    forward, reverse = forward[len(src):], reverse[len(src):]
+    variants = {"forward": alignment_scores(forward, sure, possible), "reverse": alignment_scores(reverse, sure, possible)}
+    for method in METHODS:
+        variants[method] = alignment_scores([symmetrize(f, r, method) for f, r in zip(forward, reverse)], sure, possible)
+    head = variants[cfg.reference_symmetrization]
+    return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head,
+            "training_pairs": len(src), "variants": variants}
+
+
+def _scores(s: dict) -> str:
+    return f"AER {s['aer']:.3f}, precision {s['precision']:.3f}, recall {s['recall']:.3f}"
 
 
 def align(cfg: DictConfig) -> dict:
@@ -62,13 +91,15 @@ def align(cfg: DictConfig) -> dict:
         raise UserError('give sentence="..." to align one sentence, or gold_dir=<folder> to score every head against gold links')
     sentence = None if cfg.gold_dir else required_text(cfg.sentence, "sentence")  # before the slow load
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
+    if cfg.reverse_ckpt_path:
+        return align_both(cfg, model, tokenizer, meta, fabric, paths)
     if cfg.gold_dir:
         return align_gold(cfg, model, tokenizer, meta, paths)
 
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-    pol, recorded = policy(cfg, n_layers, n_heads, paths)
+    pol, recorded = policy(cfg, meta, n_layers, n_heads, paths)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
-    sa = forced_attention(model, tokenizer, sentence, forced)
+    sa = forced_attention(model, tokenizer, sentence, forced, full_context_layer(meta))
     src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
     matrix = pol.word_matrix(sa.cross, tgt_groups, src_groups)
     found = sorted(directed_links(matrix, pol.direction))
@@ -84,6 +115,7 @@ def align(cfg: DictConfig) -> dict:
         "src_word_groups": src_groups,
         "tgt_word_groups": tgt_groups,
         "cross": sa.cross.round(6).tolist(),  # [layer][head][target][source]
+        "full_context_layer": full_context_layer(meta),  # that layer's weights come from a pass without the causal mask
         "policy": recorded,
         "word_matrix": matrix.round(6).tolist(),
         "links": [list(p) for p in found],
@@ -100,12 +132,16 @@ def align(cfg: DictConfig) -> dict:
 
 def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path]) -> dict:
     gold = read_gold(Path(cfg.gold_dir), meta["src_lang"], meta["tgt_lang"])
+    training = None
+    if cfg.reference_aligner:  # fail before the slow part
+        check_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
+        training = training_pairs_of(paths[0])
     n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
     heads = [*range(n_heads), "mean"]
     hyps = {(l, h, r, d): [] for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS}
     kept, skipped = [], 0
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
-        sa = forced_attention(model, tokenizer, src, tgt)
+        sa = forced_attention(model, tokenizer, src, tgt, full_context_layer(meta))
         sg, tg = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
         if len(sg) != len(src.split()) or len(tg) != len(tgt.split()):
             skipped += 1  # longer than the model's positions: cut, so words no longer line up
@@ -123,6 +159,11 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
     table = {key: alignment_scores(a, sure, possible) for key, a in hyps.items()}
     best_key = min(table, key=lambda key: table[key]["aer"])
     best = dict(zip(("layer", "head", "rows", "direction"), best_key)) | table[best_key]
+    default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+    default_scores = default.to_dict() | table[default.layer, default.head, default.rows, default.direction]
+    reference = None
+    if cfg.reference_aligner:
+        reference = reference_scores(cfg, training, gold, kept, sure, possible)
     result = {
         "gold_dir": str(cfg.gold_dir),
         "direction_of_pair": f"{meta['src_lang']}->{meta['tgt_lang']}",
@@ -136,6 +177,8 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
             for l in range(n_layers)
         },
         "best": best,
+        "default": default_scores | {"supervised": bool(meta.get("alignment"))},
+        "reference": reference,
     }
     out = output_folder(cfg, paths, "aer")
     write_json(out / "aer.json", result)
@@ -147,6 +190,9 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
     aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
                 title=f"AER ({best['rows']} rows, {best['direction']})")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
-    print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): AER {best['aer']:.3f}, "
-          f"precision {best['precision']:.3f}, recall {best['recall']:.3f} over {len(kept)} pairs")
+    print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): {_scores(best)} over {len(kept)} pairs")
+    what = "the supervised head" if meta.get("alignment") else "the layer's head average"
+    print(f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}")
+    if reference:
+        print(f"reference: {reference['aligner']} ({reference['symmetrization']}): {_scores(reference)}")
     return result | {"output_dir": str(out)}

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
-from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
+from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
@@ -53,7 +53,12 @@ def benchmark(cfg: DictConfig) -> dict:
     model_cfg = instantiate(cfg.model)(
         vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **dm.tokenizer_ids()
     )
-    builders = {"ours": Ours, "torch": TorchTransformer, "hf": marian}  # marian: None without transformers
+    builders = {
+        "ours": Ours,
+        "ours_align": lambda c: OursAligned(c, instantiate(cfg.alignment)),
+        "torch": TorchTransformer,
+        "hf": marian,  # None without transformers
+    }
     models = {name: builders[name](model_cfg) for name in cfg.systems}
     present = {name: m for name, m in models.items() if m is not None}
     params = check_same_size(present)
@@ -111,6 +116,9 @@ def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype) -> 
     out["mfu"] = rows["ours"]["mfu"] if "ours" in rows else None
     out["ours_vs_torch"] = _ratio(out["ours_tok_s"], out["torch_tok_s"])
     out["ours_vs_hf"] = _ratio(out["ours_tok_s"], out["hf_tok_s"])
+    if "ours_align" in rows:  # the cost of alignment supervision in training speed
+        out["ours_align_tok_s"] = rows["ours_align"]["tgt_tok_s"]
+        out["ours_align_vs_ours"] = _ratio(out["ours_align_tok_s"], out["ours_tok_s"])
     if "hf" in cfg.systems and "hf" not in rows:
         out["hf_missing"] = NO_HF
     return out
@@ -163,7 +171,9 @@ def table(r: dict) -> str:
         f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
         f"{'beam sent/s':>13}",
     ]
-    for name in ("ours", "torch", "hf"):
+    for name in ("ours", "ours_align", "torch", "hf"):
+        if name == "ours_align" and name not in t["systems"]:
+            continue  # only when asked for
         row = t["systems"].get(name)
         sent = d.get(f"{name}_sent_s")  # nn.Transformer has no decoding row
         if row is None:
@@ -174,6 +184,8 @@ def table(r: dict) -> str:
             f"{name:<10}{r['params'][name]:>11,}{row['tgt_tok_s']:>17,.0f}{row['tok_s']:>15,.0f}"
             f"{row['step_ms']:>9.1f}{mfu:>7}{_fmt(sent):>13}"
         )
+    if "ours_align_vs_ours" in t:
+        lines.append(f"train ours_align/ours {_fmt(t['ours_align_vs_ours'], 3)}")
     lines.append(f"{'uncached':<10}{'':>59}{_fmt(d['uncached_sent_s']):>13}")
     lines.append(f"train ours/torch {_fmt(t['ours_vs_torch'], 2)}  ours/hf {_fmt(t['ours_vs_hf'], 2)}   "
                  f"decode ours/hf {_fmt(d['ours_vs_hf'], 2)}  cached/uncached {_fmt(d['ours_vs_uncached'], 2)}")

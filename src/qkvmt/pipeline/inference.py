@@ -54,6 +54,13 @@ def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path
             out, k = base.with_name(f"{base.name}-{k}"), k + 1
 
 
+def output_folder(cfg: DictConfig, paths: list[Path], name: str, kind: str = "alignments") -> Path:
+    """Made only once the results are ready, so that a failed run leaves no empty folder."""
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name, kind=kind)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def required_text(value, name: str) -> str:
     """The text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
     example = f'give the text, e.g. {name}="Ein Mann fährt Fahrrad ."'

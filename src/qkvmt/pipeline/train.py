@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.checkpoint import average_checkpoints, checkpoint_step, last_n, model_weights, recent_checkpoints
 from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
@@ -17,6 +17,7 @@ from qkvmt.files import atomic_write, write_json
 from qkvmt.hardware import choose_precision, detect
 from qkvmt.host_memory import keep_freed_host_memory
 from qkvmt.progress import StepProgress
+from qkvmt.reference_aligner import check_aligner
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,9 @@ def train(cfg: DictConfig) -> dict:
     """Train a model as configured; test the best checkpoint (or an average); return the metrics."""
     start = time.time()
     n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
+    alignment = instantiate(cfg.module.alignment).validated(cfg.model.decoder_layers, cfg.model.n_heads)
+    if alignment.on:
+        check_aligner("eflomal", alignment.labels, "module.alignment")
     keep_freed_host_memory()
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
@@ -44,17 +48,19 @@ def train(cfg: DictConfig) -> dict:
     )
     # trainer.precision: what Lightning itself will run
     run = {"experiment": cfg.experiment_name, "precision": trainer.precision, "precision_reason": why, "hardware": hardware.to_dict()}
+    # the data as this run read it, paths resolved: align.py's reference aligner reads it again
+    data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
     if trainer.is_global_zero:
         log.info("run folder: %s", out)
         log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
         log.info("precision %s: %s", precision, why)
-        write_json(out / "run.json", run)
+        write_json(out / "run.json", run | data_config)
 
-    dm = instantiate(cfg.data)
+    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.on else None)
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")  # an existing run's tokenizer is reused
     model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
     module = instantiate(cfg.module)(
-        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang
+        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang, alignment=alignment
     )
     last = last_checkpoint_path(trainer)
     if cfg.resume == "auto":

@@ -1,0 +1,134 @@
+"""Word alignments symmetrized from two models, one for each direction (align.py with
+reverse_ckpt_path=): like the forward and reverse runs of a statistical aligner, each model
+links the pair by its default policy, and qkvmt.symmetrize combines the two link sets.
+"""
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from qkvmt.alignment import Link, alignment_scores, read_gold, to_pharaoh, word_groups
+from qkvmt.alignment_policy import AlignmentPolicy, full_context_layer
+from qkvmt.attention_maps import forced_attention
+from qkvmt.checkpoint import load_model
+from qkvmt.errors import UserError
+from qkvmt.files import write_json, write_text
+from qkvmt.pipeline.inference import output_folder, target_of
+from qkvmt.symmetrize import METHODS, symmetrize
+from qkvmt.tokenizer import decode
+
+log = logging.getLogger(__name__)
+
+
+class Direction:
+    """One model with the policy it links by."""
+
+    def __init__(self, model, tokenizer, meta: dict):
+        self.model, self.tokenizer, self.meta = model, tokenizer, meta
+        n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
+        self.policy = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+
+    def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
+        """(source word, target word) links; None when the subwords do not group into the
+        whitespace words (a pair cut at the model's positions)."""
+        sa = forced_attention(self.model, self.tokenizer, source, target, full_context_layer(self.meta))
+        sg, tg = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
+        if len(sg) != len(source.split()) or len(tg) != len(target_text.split()):
+            return None
+        return self.policy.links(sa.cross, tg, sg)
+
+
+def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
+    f, r = forward.meta, reverse.meta
+    if (r["src_lang"], r["tgt_lang"]) != (f["tgt_lang"], f["src_lang"]):
+        raise UserError(
+            f"reverse_ckpt_path={paths[1]} translates {r['src_lang']}->{r['tgt_lang']}, but ckpt_path={paths[0]} translates "
+            f"{f['src_lang']}->{f['tgt_lang']}: give a checkpoint of the reverse direction, {f['tgt_lang']}->{f['src_lang']}"
+        )
+    if forward.tokenizer.get_vocab() != reverse.tokenizer.get_vocab():
+        raise UserError(
+            f"{paths[0]} and {paths[1]} have different vocabularies: symmetrize two models trained on the same data "
+            "with the same data.vocab_size (their joint BPE is then the same)"
+        )
+
+
+def align_both(cfg: DictConfig, model, tokenizer, meta: dict, fabric, paths: list[Path]) -> dict:
+    if cfg.symmetrize not in METHODS:
+        raise UserError(f"symmetrize={cfg.symmetrize!r}: use one of {', '.join(METHODS)}")
+    reverse_path = Path(cfg.reverse_ckpt_path)
+    reverse_model, reverse_tokenizer, reverse_meta = load_model(reverse_path)
+    forward = Direction(model, tokenizer, meta)
+    reverse = Direction(fabric.to_device(reverse_model), reverse_tokenizer, reverse_meta)
+    check_pair(forward, reverse, (paths[0], reverse_path))
+    policies = {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()}
+    if cfg.gold_dir:
+        return gold(cfg, forward, reverse, policies, paths)
+
+    sentence = str(cfg.sentence)
+    target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
+    target_text = target if isinstance(forced, str) else decode(tokenizer, [forced])[0]
+    f = forward.links(sentence, forced, target_text)
+    r = reverse.links(target_text, target_text, sentence)
+    if f is None or r is None:
+        raise UserError("the sentence or its translation is longer than a model's positions: give a shorter sentence")
+    links = symmetrize(f, flip(r), cfg.symmetrize)
+    data = {
+        "source": sentence,
+        "translation": target,
+        "forced": cfg.reference is not None,
+        "src_words": sentence.split(),
+        "tgt_words": target_text.split(),
+        "policies": policies,
+        "symmetrize": cfg.symmetrize,
+        "forward_links": sorted(f),
+        "reverse_links": sorted(flip(r)),  # as (source word, target word), like the others
+        "links": sorted(links),
+        "pharaoh": to_pharaoh(links),
+    }
+    out = output_folder(cfg, paths, "align")
+    write_json(out / "alignment.json", data)
+    print(target)
+    print(data["pharaoh"])
+    return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(out)}
+
+
+def flip(links: set[Link]) -> set[Link]:
+    """The reverse model's (its source = our target, its target = our source) links, turned round."""
+    return {(j, i) for i, j in links}
+
+
+def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict, paths: list[Path]) -> dict:
+    g = read_gold(Path(cfg.gold_dir), forward.meta["src_lang"], forward.meta["tgt_lang"])
+    hyps: dict[str, list] = {"forward": [], "reverse": []}
+    kept = []
+    for k, (src, tgt) in enumerate(zip(g.src, g.tgt)):
+        f, r = forward.links(src, tgt, tgt), reverse.links(tgt, src, src)
+        if f is None or r is None:
+            continue
+        kept.append(k)
+        hyps["forward"].append(f)
+        hyps["reverse"].append(flip(r))
+    if not kept:
+        raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
+    for method in METHODS:
+        hyps[method] = [symmetrize(f, r, method) for f, r in zip(hyps["forward"], hyps["reverse"])]
+    sure, possible = [g.sure[k] for k in kept], [g.possible[k] for k in kept]
+    table = {name: alignment_scores(links, sure, possible) for name, links in hyps.items()}
+    result = {
+        "gold_dir": str(cfg.gold_dir),
+        "n": len(kept),
+        "skipped_too_long": len(g.src) - len(kept),
+        "policies": policies,
+        "symmetrize": cfg.symmetrize,
+        "symmetrized": table[cfg.symmetrize],
+        "by_method": table,  # forward, reverse, and every symmetrization
+    }
+    out = output_folder(cfg, paths, "aer")
+    write_json(out / "aer.json", result)
+    # the chosen method's links, one line per kept pair
+    write_text(out / "alignment.pharaoh", "".join(to_pharaoh(links) + "\n" for links in hyps[cfg.symmetrize]))
+    for name in ("forward", "reverse", cfg.symmetrize):
+        s = table[name]
+        print(f"{name}: AER {s['aer']:.3f}, precision {s['precision']:.3f}, recall {s['recall']:.3f} over {len(kept)} pairs")
+    return result | {"output_dir": str(out)}

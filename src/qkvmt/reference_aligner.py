@@ -1,0 +1,97 @@
+"""A statistical word aligner beside attention: eflomal (Östling & Tiedemann 2016).
+
+It serves twice: as the reference row of align.py's AER report, and as the teacher of
+alignment-supervised training (Garg et al. 2019), whose word links are cached per corpus.
+
+Words are whitespace words, the ones attention alignments are made of (qkvmt.alignment
+groups subwords by their "▁"). eflomal lowercases by itself. It runs a forward and a reverse
+model; their links, both (source word, target word), are combined by qkvmt.symmetrize.
+"""
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from qkvmt.alignment import Link, parse_pharaoh
+from qkvmt.errors import UserError
+from qkvmt.symmetrize import METHODS, symmetrize
+
+log = logging.getLogger(__name__)
+
+ALIGNERS = ("eflomal",)
+
+
+def check_aligner(name: str, symmetrization: str, setting: str) -> None:
+    """Fails early, before any training or decoding, on a name we do not know or a missing package."""
+    if name not in ALIGNERS:
+        raise UserError(f"{setting}={name!r}: the reference aligner is one of {', '.join(ALIGNERS)}")
+    if symmetrization not in METHODS:
+        raise UserError(f"symmetrization {symmetrization!r}: use one of {', '.join(METHODS)}")
+    _eflomal()
+
+
+def _eflomal():
+    try:
+        import eflomal
+    except ImportError:
+        raise UserError(
+            "eflomal is not installed: pip install eflomal (or pip install -e '.[align]'); it builds with a C compiler"
+        ) from None
+    return eflomal
+
+
+def eflomal_directional(src: list[str], tgt: list[str]) -> tuple[list[set[Link]], list[set[Link]]]:
+    """eflomal's forward and reverse links of each pair, both as (source word, target word)."""
+    eflomal = _eflomal()
+    if len(src) != len(tgt):
+        raise ValueError(f"{len(src)} source and {len(tgt)} target sentences")
+    # eflomal reads one sentence per line: a newline inside a sentence would shift every pair.
+    src = [" ".join(s.split()) for s in src]
+    tgt = [" ".join(t.split()) for t in tgt]
+    log.info("eflomal: aligning %d sentence pairs", len(src))
+    with tempfile.TemporaryDirectory() as d:
+        fwd, rev = Path(d) / "forward", Path(d) / "reverse"
+        eflomal.Aligner().align(src, tgt, links_filename_fwd=str(fwd), links_filename_rev=str(rev), quiet=True)
+        forward = [parse_pharaoh(line) for line in fwd.read_text().splitlines()]
+        reverse = [parse_pharaoh(line) for line in rev.read_text().splitlines()]
+    if len(forward) != len(src) or len(reverse) != len(src):
+        raise RuntimeError(f"eflomal wrote {len(forward)}/{len(reverse)} link lines for {len(src)} pairs")
+    return forward, reverse
+
+
+def eflomal_links(src: list[str], tgt: list[str], symmetrization: str = "grow-diag-final-and") -> list[set[Link]]:
+    """Links (source word, target word) of each pair: eflomal's two directions combined by
+    `symmetrization` (qkvmt.symmetrize.METHODS)."""
+    if symmetrization not in METHODS:
+        raise ValueError(f"unknown symmetrization {symmetrization!r}")
+    forward, reverse = eflomal_directional(src, tgt)
+    return [symmetrize(f, r, symmetrization) for f, r in zip(forward, reverse)]
+
+
+def cached_links(src: list[str], tgt: list[str], symmetrization: str, cache_dir: Path) -> list[set[Link]]:
+    """eflomal_links, computed once per corpus and symmetrization and kept in `cache_dir` (beside
+    the id cache), so a rerun or a resume does not realign. eflomal is stochastic: reusing the
+    cached links is also what keeps a resumed run's labels the same."""
+    h = hashlib.sha256(f"eflomal-v1\0{symmetrization}\0".encode())
+    for side in (src, tgt):
+        for i in range(0, len(side), 50_000):
+            h.update("".join(line + "\n" for line in side[i : i + 50_000]).encode())
+        h.update(b"\0")
+    path = Path(cache_dir) / f"links_{h.hexdigest()[:20]}.npz"
+    if path.exists():
+        data = np.load(path)
+        pairs, offsets = data["pairs"], data["offsets"]
+        return [set(map(tuple, pairs[offsets[k] : offsets[k + 1]].tolist())) for k in range(len(offsets) - 1)]
+    links = eflomal_links(src, tgt, symmetrization)
+    offsets = np.zeros(len(links) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(x) for x in links])
+    pairs = np.array([p for x in links for p in sorted(x)], dtype=np.int32).reshape(-1, 2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npz")
+    np.savez(tmp, pairs=pairs, offsets=offsets)
+    tmp.replace(path)  # atomic: a killed run leaves no half-written links
+    return links

@@ -1,0 +1,49 @@
+import random
+import sys
+
+import pytest
+
+import qkvmt.reference_aligner as ra
+from qkvmt.alignment import alignment_scores
+from qkvmt.errors import UserError
+
+
+def reversed_pairs(n: int, seed: int = 0):
+    """Pairs whose target is the source reversed through a dictionary, with their true links."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)]
+    src = [[rng.choice(words) for _ in range(rng.randint(2, 8))] for _ in range(n)]
+    tgt = [["T" + w[1:] for w in reversed(s)] for s in src]
+    truth = [{(i, len(s) - 1 - i) for i in range(len(s))} for s in src]
+    return [" ".join(s) for s in src], [" ".join(t) for t in tgt], truth
+
+
+def test_eflomal_finds_the_links_of_a_corpus_whose_alignment_is_known():
+    src, tgt, truth = reversed_pairs(400)
+    forward, reverse = ra.eflomal_directional(src, tgt)
+    for links in (forward, reverse, ra.eflomal_links(src, tgt, "intersection")):
+        scores = alignment_scores(links, truth, truth)
+        assert scores["precision"] > 0.9 and scores["recall"] > 0.9, scores
+
+
+def test_links_are_computed_once_per_corpus_and_symmetrization(tmp_path, monkeypatch):
+    src, tgt, _ = reversed_pairs(200)
+    first = ra.cached_links(src, tgt, "grow-diag-final-and", tmp_path)
+    monkeypatch.setattr(ra, "eflomal_directional", lambda *a: pytest.fail("eflomal ran again for a cached corpus"))
+    assert ra.cached_links(src, tgt, "grow-diag-final-and", tmp_path) == first
+    with pytest.raises(pytest.fail.Exception):  # another symmetrization is another cache entry
+        ra.cached_links(src, tgt, "intersection", tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
+
+
+def test_a_missing_eflomal_is_one_line_saying_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # import eflomal now raises ImportError
+    with pytest.raises(UserError, match=r"eflomal is not installed: pip install eflomal"):
+        ra.check_aligner("eflomal", "intersection", "reference_aligner")
+
+
+def test_an_unknown_aligner_or_symmetrization_names_the_choices():
+    with pytest.raises(UserError, match=r"reference_aligner='giza'.*eflomal"):
+        ra.check_aligner("giza", "intersection", "reference_aligner")
+    with pytest.raises(UserError, match=r"symmetrization 'diag'.*grow-diag-final-and"):
+        ra.check_aligner("eflomal", "diag", "reference_aligner")
