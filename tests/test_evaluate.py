@@ -105,6 +105,8 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     arrays = np.load(tmp_path / "attention.npz")
     cross = arrays[f"s{picked[0]}_cross"]
     assert cross.shape[:2] == (2, 4) and cross.shape[3] == len(arrays[f"s{picked[0]}_src_tokens"])
+    assert cross.shape[2] == len(arrays[f"s{picked[0]}_out_tokens"]) == len(arrays[f"s{picked[0]}_tgt_tokens"])
+    assert arrays[f"s{picked[0]}_out_tokens"][-1] == "</s>" and arrays[f"s{picked[0]}_tgt_tokens"][0] == "<s>"
     np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-4)
     html = (tmp_path / "report.html").read_text()
     assert "BLEU" in html and json.loads((tmp_path / "metrics.json").read_text())["signatures"]["bleu"] in html

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from qkvmt.report import aer_heatmap, alignment_page, attention_report, heatmap_grid, inspector_page
+from qkvmt.sentence_attention import AttentionMap
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Payloads that alter the DOM if they ever run, and classic ones that must not appear raw.
@@ -22,7 +23,8 @@ PWN_SCRIPT = f"<script>{MARK.format(2)}</script>"
 ALERT_SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = "</script><img src=x onerror=alert(2)>"
 SRC = ["Ein", PWN_IMG, "Mann", "&", ALERT_SCRIPT]  # 5 source tokens
-TGT = ["<s>", "A", PWN_SCRIPT, BREAKOUT]  # 4 target tokens as the decoder saw them
+TGT = ["<s>", "A", PWN_SCRIPT, BREAKOUT]  # 4 target tokens as the decoder read them
+OUT = ["A", PWN_SCRIPT, BREAKOUT, "</s>"]  # what each decoder row predicts: the rows' labels
 L, H = 2, 3
 
 
@@ -40,8 +42,9 @@ def report_inputs():
     }
     sample = {
         "source": f"Ein Mann {PWN_IMG} & {ALERT_SCRIPT}", "reference": f"A man {PWN_SCRIPT}",
-        "hypothesis": f"A man {BREAKOUT} & co", "src_tokens": SRC, "tgt_tokens": TGT,
-        "attention": {"encoder": weights(L, H, 5, 5), "decoder": weights(L, H, 4, 4), "cross": weights(L, H, 4, 5)},
+        "hypothesis": f"A man {BREAKOUT} & co",
+        "maps": [AttentionMap("encoder", weights(L, H, 5, 5), SRC, SRC), AttentionMap("decoder", weights(L, H, 4, 4), OUT, TGT),
+                 AttentionMap("cross", weights(L, H, 4, 5), OUT, SRC)],
     }
     return metrics, [sample, dict(sample, source="second")]
 
@@ -49,7 +52,7 @@ def report_inputs():
 def alignment_inputs():
     return {
         "source": f"Ein {PWN_IMG} {ALERT_SCRIPT}", "translation": f"A {BREAKOUT} & {PWN_SCRIPT}",
-        "src_tokens": SRC, "tgt_tokens": TGT, "src_words": ["Ein", PWN_IMG, ALERT_SCRIPT],
+        "src_tokens": SRC, "tgt_tokens": OUT, "src_words": ["Ein", PWN_IMG, ALERT_SCRIPT],
         "tgt_words": ["A", BREAKOUT, PWN_SCRIPT], "cross": weights(L, H, 4, 5).tolist(),
         "word_matrix": weights(3, 3), "links": [[0, 0], [1, 2], [2, 1]], "policy": {"layer": 0, "head": 2, "rows": "predicting"},
     }
@@ -62,7 +65,7 @@ def inspector_inputs():
     w = np.exp(scores - scores.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
     return {
-        "kind": "cross", "layer": 0, "head": 2, "query_tokens": TGT, "key_tokens": SRC,
+        "kind": "cross", "layer": 0, "head": 2, "query_tokens": OUT, "key_tokens": SRC,
         "q": rng.normal(size=(4, 8)), "k": rng.normal(size=(5, 8)), "v": rng.normal(size=(5, 8)),
         "scores": [[None if np.isinf(x) else x for x in row] for row in scores.tolist()],  # as inspection writes
         "weights": w, "output": rng.normal(size=(4, 8)),
@@ -77,6 +80,8 @@ def defang(x):
         return x.replace("alert(1)", MARK.format(3)).replace("alert(2)", '"' + MARK.format(4) + '"')
     if isinstance(x, (list, tuple)):
         return type(x)(defang(v) for v in x)
+    if isinstance(x, AttentionMap):
+        return AttentionMap(x.kind, x.weights, defang(x.rows), defang(x.cols))
     return {k: defang(v) for k, v in x.items()} if isinstance(x, dict) else x
 
 
@@ -141,16 +146,18 @@ def test_pages_show_hostile_text_only_escaped(kind, tmp_path):
     assert "innerHTML" not in page and "http://" not in page and "https://" not in page
     # The escapes mean nothing to JSON: the page's script gets the original strings back.
     data = data_block(page)
-    tokens = data["samples"][0]["src_tokens"] if kind == "report" else data.get("src_tokens", data.get("key_tokens"))
-    assert tokens == SRC
+    viewer = {"report": lambda: data["samples"][0]["attention"]["cross"], "alignment": lambda: data["attention"]["cross"],
+              "inspector": lambda: {"cols": data["key_tokens"]}}[kind]()
+    assert viewer["cols"] == SRC
 
 
 def test_report_json_is_rounded_and_metrics_carry_signatures(tmp_path):
     page = write_page("report", tmp_path / "report.html")
     sample = data_block(page)["samples"][0]
-    cross = np.asarray(sample["attention"]["cross"])
-    assert cross.shape == (L, H, 4, 5) and sample["tgt_tokens"] == TGT
-    np.testing.assert_allclose(cross, report_inputs()[1][0]["attention"]["cross"], atol=5e-5)
+    cross = np.asarray(sample["attention"]["cross"]["maps"])
+    assert cross.shape == (L, H, 4, 5) and sample["attention"]["cross"]["rows"] == OUT
+    assert sample["attention"]["decoder"]["rows"] == OUT and sample["attention"]["decoder"]["cols"] == TGT
+    np.testing.assert_allclose(cross, report_inputs()[1][0]["maps"][2].weights, atol=5e-5)
     json_text = re.search(r'id="data">(.*?)</script>', page, re.S).group(1)
     assert re.search(r"\d\.\d{4}", json_text) and not re.search(r"\d\.\d{5}", json_text)
     for text in ("35.12", "60.50", "38.25", "nrefs:1|case:mixed|eff:no|tok:13a", "case:lc",
@@ -162,7 +169,7 @@ def test_alignment_page_shows_pharaoh_links_and_policy(tmp_path):
     page = write_page("alignment", tmp_path / "alignment.html")
     assert "0-0 1-2 2-1" in page and "layer 0, head 2, rows predicting" in page
     data = data_block(page)
-    assert data["links"] == [[0, 0], [1, 2], [2, 1]] and np.asarray(data["cross"]).shape == (L, H, 4, 5)
+    assert data["links"] == [[0, 0], [1, 2], [2, 1]] and np.asarray(data["attention"]["cross"]["maps"]).shape == (L, H, 4, 5)
     bad = dict(alignment_inputs(), word_matrix=weights(2, 3))
     with pytest.raises(ValueError, match="word_matrix"):
         alignment_page(tmp_path / "bad.html", bad)
@@ -222,7 +229,8 @@ def test_report_draws_maps_and_runs_no_payload_in_chromium(tmp_path):
     # Hostile tokens arrive as text nodes (serialised escaped), in the labels and the tooltips.
     assert "&lt;img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"&gt;" in table
     assert "&lt;script&gt;document.body.setAttribute('data-pwned','2')&lt;/script&gt;" in table
-    assert re.search(r'title="(&lt;|<)s(&gt;|>) → Ein: \d\.\d{3}"', table)  # the hover text
+    assert re.search(r'title="A → Ein: \d\.\d{3}"', table)  # the hover text: the row predicting "A"
+    assert not re.search(r'title="(&lt;|<)s(&gt;|>) →', table)  # rows are named by what they predict
     assert options(dom, "kind") == ["encoder self", "decoder self", "cross"]
     assert options(dom, "layer") == ["layer 0", "layer 1"]  # counted as in the config and CLI
     assert options(dom, "head") == ["average over heads", "head 0", "head 1", "head 2"]

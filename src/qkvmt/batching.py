@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from qkvmt.alignment_supervision import label_matrix
+from qkvmt.inputs import Specials, build_inputs
 from qkvmt.tokenizer import encode
 
 
@@ -26,7 +27,7 @@ class TokenizedCorpus(Dataset):
     {src,tgt}_off.npy where each sentence starts (N + 1 int64).
     """
 
-    FORMAT = "ids-v2"  # part of the cache key: a new layout never reads an old cache
+    FORMAT = "ids-v3"  # part of the cache key: a new layout never reads an old cache
 
     def __init__(self, folder: Path):
         self.src, self.tgt = _memmap_ids(folder / "src.ids"), _memmap_ids(folder / "tgt.ids")
@@ -143,33 +144,21 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
 
 class Collate:
-    """Pads a batch: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. True-is-real masks come from
-    pad ids. With max_len, longer sentences are cut to fit (training filters them out instead;
-    a validation or test pair is scored whole, and only its loss sees the cut). Items that carry
-    subword links (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
+    """Pads a batch with qkvmt.inputs: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. With
+    max_len, longer sentences are cut to fit (training filters them out instead; a validation or
+    test pair is scored whole, and only its loss sees the cut). Items that carry subword links
+    (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
 
     def __init__(self, pad_id: int, bos_id: int, eos_id: int, max_len: int | None = None):
-        self.pad, self.bos, self.eos, self.max_len = pad_id, bos_id, eos_id, max_len
+        self.specials, self.max_len = Specials(pad=pad_id, bos=bos_id, eos=eos_id), max_len
 
     def __call__(self, items) -> dict:
-        if self.max_len is not None:
-            items = [(i, s[: self.max_len - 1], t[: self.max_len - 1], *rest) for i, s, t, *rest in items]
-        n = len(items)
-        s_len = max(len(item[1]) for item in items) + 1
-        t_len = max(len(item[2]) for item in items) + 1
-        src = torch.full((n, s_len), self.pad, dtype=torch.long)
-        tgt_in = torch.full((n, t_len), self.pad, dtype=torch.long)
-        tgt_out = torch.full((n, t_len), self.pad, dtype=torch.long)
-        for row, (_, s, t, *_) in enumerate(items):
-            src[row, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
-            src[row, len(s)] = self.eos
-            tgt_in[row, 0] = self.bos
-            tgt_in[row, 1 : len(t) + 1] = torch.from_numpy(np.asarray(t, dtype=np.int64))
-            tgt_out[row, : len(t)] = tgt_in[row, 1 : len(t) + 1]
-            tgt_out[row, len(t)] = self.eos
+        x = build_inputs([item[1] for item in items], [item[2] for item in items], self.specials, self.max_len)
         index = torch.tensor([item[0] for item in items])
-        batch = {"index": index, "src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "ntokens": int((tgt_out != self.pad).sum())}
+        batch = {"index": index, "src": x.src, "tgt_in": x.tgt_in, "tgt_out": x.tgt_out,
+                 "ntokens": int((x.tgt_out != self.specials.pad).sum())}
         if len(items[0]) == 4:
-            lengths = [(len(item[1]), len(item[2])) for item in items]
-            batch["align"] = label_matrix([item[3] for item in items], lengths, t_len, s_len)
+            cut = self.max_len - 1 if self.max_len is not None else None
+            lengths = [(len(item[1][:cut]), len(item[2][:cut])) for item in items]
+            batch["align"] = label_matrix([item[3] for item in items], lengths, x.tgt_out.size(1), x.src.size(1))
         return batch

@@ -3,6 +3,7 @@
 from dataclasses import asdict, dataclass, fields
 
 from qkvmt.errors import UserError
+from qkvmt.inputs import Specials
 
 
 @dataclass
@@ -30,6 +31,10 @@ class ModelConfig:
                 raise UserError(f"model.{f.name}={value!r}: give a whole number")
         if self.d_model % self.n_heads:
             raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
+
+    @property
+    def specials(self) -> Specials:
+        return Specials(pad=self.pad_id, bos=self.bos_id, eos=self.eos_id)
 
     def to_dict(self) -> dict:
         return asdict(self)

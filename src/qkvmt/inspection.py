@@ -17,11 +17,10 @@ import math
 import torch
 
 from qkvmt.attention import MultiHeadAttention, causal_mask
-from qkvmt.attention_maps import token_ids, token_names
 from qkvmt.errors import UserError
+from qkvmt.inputs import build_inputs
 from qkvmt.model import Transformer
-
-KINDS = ("encoder", "decoder", "cross")
+from qkvmt.sentence_attention import KINDS, pair_ids, row_col_labels, token_names
 
 
 def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
@@ -42,8 +41,7 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
         raise UserError(f"head={head}: layers have {module.n_heads} heads (0..{module.n_heads - 1})")
     head %= module.n_heads
     device = next(model.parameters()).device
-    src = token_ids(tokenizer, source, c.max_positions) + [c.eos_id]
-    tgt = [c.bos_id] + token_ids(tokenizer, target, c.max_positions)
+    inputs = build_inputs(*([ids] for ids in pair_ids(tokenizer, source, target)), c.specials, c.max_positions)
 
     seen = {}
     hooks = [
@@ -51,7 +49,7 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
         module.w_o.register_forward_hook(lambda m, args, out: seen.update(heads=args[0])),
     ]
     try:
-        _, att = model(torch.tensor([src], device=device), torch.tensor([tgt], device=device), need_weights=True)
+        _, att = model(inputs.src.to(device), inputs.tgt_in.to(device), need_weights=True)
     finally:
         for h in hooks:
             h.remove()
@@ -69,11 +67,9 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
     output = weights @ v  # (T_q, d_k)
 
-    layers_w = {"encoder": att.encoder, "decoder": att.decoder, "cross": att.cross}[kind]
-    forward_weights = layers_w[layer][0, head]
+    forward_weights = getattr(att, kind)[layer][0, head]
     forward_output = seen["heads"][0, :, sl]
-    q_tokens = token_names(tokenizer, src if kind == "encoder" else tgt)
-    k_tokens = token_names(tokenizer, tgt if kind == "decoder" else src)
+    q_tokens, k_tokens = row_col_labels(kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out)))
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     return {
         "kind": kind,

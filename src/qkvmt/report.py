@@ -28,9 +28,9 @@ from matplotlib.patches import Rectangle
 
 from qkvmt.alignment import to_pharaoh
 from qkvmt.files import atomic_write, write_text
+from qkvmt.sentence_attention import AttentionMap
 
 DECIMALS = 4  # weights in the JSON: enough to read, small enough to keep pages light
-KINDS = ("encoder", "decoder", "cross")
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "bleu_lc": "BLEU (lowercased)",
                 "bleu_tok_lc": "BLEU (tokenized, lowercased)"}
 
@@ -118,23 +118,20 @@ def attention_report(path, metrics: dict, samples: list[dict]) -> None:
             + _texts_html([("source", s["source"]), ("reference", s["reference"]), ("hypothesis", s["hypothesis"])])
             + f'<div class="viewer" data-sample="{i}"></div></section>'
         )
-        labels = {"encoder": (s["src_tokens"], s["src_tokens"]), "decoder": (s["tgt_tokens"], s["tgt_tokens"]),
-                  "cross": (s["tgt_tokens"], s["src_tokens"])}
-        attention = {}
-        for kind in KINDS:
-            if s["attention"].get(kind) is not None:
-                attention[kind] = np.asarray(s["attention"][kind], dtype=float)
-                _check_labels(attention[kind].shape[2:], *labels[kind], f"sample {i + 1} {kind} attention")
-        data["samples"].append({"src_tokens": list(s["src_tokens"]), "tgt_tokens": list(s["tgt_tokens"]),
-                                "attention": attention})
+        data["samples"].append({"attention": _viewer_maps(s["maps"])})
     write_text(Path(path), _page("Attention report", "".join(parts), data))
+
+
+def _viewer_maps(maps) -> dict:
+    """{kind: {label, maps, rows, cols}}: what the page's attention viewer draws, rows and labels
+    exactly as the typed maps carry them (qkvmt.sentence_attention), never relabelled here."""
+    return {m.kind: {"label": m.label, "maps": m.weights, "rows": list(m.rows), "cols": list(m.cols)} for m in maps}
 
 
 def alignment_page(path, data: dict) -> None:
     """One sentence's word alignment: the word matrix with its hard links, and the subword maps."""
-    cross = np.asarray(data["cross"], dtype=float)
+    cross = AttentionMap("cross", np.asarray(data["cross"], dtype=float), data["tgt_tokens"], data["src_tokens"])
     words = np.asarray(data["word_matrix"], dtype=float)
-    _check_labels(cross.shape[2:], data["tgt_tokens"], data["src_tokens"], "cross attention")
     _check_labels(words.shape, data["tgt_words"], data["src_words"], "word_matrix")
     links = [[int(i), int(j)] for i, j in data["links"]]
     policy = ", ".join(f"{k} {v}" for k, v in data.get("policy", {}).items())
@@ -146,8 +143,7 @@ def alignment_page(path, data: dict) -> None:
           "a dot marks a link.</p><div id=\"words\"></div>"
         + "<h2>Subword cross attention</h2><div id=\"subwords\"></div>"
     )
-    page = {"page": "alignment", "cross": cross, "word_matrix": words, "links": links,
-            "src_tokens": data["src_tokens"], "tgt_tokens": data["tgt_tokens"],
+    page = {"page": "alignment", "attention": _viewer_maps([cross]), "word_matrix": words, "links": links,
             "src_words": data["src_words"], "tgt_words": data["tgt_words"], "policy": data.get("policy", {})}
     write_text(Path(path), _page("Alignment", body, page))
 

@@ -43,7 +43,14 @@ def load_or_train(path: Path, texts_fn, vocab_size: int, min_frequency: int = 2)
 
 
 def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
-    return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    """Subword ids of user text, the one way text becomes ids (training, translation, attention).
+
+    Whitespace runs count as one space and the ends are stripped: Metaspace would otherwise
+    make a "▁" token of every extra space, and a line of spaces would not be empty. A typed
+    "<s>", "</s>" or "<pad>" is text, encoded piece by piece, never a control token.
+    """
+    tok.encode_special_tokens = True  # not saved with the tokenizer: set before every use
+    return [e.ids for e in tok.encode_batch([" ".join(t.split()) for t in texts], add_special_tokens=False)]
 
 
 def decode(tok: Tokenizer, ids: list[list[int]]) -> list[str]:

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from qkvmt.batching import token_budget_batches
 from qkvmt.decoding import DecodeConfig, generate
+from qkvmt.inputs import build_inputs, fits
 from qkvmt.model import Transformer
 from qkvmt.tokenizer import decode, encode
 
@@ -22,23 +23,16 @@ log = logging.getLogger(__name__)
 
 
 def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -> list[list[int]]:
-    """Ids with </s> appended; a sentence longer than the model's positions is cut, with a warning."""
-    eos = tokenizer.token_to_id("</s>")
+    """Subword ids of each line (no </s>); one longer than the model's positions will be cut by
+    build_inputs, and is named in a warning here."""
     ids = encode(tokenizer, lines)
-    too_long = [i for i, x in enumerate(ids) if len(x) + 1 > max_positions]
+    too_long = [i for i, x in enumerate(ids) if not fits(len(x), max_positions)]
     if too_long:
         log.warning(
             "%d sentence(s) longer than max_positions=%d tokens are cut to fit (first: line %d)",
             len(too_long), max_positions, too_long[0] + 1,
         )
-    return [x[: max_positions - 1] + [eos] if x else [] for x in ids]
-
-
-def pad_batch(rows: list[list[int]], pad_id: int, device) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r)
-    return out.to(device)
+    return ids
 
 
 def translate_lines(
@@ -55,7 +49,7 @@ def translate_ids(
     With `progress`, a bar on stderr counts sentences and sentences/s."""
     ids = encode_sources(tokenizer, lines, model.cfg.max_positions)
     device = next(model.parameters()).device
-    lengths = np.array([len(x) for x in ids])
+    lengths = np.array([min(len(x) + 1, model.cfg.max_positions) if x else 0 for x in ids])
     nonempty = np.flatnonzero(lengths > 0)
     order = nonempty[np.argsort(lengths[nonempty], kind="stable")]
     out: list[list[int]] = [[] for _ in lines]
@@ -63,7 +57,7 @@ def translate_ids(
     with bar:
         bar.update(len(lines) - len(nonempty))
         for batch in token_budget_batches(lengths, cfg.max_tokens, order):
-            src = pad_batch([ids[i] for i in batch], model.cfg.pad_id, device)
+            src = build_inputs([ids[i] for i in batch], None, model.cfg.specials, model.cfg.max_positions).src.to(device)
             for i, hyp in zip(batch, generate(model, src, cfg)):
                 out[i] = hyp.tokens
             bar.update(len(batch))

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment import alignment_scores, read_gold, to_pharaoh, word_groups
 from qkvmt.alignment_policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links, full_context_layer
-from qkvmt.attention_maps import forced_attention
+from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
@@ -100,21 +100,22 @@ def align(cfg: DictConfig) -> dict:
     pol, recorded = policy(cfg, meta, n_layers, n_heads, paths)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     sa = forced_attention(model, tokenizer, sentence, forced, full_context_layer(meta))
-    src_groups, tgt_groups = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
-    matrix = pol.word_matrix(sa.cross, tgt_groups, src_groups)
+    cross = sa.map("cross")  # rows: the target tokens they predict; columns: the source tokens
+    src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
+    matrix = pol.word_matrix(cross.weights, tgt_groups, src_groups)
     found = sorted(directed_links(matrix, pol.direction))
     pharaoh = to_pharaoh(found)
     data = {
         "source": sentence,
         "translation": target,
         "forced": cfg.reference is not None,
-        "src_tokens": sa.src_tokens,
-        "tgt_tokens": sa.out_tokens,  # row t of `cross` predicts tgt_tokens[t]
-        "src_words": words(sa.src_tokens, src_groups),
-        "tgt_words": words(sa.out_tokens, tgt_groups),
+        "src_tokens": cross.cols,
+        "tgt_tokens": cross.rows,  # row t of `cross` predicts tgt_tokens[t]
+        "src_words": words(cross.cols, src_groups),
+        "tgt_words": words(cross.rows, tgt_groups),
         "src_word_groups": src_groups,
         "tgt_word_groups": tgt_groups,
-        "cross": sa.cross.round(6).tolist(),  # [layer][head][target][source]
+        "cross": cross.weights.round(6).tolist(),  # [layer][head][target][source]
         "full_context_layer": full_context_layer(meta),  # that layer's weights come from a pass without the causal mask
         "policy": recorded,
         "word_matrix": matrix.round(6).tolist(),
@@ -123,7 +124,7 @@ def align(cfg: DictConfig) -> dict:
     }
     out = output_folder(cfg, paths, "align")
     write_json(out / "alignment.json", data)
-    heatmap_grid(sa.cross, sa.out_tokens, sa.src_tokens, out / "alignment.png", title="cross-attention")
+    heatmap_grid(cross.weights, cross.rows, cross.cols, out / "alignment.png", title="cross-attention")
     alignment_page(out / "alignment.html", data)
     print(target)
     print(pharaoh)

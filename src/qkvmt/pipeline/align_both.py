@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 from qkvmt.alignment import Link, alignment_scores, read_gold, to_pharaoh, word_groups
 from qkvmt.alignment_policy import AlignmentPolicy, full_context_layer
-from qkvmt.attention_maps import forced_attention
+from qkvmt.sentence_attention import forced_attention
 from qkvmt.checkpoint import load_model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text

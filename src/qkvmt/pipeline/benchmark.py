@@ -25,7 +25,8 @@ from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.hardware import choose_precision, detect
 from qkvmt.host_memory import keep_freed_host_memory
-from qkvmt.translation import encode_sources, pad_batch
+from qkvmt.inputs import build_inputs
+from qkvmt.translation import encode_sources
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
@@ -83,7 +84,8 @@ def benchmark(cfg: DictConfig) -> dict:
 
     log.info("stage 2/4, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
-    src = pad_batch(encode_sources(tokenizer, sources, model_cfg.max_positions), model_cfg.pad_id, device)
+    ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
+    src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
     log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")

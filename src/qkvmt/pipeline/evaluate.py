@@ -10,7 +10,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from qkvmt.attention_maps import forced_attention
+from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
@@ -89,19 +89,11 @@ def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metr
         (out / "attention").mkdir(exist_ok=True)
     for i in picked:
         sa = forced_attention(model, tokenizer, src[i], hyp_ids[i])
-        kinds = {
-            "encoder": (sa.encoder, sa.src_tokens, sa.src_tokens),
-            "decoder": (sa.decoder, sa.tgt_tokens, sa.tgt_tokens),
-            "cross": (sa.cross, sa.tgt_tokens, sa.src_tokens),
-        }
-        for kind, (w, q_tokens, k_tokens) in kinds.items():
-            heatmap_grid(w, q_tokens, k_tokens, out / "attention" / f"{i:04d}_{kind}.png", title=f"sentence {i + 1}: {kind} attention")
-            arrays[f"s{i}_{kind}"] = w
-        arrays[f"s{i}_src_tokens"], arrays[f"s{i}_tgt_tokens"] = np.array(sa.src_tokens), np.array(sa.tgt_tokens)
-        samples.append({
-            "source": src[i], "reference": refs[i], "hypothesis": hyps[i],
-            "src_tokens": sa.src_tokens, "tgt_tokens": sa.tgt_tokens,
-            "attention": {kind: w for kind, (w, _, _) in kinds.items()},
-        })
+        for m in sa.maps():
+            heatmap_grid(m.weights, m.rows, m.cols, out / "attention" / f"{i:04d}_{m.kind}.png", title=f"sentence {i + 1}: {m.label} attention")
+            arrays[f"s{i}_{m.kind}"] = m.weights
+        for side in ("src", "tgt", "out"):
+            arrays[f"s{i}_{side}_tokens"] = np.array(getattr(sa, f"{side}_tokens"))
+        samples.append({"source": src[i], "reference": refs[i], "hypothesis": hyps[i], "maps": sa.maps()})
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     attention_report(out / "report.html", metrics, samples)
