@@ -102,7 +102,7 @@ class TranslationModule(L.LightningModule):
         # Restored here, just before the first resumed step, so that nothing Lightning or the
         # DataLoader draws while starting up shifts the dropout masks of the resumed run.
         if self._rng_to_restore is not None:
-            set_rng_state(self._rng_to_restore)
+            set_rng_state(self._rng_to_restore, self.global_rank)
             self._rng_to_restore = None
 
     def on_validation_start(self) -> None:
@@ -214,7 +214,7 @@ class TranslationModule(L.LightningModule):
                 "epoch": self.current_epoch,
                 # processed, not completed: a save at the end of a batch counts that batch
                 "batches_done": self.trainer.fit_loop.epoch_loop.batch_progress.current.processed,
-                "rng": rng_state(),
+                "rng": rng_states(self.trainer.strategy),
             }
         self._saved_step = self.global_step
 
@@ -230,15 +230,22 @@ class NonFiniteLoss(UserError):
     """The training loss became NaN or infinite."""
 
 
-def rng_state() -> dict:
-    """The torch generators that draw dropout masks, as tensors (plain data for weights_only)."""
+def rng_states(strategy) -> dict:
+    """Every rank's torch generators, the ones that draw dropout masks, stacked in rank order
+    ((world size, state bytes) tensors: plain data for weights_only). Each rank draws its own
+    masks, so each resumes from its own state. Called on every rank, as checkpoints are."""
     state = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+        state["cuda"] = torch.cuda.get_rng_state()  # this rank's device
+    if strategy.world_size == 1:
+        return {k: v[None] for k, v in state.items()}
+    return {k: strategy.all_gather(v.to(strategy.root_device)).cpu() for k, v in state.items()}
 
 
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["cpu"])
+def set_rng_state(state: dict, rank: int) -> None:
+    """Restore this rank's generators (with fewer saved ranks than now, rank % saved)."""
+    # clone: a row of the stacked states is a view, and torch.set_rng_state reads a view's
+    # storage from its start (torch 2.13 segfaults on row 1)
+    torch.set_rng_state(state["cpu"][rank % len(state["cpu"])].clone())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"][rank % len(state["cuda"])].clone())
