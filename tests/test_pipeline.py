@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from qkvmt.checkpoint import load_model
+from qkvmt.errors import UserError
 from qkvmt.hardware import Hardware, choose_precision, detect
 from qkvmt.pipeline import train
 from qkvmt.progress import StepProgress
@@ -59,7 +60,9 @@ def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_p
     out = tmp_path / "run"
     train(compose_train(*tiny_overrides(corpus, out, steps=4)))
     stamp = (out / "tokenizer.json").stat().st_mtime_ns
-    metrics = train(compose_train(*tiny_overrides(corpus, out, steps=8), "data.vocab_size=90"))
+    with pytest.raises(UserError, match=r"tokenizer.json was made with other settings \(data.vocab_size=120 there, 90 asked\)"):
+        train(compose_train(*tiny_overrides(corpus, out, steps=8), "data.vocab_size=90"))
+    metrics = train(compose_train(*tiny_overrides(corpus, out, steps=8)))
     assert metrics["steps"] == 8
     assert (out / "tokenizer.json").stat().st_mtime_ns == stamp  # not retrained
     steps = [int(r["step"]) for r in read_csv(out) if r.get("train/loss")]

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from qkvmt.alignment_supervision import label_matrix
+from qkvmt.files import hash_lines
 from qkvmt.inputs import Specials, build_inputs
 from qkvmt.tokenizer import encode
 
@@ -48,9 +49,7 @@ class TokenizedCorpus(Dataset):
         h = hashlib.sha256(cls.FORMAT.encode())
         h.update(tokenizer_json.encode())
         for side in (src, tgt):
-            for i in range(0, len(side), 50_000):  # in pieces: never a copy of the whole text
-                h.update("".join(line + "\n" for line in side[i : i + 50_000]).encode())
-            h.update(b"\0")
+            hash_lines(h, side)
         return h.hexdigest()[:20]
 
     @classmethod

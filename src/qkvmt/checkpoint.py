@@ -121,7 +121,32 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
         if len(found) < n:
             raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
         return found
-    return [Path(p) for p in average]
+    paths = [Path(p) for p in average]
+    seen = {}
+    for p in paths:
+        key = p.resolve()
+        if key in seen:
+            raise UserError(
+                f"average lists {seen[key]} more than once (as {p}): each checkpoint counts once; give distinct checkpoints"
+            )
+        seen[key] = p
+    return paths
+
+
+def check_resumable(path: Path, model_config: dict, setting: str = "resume") -> None:
+    """Refuse to resume from a checkpoint of another model, naming the settings that differ,
+    before the run writes anything (vocabulary size and special ids come from the tokenizer)."""
+    stored = load_checkpoint(path)["qkvmt"]["model_config"]
+    from_tokenizer = ("vocab_size", "pad_id", "bos_id", "eos_id")
+    differ = [k for k in model_config if k not in from_tokenizer and stored.get(k) != model_config[k]]
+    if differ:
+        raise UserError(
+            f"{setting}={path} holds a model with "
+            + ", ".join(f"model.{k}={stored.get(k)}" for k in differ)
+            + " but this run asks for "
+            + ", ".join(f"model.{k}={model_config[k]}" for k in differ)
+            + ": resume with the settings it was trained with, or start afresh in another folder (hydra.run.dir=...)"
+        )
 
 
 def last_n(spec: str) -> int | None:

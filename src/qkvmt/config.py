@@ -29,6 +29,15 @@ class ModelConfig:
             value = getattr(self, f.name)
             if f.type in (int, "int") and (isinstance(value, bool) or not isinstance(value, int)):
                 raise UserError(f"model.{f.name}={value!r}: give a whole number")
+        for name in ("vocab_size", "d_model", "n_heads", "encoder_layers", "decoder_layers", "ffn_dim"):
+            if getattr(self, name) < 1:
+                raise UserError(f"model.{name}={getattr(self, name)}: give a positive whole number")
+        if self.max_positions < 2:
+            raise UserError(f"model.max_positions={self.max_positions}: a sequence needs at least 2 positions (a token and </s>)")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise UserError(f"model.{name}={value!r}: give a probability in [0, 1)")
         if self.d_model % self.n_heads:
             raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
 

@@ -1,5 +1,6 @@
 """The LightningDataModule: raw text -> joint BPE -> cached ids -> token-budget batches."""
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -11,9 +12,10 @@ from torch.utils.data import DataLoader
 from qkvmt.alignment_supervision import subword_links
 from qkvmt.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
 from qkvmt.errors import UserError
+from qkvmt.files import hash_lines
 from qkvmt.reference_aligner import cached_links
 from qkvmt.sources import read_parallel
-from qkvmt.tokenizer import load_or_train
+from qkvmt.tokenizer import SPECIALS, load_or_train
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,10 @@ class TranslationDataModule(L.LightningDataModule):
         alignment_links: str | None = None,
     ):
         super().__init__()
+        for name, value, least in (("vocab_size", vocab_size, len(SPECIALS) + 1), ("min_frequency", min_frequency, 1),
+                                   ("max_tokens", max_tokens, 1), ("eval_max_tokens", eval_max_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
         self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
         self.source = source(root)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
@@ -100,7 +106,17 @@ class TranslationDataModule(L.LightningDataModule):
             # so a de->en and an en->de model can be symmetrized word for word.
             return src + tgt if self.src_lang <= self.tgt_lang else tgt + src
 
-        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency)
+        src, tgt = self.training_pairs()
+        h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
+        for side in (src, tgt):
+            hash_lines(h, side)
+        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=h.hexdigest()[:20])
+        if self.tokenizer.get_vocab_size() > self.vocab_size:
+            log.warning(
+                "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
+                "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",
+                self.vocab_size, self.tokenizer.get_vocab_size() - len(SPECIALS), self.tokenizer.get_vocab_size(),
+            )
         return self.tokenizer
 
     def corpus(self, stage: str) -> TokenizedCorpus:
@@ -143,6 +159,13 @@ class TranslationDataModule(L.LightningDataModule):
         if len(keep) < len(corpus):
             log.warning(
                 "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
+            )
+        over = int((lengths[keep] > self.max_tokens).sum())
+        if over:
+            log.warning(
+                "data.max_tokens=%d is below the longest training pair (%d tokens): %d pairs get a batch of their own, "
+                "over the budget; set data.max_tokens to at least %d",
+                self.max_tokens, lengths[keep].max(), over, lengths[keep].max(),
             )
         sampler = TokenBudgetBatchSampler(
             lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, **self._ranks()

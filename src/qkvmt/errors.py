@@ -14,14 +14,19 @@ class UserError(ValueError):
 
 
 def report_user_errors(fn):
-    """Wrap an entry point: a UserError becomes `error: <message>` on stderr and exit code 2;
-    known third-party noise is filtered from the console (qkvmt.console)."""
+    """Wrap an entry point: a UserError becomes `error: <message>` on stderr and exit code 2,
+    Ctrl-C one line and exit code 130; known third-party noise is filtered from the console
+    (qkvmt.console)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         quiet_known_noise()
         try:
             return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            # Outputs are staged and moved into place only when complete: nothing half-written remains.
+            print("error: interrupted (Ctrl-C)", file=sys.stderr)
+            sys.exit(130)
         except Exception as e:
             cause = e
             while cause is not None and not isinstance(cause, UserError):

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from qkvmt.errors import UserError
+
 
 def atomic_write(path: Path, write) -> None:
     """Call `write(f)` on a binary temporary file, fsync it, rename it to `path`."""
@@ -35,3 +37,28 @@ def sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def hash_lines(h, lines: list[str]) -> None:
+    """Feed text lines into hash `h` in pieces (never a copy of the whole text), then a separator."""
+    for i in range(0, len(lines), 50_000):
+        h.update("".join(line + "\n" for line in lines[i : i + 50_000]).encode())
+    h.update(b"\0")
+
+
+def check_new_output(path: Path, setting: str, folder: bool) -> None:
+    """Refuse, before any work, an output that cannot be written or that would overwrite or mix
+    with earlier results: a file where a folder is wanted (or the reverse), an existing file, a
+    folder that already holds files, or a parent that is a file."""
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{setting}={path} is an existing file: give a folder for the outputs")
+    if folder and path.is_dir() and any(path.iterdir()):
+        raise UserError(f"{setting}={path} already holds files: give a new or empty folder (results are never mixed with older ones)")
+    if not folder and path.is_dir():
+        raise UserError(f"{setting}={path} is a folder: give the path of the file to write")
+    if not folder and path.exists():
+        raise UserError(f"{setting}={path} exists: give a new file name (an existing file is never overwritten)")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{setting}={path}: {parent} is a file, not a folder")

@@ -18,6 +18,7 @@ import numpy as np
 
 from qkvmt.alignment import Link, parse_pharaoh
 from qkvmt.errors import UserError
+from qkvmt.files import hash_lines
 from qkvmt.symmetrize import METHODS, symmetrize
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,7 @@ def cached_links(src: list[str], tgt: list[str], symmetrization: str, cache_dir:
     cached links is also what keeps a resumed run's labels the same."""
     h = hashlib.sha256(f"eflomal-v1\0{symmetrization}\0".encode())
     for side in (src, tgt):
-        for i in range(0, len(side), 50_000):
-            h.update("".join(line + "\n" for line in side[i : i + 50_000]).encode())
-        h.update(b"\0")
+        hash_lines(h, side)
     path = Path(cache_dir) / f"links_{h.hexdigest()[:20]}.npz"
     if path.exists():
         data = np.load(path)

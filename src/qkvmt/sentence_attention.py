@@ -11,15 +11,18 @@ what it read. Readers that want Shift-Att's reading rows take them from the poli
 (qkvmt.alignment_policy), never by relabelling.
 """
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from qkvmt.inputs import build_inputs
+from qkvmt.inputs import build_inputs, fits
 from qkvmt.model import Transformer
 from qkvmt.tokenizer import encode
+
+log = logging.getLogger(__name__)
 
 KINDS = ("encoder", "decoder", "cross")
 LABELS = {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}
@@ -89,7 +92,14 @@ def forced_attention(
     causal mask instead, as a head supervised with full context was trained to be read."""
     c = model.cfg
     device = next(model.parameters()).device
-    x = build_inputs(*([ids] for ids in pair_ids(tokenizer, source, target)), c.specials, c.max_positions)
+    ids = pair_ids(tokenizer, source, target)
+    for side, n in zip(("source", "target"), map(len, ids)):
+        if not fits(n, c.max_positions):
+            log.warning(
+                "the %s has %d subwords, more than the model's max_positions=%d allow: its attention covers only the "
+                "first %d", side, n, c.max_positions, c.max_positions - 1,
+            )
+    x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
     src_t, tgt_t = x.src.to(device), x.tgt_in.to(device)
     _, att = model(src_t, tgt_t, need_weights=True)
     if full_context_layer is not None:

@@ -16,6 +16,8 @@ from qkvmt.errors import UserError
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: give the path of a text file (plain or .gz) in it")
     if not path.is_file():
         where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
         raise UserError(f"file not found: {path}{where}; check the path")

@@ -5,10 +5,14 @@ pre-token, so decoding is lossless (cased, detokenized text comes straight back)
 subword knows whether it starts a word, which alignment needs.
 """
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from qkvmt.errors import UserError
+from qkvmt.files import write_json
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]  # ids 0..3, matching ModelConfig's pad/bos/eos ids
@@ -29,17 +33,43 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> 
     return tok
 
 
-def load_or_train(path: Path, texts_fn, vocab_size: int, min_frequency: int = 2) -> Tokenizer:
-    """Reuse the tokenizer saved with a run (on resume it must not change); train it otherwise."""
+def load_or_train(path: Path, texts_fn, vocab_size: int, min_frequency: int = 2, data: str = "") -> Tokenizer:
+    """Reuse the tokenizer saved with a run (on resume it must not change); train it otherwise.
+
+    The settings that made it (vocab_size, min_frequency, `data`: a digest of the text it was
+    trained on) are kept beside it in <name>.settings.json; a run that asks for other settings
+    is refused, so a rerun in the same folder never silently trains with a tokenizer it did not
+    ask for."""
     path = Path(path)
+    settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "data": data}
+    record = path.with_name(path.stem + ".settings.json")
     if path.exists():
+        _check_settings(path, record, settings)
         return Tokenizer.from_file(str(path))
     tok = train_bpe(texts_fn(), vocab_size, min_frequency)
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(record, settings)  # first: a tokenizer never exists without its record
     tmp = path.with_suffix(".tmp")
     tok.save(str(tmp))
     tmp.replace(path)
     return tok
+
+
+def _check_settings(path: Path, record: Path, wanted: dict) -> None:
+    if not record.exists():
+        return  # a run from before records were kept: nothing to compare against
+    found = json.loads(record.read_text(encoding="utf-8"))
+    names = {"vocab_size": "data.vocab_size", "min_frequency": "data.min_frequency", "data": "the training text"}
+    differ = [k for k in names if found.get(k) != wanted[k]]
+    if differ:
+        what = "; ".join(
+            "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)" if k == "data"
+            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked" for k in differ
+        )
+        raise UserError(
+            f"{path} was made with other settings ({what}): give this run its own folder (hydra.run.dir=...), "
+            f"or delete {path} to train a new tokenizer (which also means starting the run afresh)"
+        )
 
 
 def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:

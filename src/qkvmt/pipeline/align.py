@@ -18,7 +18,7 @@ from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
-from qkvmt.pipeline.inference import load_for_inference, output_folder, required_text, run_folder, target_of
+from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, required_text, run_folder, target_of
 from qkvmt.reference_aligner import check_aligner, eflomal_directional
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
 from qkvmt.symmetrize import METHODS, symmetrize
@@ -35,6 +35,33 @@ def best_file(paths: list[Path]) -> Path:
     average), so a best head found for one checkpoint is never applied to another."""
     ident = hashlib.sha256("\n".join(sha256(p) for p in paths).encode()).hexdigest()[:12]
     return run_folder(paths[0]) / f"aer_{ident}.json"
+
+
+def gold_identity(gold_dir: Path, n_pairs: int, n_scored: int) -> dict:
+    """Which gold set a result came from, exactly: its files' digest and how many pairs were scored."""
+    h = hashlib.sha256()
+    for name in sorted(p.name for p in gold_dir.iterdir() if p.is_file()):
+        h.update(f"{name}\0{sha256(gold_dir / name)}\0".encode())
+    return {"dir": str(gold_dir), "sha256": h.hexdigest(), "pairs": n_pairs, "scored": n_scored}
+
+
+def record_best(path: Path, result: dict, copy: Path) -> None:
+    """Record the result beside the checkpoint for alignment.head=best, unless a result from a
+    larger gold set is there: a subset never replaces a full evaluation."""
+    try:
+        old = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        old = None  # unreadable: replaced by this complete result
+    if old and old.get("gold", {}).get("scored", 0) > result["gold"]["scored"]:
+        log.warning(
+            "kept %s: it holds the result of %d scored pairs from %s, more than this run's %d (this run's result is in %s)",
+            path, old["gold"]["scored"], old["gold"]["dir"], result["gold"]["scored"], copy,
+        )
+        return
+    try:
+        write_json(path, result)
+    except OSError as e:
+        log.warning("could not record the best head beside the checkpoint (%s); use alignment.aer_file=%s", e, copy)
 
 
 def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list[Path]) -> tuple[AlignmentPolicy, dict]:
@@ -90,6 +117,7 @@ def align(cfg: DictConfig) -> dict:
     if not cfg.gold_dir and cfg.sentence is None:
         raise UserError('give sentence="..." to align one sentence, or gold_dir=<folder> to score every head against gold links')
     sentence = None if cfg.gold_dir else required_text(cfg.sentence, "sentence")  # before the slow load
+    check_output_dir(cfg)
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
     if cfg.reverse_ckpt_path:
         return align_both(cfg, model, tokenizer, meta, fabric, paths)
@@ -122,13 +150,14 @@ def align(cfg: DictConfig) -> dict:
         "links": [list(p) for p in found],
         "pharaoh": pharaoh,
     }
-    out = output_folder(cfg, paths, "align")
-    write_json(out / "alignment.json", data)
-    heatmap_grid(cross.weights, cross.rows, cross.cols, out / "alignment.png", title="cross-attention")
-    alignment_page(out / "alignment.html", data)
+    staged = StagedOutput(cfg, paths, "align", kind="alignments")
+    with staged as out:
+        write_json(out / "alignment.json", data)
+        heatmap_grid(cross.weights, cross.rows, cross.cols, out / "alignment.png", title="cross-attention")
+        alignment_page(out / "alignment.html", data)
     print(target)
     print(pharaoh)
-    return {"translation": target, "pharaoh": pharaoh, "output_dir": str(out)}
+    return {"translation": target, "pharaoh": pharaoh, "output_dir": str(staged.final)}
 
 
 def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path]) -> dict:
@@ -167,6 +196,7 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
         reference = reference_scores(cfg, training, gold, kept, sure, possible)
     result = {
         "gold_dir": str(cfg.gold_dir),
+        "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(kept)),
         "direction_of_pair": f"{meta['src_lang']}->{meta['tgt_lang']}",
         "n": len(kept),
         "skipped_too_long": skipped,
@@ -181,19 +211,17 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
         "default": default_scores | {"supervised": bool(meta.get("alignment"))},
         "reference": reference,
     }
-    out = output_folder(cfg, paths, "aer")
-    write_json(out / "aer.json", result)
-    try:
-        write_json(best_file(paths), result)  # where alignment.head=best looks for this checkpoint
-    except OSError as e:
-        log.warning("could not record the best head beside the checkpoint (%s); use alignment.aer_file=%s", e, out / "aer.json")
     grid = np.array([[table[l, h, best["rows"], best["direction"]]["aer"] for h in heads] for l in range(n_layers)])
-    aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
-                title=f"AER ({best['rows']} rows, {best['direction']})")
+    staged = StagedOutput(cfg, paths, "aer", kind="alignments")
+    with staged as out:
+        write_json(out / "aer.json", result)
+        aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
+                    title=f"AER ({best['rows']} rows, {best['direction']})")
+    record_best(best_file(paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
     print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): {_scores(best)} over {len(kept)} pairs")
     what = "the supervised head" if meta.get("alignment") else "the layer's head average"
     print(f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}")
     if reference:
         print(f"reference: {reference['aligner']} ({reference['symmetrization']}): {_scores(reference)}")
-    return result | {"output_dir": str(out)}
+    return result | {"output_dir": str(staged.final)}

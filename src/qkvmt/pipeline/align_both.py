@@ -14,7 +14,7 @@ from qkvmt.sentence_attention import forced_attention
 from qkvmt.checkpoint import load_model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
-from qkvmt.pipeline.inference import output_folder, target_of
+from qkvmt.pipeline.inference import StagedOutput, target_of
 from qkvmt.symmetrize import METHODS, symmetrize
 from qkvmt.tokenizer import decode
 
@@ -86,11 +86,12 @@ def align_both(cfg: DictConfig, model, tokenizer, meta: dict, fabric, paths: lis
         "links": sorted(links),
         "pharaoh": to_pharaoh(links),
     }
-    out = output_folder(cfg, paths, "align")
-    write_json(out / "alignment.json", data)
+    staged = StagedOutput(cfg, paths, "align", kind="alignments")
+    with staged as out:
+        write_json(out / "alignment.json", data)
     print(target)
     print(data["pharaoh"])
-    return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(out)}
+    return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(staged.final)}
 
 
 def flip(links: set[Link]) -> set[Link]:
@@ -124,11 +125,12 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
         "symmetrized": table[cfg.symmetrize],
         "by_method": table,  # forward, reverse, and every symmetrization
     }
-    out = output_folder(cfg, paths, "aer")
-    write_json(out / "aer.json", result)
-    # the chosen method's links, one line per kept pair
-    write_text(out / "alignment.pharaoh", "".join(to_pharaoh(links) + "\n" for links in hyps[cfg.symmetrize]))
+    staged = StagedOutput(cfg, paths, "aer", kind="alignments")
+    with staged as out:
+        write_json(out / "aer.json", result)
+        # the chosen method's links, one line per kept pair
+        write_text(out / "alignment.pharaoh", "".join(to_pharaoh(links) + "\n" for links in hyps[cfg.symmetrize]))
     for name in ("forward", "reverse", cfg.symmetrize):
         s = table[name]
         print(f"{name}: AER {s['aer']:.3f}, precision {s['precision']:.3f}, recall {s['recall']:.3f} over {len(kept)} pairs")
-    return result | {"output_dir": str(out)}
+    return result | {"output_dir": str(staged.final)}

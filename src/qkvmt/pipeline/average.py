@@ -7,12 +7,14 @@ from omegaconf import DictConfig
 
 from qkvmt.checkpoint import average_checkpoints
 from qkvmt.errors import UserError
-from qkvmt.files import atomic_write
+from qkvmt.files import atomic_write, check_new_output
 from qkvmt.pipeline.inference import checkpoint_paths
 
 
 def average(cfg: DictConfig) -> dict:
     """Average `average` (lastN or a list) and save a checkpoint that evaluates like any other."""
+    if cfg.output:
+        check_new_output(Path(cfg.output), "output", folder=False)
     paths = checkpoint_paths(cfg)
     if len(paths) < 2:
         raise UserError("averaging needs at least two checkpoints: average=last5, or a list of paths")

@@ -14,7 +14,7 @@ from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
-from qkvmt.pipeline.inference import default_output_dir, load_for_inference
+from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference
 from qkvmt.report import attention_report, heatmap_grid
 from qkvmt.sources import TextFiles, read_lines, read_parallel
 from qkvmt.tokenizer import decode
@@ -36,14 +36,12 @@ def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]
 
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
+    check_output_dir(cfg)
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
     src, refs, name = read_inputs(cfg, meta)
     ref_tok = read_lines(Path(cfg.ref_tok_file)) if cfg.ref_tok_file else None
     if ref_tok is not None and len(ref_tok) != len(src):
         raise UserError(f"ref_tok_file {cfg.ref_tok_file} has {len(ref_tok)} lines, the source has {len(src)}")
-    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name)
-    out.mkdir(parents=True, exist_ok=True)  # an explicit output_dir may exist already
-
     decode_cfg = instantiate(cfg.decode)
     t0 = time.time()
     with fabric.autocast():
@@ -69,9 +67,12 @@ def evaluate(cfg: DictConfig) -> dict:
         sent_per_s=round(len(src) / decode_s, 2),
         wall_s=round(time.time() - start, 2),
     )
-    write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
-    write_json(out / "metrics.json", metrics)
-    export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples)
+    staged = StagedOutput(cfg, paths, name, kind="evaluations")
+    with staged as out:
+        write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
+        write_json(out / "metrics.json", metrics)
+        export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples)
+    out = staged.final
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
             print(f"{key:12s} {metrics[key]:6.2f}  {metrics['signatures'][key]}")

@@ -1,6 +1,8 @@
 """What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
 average of several) where Lightning Fabric places it, decoding settings, output folders."""
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
 from qkvmt.decoding import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.files import check_new_output
 from qkvmt.tokenizer import decode
 from qkvmt.translation import translate_ids
 
@@ -42,7 +45,7 @@ def run_folder(ckpt: Path) -> Path:
 
 def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path:
     """A new folder beside the checkpoint's run, <run>/<kind>/<name>_<time>[-k], created here so
-    that two commands started in the same second never share it."""
+    that two commands finishing in the same second never share it."""
     base = run_folder(ckpt) / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     base.parent.mkdir(parents=True, exist_ok=True)
     out, k = base, 1
@@ -54,11 +57,43 @@ def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path
             out, k = base.with_name(f"{base.name}-{k}"), k + 1
 
 
-def output_folder(cfg: DictConfig, paths: list[Path], name: str, kind: str = "alignments") -> Path:
-    """Made only once the results are ready, so that a failed run leaves no empty folder."""
-    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], name, kind=kind)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def check_output_dir(cfg: DictConfig) -> None:
+    """An explicit output_dir that cannot take the outputs is refused before any slow work."""
+    if cfg.output_dir:
+        check_new_output(Path(cfg.output_dir), "output_dir", folder=True)
+
+
+class StagedOutput:
+    """Outputs are written into a hidden folder beside their destination and moved into place
+    only once complete, so an error or Ctrl-C leaves either every file or none:
+
+        staged = StagedOutput(cfg, paths, "align", kind="alignments")
+        with staged as out:
+            write_json(out / "alignment.json", data)
+        print(staged.final)
+    """
+
+    def __init__(self, cfg: DictConfig, paths: list[Path], name: str, kind: str):
+        self.explicit = Path(cfg.output_dir) if cfg.output_dir else None
+        self.ckpt, self.name, self.kind = paths[0], name, kind
+        self.final: Path | None = None
+
+    def __enter__(self) -> Path:
+        parent = self.explicit.parent if self.explicit else run_folder(self.ckpt) / self.kind
+        parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return False
+        final = self.explicit or default_output_dir(self.ckpt, self.name, kind=self.kind)
+        if final.is_dir():
+            final.rmdir()  # reserved by default_output_dir, or an empty output_dir: never one with files
+        self.tmp.rename(final)
+        self.final = final
+        return False
 
 
 def required_text(value, name: str) -> str:

@@ -1,13 +1,11 @@
 """inspect(cfg): Q, K, V, scores, weights and output of one attention head for one sentence."""
 
-from pathlib import Path
-
 from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.inspection import inspect_head
-from qkvmt.pipeline.inference import default_output_dir, load_for_inference, required_text, target_of
+from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, required_text, target_of
 from qkvmt.report import inspector_page
 
 
@@ -16,13 +14,15 @@ def inspect(cfg: DictConfig) -> dict:
     for key in ("layer", "head", "top_k"):
         if not isinstance(cfg[key], int):
             raise UserError(f"{key}={cfg[key]!r}: give a whole number")
+    check_output_dir(cfg)
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     data = inspect_head(model, tokenizer, sentence, forced, cfg.kind, cfg.layer, cfg.head, cfg.top_k)
-    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(paths[0], f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "inspect.json", data)
-    inspector_page(out / "inspect.html", data)
+    staged = StagedOutput(cfg, paths, f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")
+    with staged as out:
+        write_json(out / "inspect.json", data)
+        inspector_page(out / "inspect.html", data)
+    out = staged.final
     print(f"{data['kind']} attention, layer {data['layer']}, head {data['head']} (d_k={data['d_k']}); target: {target}")
     for q, top in zip(data["query_tokens"], data["top_k"]):
         print(f"  {q:>14s} -> " + "  ".join(f"{t['token']} {t['weight']:.2f}" for t in top))

@@ -10,7 +10,9 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.checkpoint import average_checkpoints, checkpoint_step, last_n, model_weights, recent_checkpoints
+from qkvmt.checkpoint import (
+    average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
+)
 from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
@@ -25,14 +27,20 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict:
     """Train a model as configured; test the best checkpoint (or an average); return the metrics."""
     start = time.time()
+    # The whole configuration is checked before anything is written: a mistake must not leave
+    # a run folder (or a tokenizer) that the next run in the same folder would reuse.
     n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
-    alignment = instantiate(cfg.module.alignment).validated(cfg.model.decoder_layers, cfg.model.n_heads)
+    check_trainer(cfg.trainer)
+    alignment = instantiate(cfg.module.alignment)
+    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None)  # checks data.*
+    model_partial = instantiate(cfg.model)
+    wanted_model = model_partial(vocab_size=dm.vocab_size).to_dict()  # ModelConfig checks model.*
+    alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         check_aligner("eflomal", alignment.labels, "module.alignment")
     keep_freed_host_memory()
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
 
     hardware = detect(cfg.trainer.accelerator)
     precision, why = choose_precision(cfg.trainer.precision, hardware)
@@ -46,27 +54,32 @@ def train(cfg: DictConfig) -> dict:
         logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
         plugins=[AtomicCheckpointIO()],  # a kill or a full disk mid-save never corrupts a checkpoint
     )
-    # trainer.precision: what Lightning itself will run
-    run = {"experiment": cfg.experiment_name, "precision": trainer.precision, "precision_reason": why, "hardware": hardware.to_dict()}
-    # the data as this run read it, paths resolved: align.py's reference aligner reads it again
-    data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
-    if trainer.is_global_zero:
-        log.info("run folder: %s", out)
-        log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
-        log.info("precision %s: %s", precision, why)
-        write_json(out / "run.json", run | data_config)
-
-    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.on else None)
-    tokenizer = dm.load_tokenizer(out / "tokenizer.json")  # an existing run's tokenizer is reused
-    model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
-    module = instantiate(cfg.module)(
-        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang, alignment=alignment
-    )
     last = last_checkpoint_path(trainer)
     if cfg.resume == "auto":
         resume = str(last) if last is not None and last.exists() else None
     else:
         resume = cfg.resume  # null: start afresh; or a checkpoint path
+    if resume:
+        check_resumable(Path(resume), wanted_model)
+
+    if trainer.is_global_zero:
+        log.info("run folder: %s", out)
+        log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
+        log.info("precision %s: %s", precision, why)
+    out.mkdir(parents=True, exist_ok=True)
+    # An existing run's tokenizer is reused, or refused if it was made with other settings,
+    # before this run records anything in the folder.
+    tokenizer = dm.load_tokenizer(out / "tokenizer.json")
+    # trainer.precision: what Lightning itself will run
+    run = {"experiment": cfg.experiment_name, "precision": trainer.precision, "precision_reason": why, "hardware": hardware.to_dict()}
+    # the data as this run read it, paths resolved: align.py's reference aligner reads it again
+    data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
+    if trainer.is_global_zero:
+        write_json(out / "run.json", run | data_config)
+    model_config = model_partial(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
+    module = instantiate(cfg.module)(
+        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang, alignment=alignment
+    )
     if resume:
         log.info("resuming from %s", resume)
     try:
@@ -103,6 +116,14 @@ def train(cfg: DictConfig) -> dict:
         write_json(out / "train_metrics.json", metrics)
         log.info("test %s BLEU %.2f (%s)", dm.splits["test"], scores["bleu"], scores["signatures"]["bleu"])
     return metrics
+
+
+def check_trainer(t: DictConfig) -> None:
+    """The step settings Lightning would reject with a traceback, as one line each."""
+    for name in ("max_steps", "max_epochs"):
+        value = t.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1)):
+            raise UserError(f"trainer.{name}={value!r}: give a positive whole number, or -1 for no limit")
 
 
 def averaged_count(spec: str) -> int:
