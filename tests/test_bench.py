@@ -154,3 +154,6 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
     assert "train ours/torch" in proc.stdout  # the printed table
+    # committed beside the results: no path of this machine in it
+    text = (out / "benchmark.json").read_text()
+    assert str(tmp_path) not in text and r["config"]["data"]["root"] == "<data.root>"

@@ -2,6 +2,7 @@
 
 import csv
 import functools
+import importlib.util
 import json
 import logging
 import os
@@ -67,6 +68,18 @@ def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_p
     assert (out / "tokenizer.json").stat().st_mtime_ns == stamp  # not retrained
     steps = [int(r["step"]) for r in read_csv(out) if r.get("train/loss")]
     assert steps and min(steps) >= 4  # the second run continued after step 4
+
+
+def test_train_script_returns_the_optimized_metric_for_hydra_sweepers(corpus, tmp_path):
+    spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    cfg = compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=4), "optimized_metric=best_val_bleu")
+    value = script.main(cfg)  # Hydra passes a given config straight through, as a sweeper's job does
+    assert value == json.loads((tmp_path / "run" / "train_metrics.json").read_text())["best_val_bleu"]
+    with pytest.raises(UserError, match=r"optimized_metric=bleu: use one of test_bleu, test_chrf, best_val_bleu"):
+        train(compose_train(*tiny_overrides(corpus, tmp_path / "typo", steps=4), "optimized_metric=bleu"))
+    assert not (tmp_path / "typo").exists()  # refused before anything was written
 
 
 def test_training_from_a_hugging_face_dataset_offline(tmp_path):

@@ -76,7 +76,7 @@ def benchmark(cfg: DictConfig) -> dict:
         "precision_reason": why,
         "compile": {"train": bool(cfg.compile), "decode": False},
         "params": params,
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
     }
     log.info("stage 1/4, training speed: %s on %s", ", ".join(present), result["device"])
     batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
@@ -217,6 +217,18 @@ def _device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device={name} but torch sees no GPU: use device=cpu")
     return torch.device(name)
+
+
+def without_machine_paths(config, key: str = ""):
+    """The configuration with every absolute path replaced by `<its key>`: a benchmark.json is
+    meant to be committed beside the results, and must not carry the paths of the machine."""
+    if isinstance(config, dict):
+        return {k: without_machine_paths(v, f"{key}.{k}" if key else k) for k, v in config.items()}
+    if isinstance(config, list):
+        return [without_machine_paths(v, f"{key}[{i}]") for i, v in enumerate(config)]
+    if isinstance(config, str) and Path(config).expanduser().is_absolute():
+        return f"<{key}>"
+    return config
 
 
 def _device_name(hardware) -> str:

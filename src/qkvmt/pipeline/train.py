@@ -30,6 +30,7 @@ def train(cfg: DictConfig) -> dict:
     # The whole configuration is checked before anything is written: a mistake must not leave
     # a run folder (or a tokenizer) that the next run in the same folder would reuse.
     n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
+    check_optimized_metric(cfg.optimized_metric)
     check_trainer(cfg.trainer)
     alignment = instantiate(cfg.module.alignment)
     dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None)  # checks data.*
@@ -116,6 +117,20 @@ def train(cfg: DictConfig) -> dict:
         write_json(out / "train_metrics.json", metrics)
         log.info("test %s BLEU %.2f (%s)", dm.splits["test"], scores["bleu"], scores["signatures"]["bleu"])
     return metrics
+
+
+OPTIMIZABLE = ("test_bleu", "test_chrf", "best_val_bleu", "wall_s")  # numbers train() returns
+
+
+def optimized_value(metrics: dict, name: str | None) -> float | None:
+    """The metric a Hydra sweeper optimizes (`optimized_metric`), from train()'s metrics."""
+    check_optimized_metric(name)
+    return None if name is None or metrics[name] is None else float(metrics[name])
+
+
+def check_optimized_metric(name: str | None) -> None:
+    if name is not None and name not in OPTIMIZABLE:
+        raise UserError(f"optimized_metric={name}: use one of {', '.join(OPTIMIZABLE)} (or null)")
 
 
 def check_trainer(t: DictConfig) -> None:
