@@ -4,6 +4,7 @@ or nonsense settings are said out loud. Each case runs once, through the script 
 
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -141,6 +142,9 @@ def test_staged_outputs_are_complete_or_absent(interrupt, tmp_path):
     with staged as out:
         (out / "a.json").write_text("{}")
     assert staged.final == tmp_path / "out" and [p.name for p in tmp_path.iterdir()] == ["out"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert staged.final.stat().st_mode & 0o777 == 0o777 & ~umask  # as a plain mkdir would make it
 
 
 def test_ctrl_c_is_one_line_and_exit_130(capsys):

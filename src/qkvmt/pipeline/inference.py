@@ -1,6 +1,7 @@
 """What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
 average of several) where Lightning Fabric places it, decoding settings, output folders."""
 
+import os
 import shutil
 import tempfile
 import time
@@ -82,6 +83,9 @@ class StagedOutput:
         parent = self.explicit.parent if self.explicit else run_folder(self.ckpt) / self.kind
         parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        self.tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> bool:
