@@ -18,7 +18,7 @@ from qkvmt.errors import UserError
 from qkvmt.hardware import Hardware, choose_precision, detect
 from qkvmt.pipeline import train
 from qkvmt.progress import StepProgress
-from tests.conftest import MULTI30K, ROOT, compose_train, requires_multi30k, tiny_overrides, write_corpus
+from tests.conftest import MULTI30K, ROOT, compose_inference, compose_train, requires_multi30k, tiny_overrides, write_corpus
 
 
 def read_csv(run: Path) -> list[dict]:
@@ -95,6 +95,13 @@ def test_training_from_a_hugging_face_dataset_offline(tmp_path):
     out = tmp_path / "run"
     cfg = compose_train(*tiny_overrides(tmp_path / "hf_cache", out, steps=4), "data=hf", f"data.source.path={folder}")
     assert train(cfg)["steps"] == 4
+    # evaluate.py split= reads the run's own source: "val" is the dataset's "validation" split
+    from qkvmt.pipeline import evaluate
+
+    metrics = evaluate(compose_inference("evaluate", f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}", "split=val",
+                                         "decode.beam_size=1", "attention.num_samples=0", f"output_dir={tmp_path / 'eval'}"))
+    hyps = (tmp_path / "eval" / "hypotheses.txt").read_text().splitlines()
+    assert metrics["n"] == len(hyps) == len((files / "val.en").read_text().splitlines())
 
 
 def run_script(*args: str, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:

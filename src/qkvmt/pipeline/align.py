@@ -18,7 +18,9 @@ from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, required_text, run_folder, target_of
+from qkvmt.pipeline.inference import (
+    StagedOutput, check_output_dir, load_for_inference, required_text, run_data, run_folder, target_of,
+)
 from qkvmt.reference_aligner import check_aligner, eflomal_directional
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
 from qkvmt.symmetrize import METHODS, symmetrize
@@ -87,9 +89,9 @@ def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list
 def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
     """The training pairs of a checkpoint's run (its data source and data.extra_train), read
     again through the data configuration its run.json records."""
-    record = run_folder(ckpt) / "run.json"
-    data = json.loads(record.read_text()).get("data") if record.is_file() else None
+    data = run_data(ckpt)
     if data is None:
+        record = run_folder(ckpt) / "run.json"
         raise UserError(f"reference_aligner needs the run's training data, recorded in {record} by scripts/train.py, "
                         "which is missing or older: use a checkpoint inside its training run folder")
     return instantiate(OmegaConf.create(data)).training_pairs()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference
+from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, run_data
 from qkvmt.report import attention_report, heatmap_grid
 from qkvmt.sources import TextFiles, read_lines, read_parallel
 from qkvmt.tokenizer import decode
@@ -23,14 +23,22 @@ from qkvmt.translation import translate_ids
 log = logging.getLogger(__name__)
 
 
-def read_inputs(cfg: DictConfig, meta: dict) -> tuple[list[str], list[str], str]:
-    """Source lines, references and a short name for them: src_file/ref_file, or a split of data.root."""
+def read_inputs(cfg: DictConfig, meta: dict, ckpt: Path) -> tuple[list[str], list[str], str]:
+    """Source lines, references and a short name for them: src_file/ref_file, or a split. A
+    split comes from the data source the checkpoint's run trained on (a Hugging Face dataset,
+    say; `split` may name the run's val/test or the source's own split), or, for a run on
+    plain files, from {split}.{lang}[.gz] in data.root."""
     if cfg.src_file or cfg.ref_file:
         if not (cfg.src_file and cfg.ref_file):
             raise UserError("give both src_file=<path> and ref_file=<path> (plain or .gz)")
         src, ref = read_parallel(Path(cfg.src_file), Path(cfg.ref_file))
         return src, ref, Path(cfg.src_file).name.removesuffix(".gz")
-    src, ref = TextFiles(cfg.data.root).read(cfg.split, meta["src_lang"], meta["tgt_lang"])
+    data = run_data(ckpt)
+    if data is not None and data.get("source", {}).get("_target_") != "qkvmt.sources.TextFiles":
+        source = instantiate(OmegaConf.create(data["source"]))(data["root"])
+        src, ref = source.read(data.get("splits", {}).get(cfg.split, cfg.split), meta["src_lang"], meta["tgt_lang"])
+    else:
+        src, ref = TextFiles(cfg.data.root).read(cfg.split, meta["src_lang"], meta["tgt_lang"])
     return src, ref, cfg.split
 
 
@@ -38,7 +46,7 @@ def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     check_output_dir(cfg)
     model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
-    src, refs, name = read_inputs(cfg, meta)
+    src, refs, name = read_inputs(cfg, meta, paths[0])
     ref_tok = read_lines(Path(cfg.ref_tok_file)) if cfg.ref_tok_file else None
     if ref_tok is not None and len(ref_tok) != len(src):
         raise UserError(f"ref_tok_file {cfg.ref_tok_file} has {len(ref_tok)} lines, the source has {len(src)}")

@@ -1,6 +1,7 @@
 """What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
 average of several) where Lightning Fabric places it, decoding settings, output folders."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -56,6 +57,13 @@ def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path
             return out
         except FileExistsError:
             out, k = base.with_name(f"{base.name}-{k}"), k + 1
+
+
+def run_data(ckpt: Path) -> dict | None:
+    """The data configuration the checkpoint's training run recorded in run.json (paths
+    resolved), or None for a checkpoint outside its run folder or from an older run."""
+    record = run_folder(ckpt) / "run.json"
+    return json.loads(record.read_text()).get("data") if record.is_file() else None
 
 
 def check_output_dir(cfg: DictConfig) -> None:
