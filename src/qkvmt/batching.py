@@ -157,7 +157,8 @@ class Collate:
         batch = {"index": index, "src": x.src, "tgt_in": x.tgt_in, "tgt_out": x.tgt_out,
                  "ntokens": int((x.tgt_out != self.specials.pad).sum())}
         if len(items[0]) == 4:
-            cut = self.max_len - 1 if self.max_len is not None else None
-            lengths = [(len(item[1][:cut]), len(item[2][:cut])) for item in items]
+            # each side's tokens after build_inputs' cut, without </s>
+            real = [(t != self.specials.pad).sum(1) - 1 for t in (x.src, x.tgt_out)]
+            lengths = list(zip(*(r.tolist() for r in real)))
             batch["align"] = label_matrix([item[3] for item in items], lengths, x.tgt_out.size(1), x.src.size(1))
         return batch
