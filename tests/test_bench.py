@@ -22,6 +22,7 @@ from qkvmt.tokenizer import encode, train_bpe
 from .conftest import ROOT, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
+HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
 requires_hf = pytest.mark.skipif(not HAS_HF, reason="transformers not installed (pip install -e '.[bench]')")
 CFG = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0)
 
@@ -151,6 +152,13 @@ def test_benchmark_script_writes_every_key(tmp_path):
         assert r["train"]["hf_tok_s"] > 0 and r["decode"]["hf_sent_s"] > 0
     else:  # reported as missing, not faked
         assert r["train"]["hf_tok_s"] is None and "transformers" in r["train"]["hf_missing"]
+    if HAS_CT2:  # our trained weights, exported, on the same sentences
+        for kind in ("float32", "int8"):
+            assert r["decode"][f"ct2_{kind}_sent_s"] > 0 and r["decode"]["seconds"][f"ct2_{kind}"] > 0
+            assert r["decode"][f"ours_vs_ct2_{kind}"] == pytest.approx(r["decode"]["ours_sent_s"] / r["decode"][f"ct2_{kind}_sent_s"])
+        assert "ours/ct2" in proc.stdout
+    else:
+        assert "ctranslate2" in r["decode"]["ctranslate2_missing"]
     assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
     assert "train ours/torch" in proc.stdout  # the printed table

@@ -95,9 +95,9 @@ class Stepper:
             self.state.reorder_beams(index)
 
 
-def max_lengths(src_mask: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
-    """(B,) number of output tokens allowed, EOS included, within the model's positions."""
-    src_len = src_mask.flatten(1).sum(-1)
+def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
+    """(B,) number of output tokens allowed, EOS included, within the model's positions, for
+    source rows of src_len tokens (</s> included)."""
     limit = (cfg.max_len_a * src_len.float() + cfg.max_len_b).long()
     return limit.clamp(1, max_positions - 1)
 
@@ -106,7 +106,7 @@ def max_lengths(src_mask: Tensor, cfg: DecodeConfig, max_positions: int) -> Tens
 def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     c = model.cfg
     memory, src_mask, _ = model.encode(src)
-    limit = max_lengths(src_mask, cfg, c.max_positions)
+    limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)
     step = Stepper(model, memory, src_mask, limit, cfg)
     b = src.size(0)
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
@@ -139,7 +139,7 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         raise UserError(f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.vocab_size})")
     b, dev = src.size(0), src.device
     memory, src_mask, _ = model.encode(src)
-    limit = max_lengths(src_mask, cfg, c.max_positions)  # (B,)
+    limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)  # (B,)
     max_t = int(limit.max())
     # The beams of a sentence share its memory (B rows): cross-attention folds them together.
     # All K beams would start identical, so the first step runs one row per sentence.

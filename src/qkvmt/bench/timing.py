@@ -138,3 +138,19 @@ def hf_fixed_length(marian, src: Tensor, beam_size: int, length: int) -> Callabl
         return out
 
     return run
+
+
+def ct2_fixed_length(translator, sources: list[list[str]], beam_size: int, length: int) -> Callable[[], list]:
+    """CTranslate2's beam search with exactly `length` decoder steps per sentence, as ours
+    (length - 1 tokens and the forced EOS) and HF's (`length` new tokens) take."""
+
+    def run():
+        out = translator.translate_batch(
+            sources, beam_size=beam_size, min_decoding_length=length, max_decoding_length=length,
+            length_penalty=1.0, max_input_length=0,
+        )
+        if any(len(r.hypotheses[0]) != length for r in out):
+            raise RuntimeError("a CTranslate2 hypothesis missed the forced length: the comparison would be unequal")
+        return out
+
+    return run

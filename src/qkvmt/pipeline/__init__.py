@@ -4,8 +4,9 @@ from qkvmt.pipeline.align import align
 from qkvmt.pipeline.average import average
 from qkvmt.pipeline.benchmark import benchmark
 from qkvmt.pipeline.evaluate import evaluate
+from qkvmt.pipeline.export import export
 from qkvmt.pipeline.inspect_attention import inspect
 from qkvmt.pipeline.train import train
 from qkvmt.pipeline.translate import translate
 
-__all__ = ["align", "average", "benchmark", "evaluate", "inspect", "train", "translate"]
+__all__ = ["align", "average", "benchmark", "evaluate", "export", "inspect", "train", "translate"]

@@ -3,12 +3,15 @@
 Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianMTModel are
 measured side by side in one process, on the same batches and sentences: training tokens/s,
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
-to tokenize a large corpus. Writes benchmark.json into output_dir and prints a table.
+to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
+default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json into output_dir and prints a table.
 """
 
+import copy
 import datetime
 import logging
 import platform
+import tempfile
 from itertools import islice
 from pathlib import Path
 
@@ -20,8 +23,9 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
-from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_call, time_training
+from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
+from qkvmt.export_ctranslate2 import export_ctranslate2
 from qkvmt.files import write_json
 from qkvmt.hardware import choose_precision, detect
 from qkvmt.host_memory import keep_freed_host_memory
@@ -88,6 +92,7 @@ def benchmark(cfg: DictConfig) -> dict:
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
+    result["decode"] |= _decode_ctranslate2(cfg, eval_models.get("ours"), tokenizer, src, result["decode"])
     log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info("stage 4/4, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
@@ -148,6 +153,32 @@ def _decode(cfg, models: dict, src: torch.Tensor, device) -> dict:
     return out
 
 
+def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) -> dict:
+    """Our trained weights exported to CTranslate2 (each type in decode.ctranslate2), decoding
+    the same sentences with the same beam and forced length on the same device."""
+    types = list(cfg.decode.ctranslate2 or [])
+    if ours is None or not types:
+        return {}
+    try:
+        import ctranslate2
+    except ImportError:
+        return {"ctranslate2_missing": "ctranslate2 is not installed: pip install -e '.[deploy]'"}
+    d, c = cfg.decode, ours.model.cfg
+    device = "cuda" if src.is_cuda else "cpu"
+    sources = [[tokenizer.id_to_token(i) for i in row if i not in (c.pad_id, c.eos_id)] for row in src.tolist()]
+    out = {"ctranslate2_version": ctranslate2.__version__}
+    with tempfile.TemporaryDirectory() as folder:
+        export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, {"src_lang": "", "tgt_lang": ""}, Path(folder))
+        for compute_type in types:
+            log.info("  decoding: ctranslate2 %s", compute_type)
+            translator = ctranslate2.Translator(folder, device=device, compute_type=compute_type, intra_threads=torch.get_num_threads())
+            run = ct2_fixed_length(translator, sources, d.beam_size, d.length)
+            decoded["seconds"]["ct2_" + compute_type] = seconds = time_call(run, src.device, d.repeats)[0]
+            out[f"ct2_{compute_type}_sent_s"] = src.size(0) / seconds
+            out[f"ours_vs_ct2_{compute_type}"] = _ratio(decoded["ours_sent_s"], out[f"ct2_{compute_type}_sent_s"])
+    return out
+
+
 def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
     """ms per generated token (per sentence) at each forced output length, cached and uncached."""
     if ours is None:
@@ -189,6 +220,10 @@ def table(r: dict) -> str:
     if "ours_align_vs_ours" in t:
         lines.append(f"train ours_align/ours {_fmt(t['ours_align_vs_ours'], 3)}")
     lines.append(f"{'uncached':<10}{'':>59}{_fmt(d['uncached_sent_s']):>13}")
+    for key in d:
+        if key.startswith("ct2_") and key.endswith("_sent_s"):
+            kind = key[len("ct2_") : -len("_sent_s")]
+            lines.append(f"{'ct2 ' + kind:<14}{'':>55}{_fmt(d[key]):>13}   ours/ct2 {_fmt(d['ours_vs_ct2_' + kind], 2)}")
     lines.append(f"train ours/torch {_fmt(t['ours_vs_torch'], 2)}  ours/hf {_fmt(t['ours_vs_hf'], 2)}   "
                  f"decode ours/hf {_fmt(d['ours_vs_hf'], 2)}  cached/uncached {_fmt(d['ours_vs_uncached'], 2)}")
     for row in r["scaling"]["decode"]:

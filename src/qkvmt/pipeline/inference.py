@@ -24,13 +24,20 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     return resolve_average(cfg.ckpt_path, average)
 
 
-def load_for_inference(cfg: DictConfig):
-    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
+def load_on_cpu(cfg: DictConfig):
+    """(model on the CPU, tokenizer, metadata, checkpoint paths) of ckpt_path, or of the average
+    of the checkpoints `average` names."""
     paths = checkpoint_paths(cfg)
     ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     model, tokenizer = build_model(ckpt, paths[0])
+    return model, tokenizer, ckpt["qkvmt"], paths
+
+
+def load_for_inference(cfg: DictConfig):
+    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
+    model, tokenizer, meta, paths = load_on_cpu(cfg)
     fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
-    return fabric.to_device(model), tokenizer, ckpt["qkvmt"], fabric, paths
+    return fabric.to_device(model), tokenizer, meta, fabric, paths
 
 
 def checkpoint_decoding(cfg_decode: DictConfig, meta: dict) -> DecodeConfig:

@@ -3,9 +3,13 @@
 import itertools
 import sys
 
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from qkvmt.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2
+from qkvmt.decoding import DecodeConfig
+from qkvmt.errors import UserError
 from qkvmt.pipeline.inference import load_for_inference, required_text
 from qkvmt.sources import decode_line
 from qkvmt.translation import translate_lines
@@ -19,8 +23,8 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     with its line number (the chunks before it are already written)."""
     stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout
     sentence = None if cfg.sentence is None else required_text(cfg.sentence, "sentence")  # before the slow load
-    model, tokenizer, _, fabric, _ = load_for_inference(cfg)
     decode_cfg = instantiate(cfg.decode)
+    translate_chunk = translator(cfg, decode_cfg)
     if sentence is not None:
         chunks = iter([[sentence]])
     else:
@@ -28,12 +32,32 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
         chunks = iter(lambda: list(itertools.islice(lines, cfg.batch_lines)), [])
     n = 0
     for chunk in chunks:
-        with fabric.autocast():
-            out = translate_lines(model, tokenizer, chunk, decode_cfg)
+        out = translate_chunk(chunk)
         stdout.write("".join(t + "\n" for t in out))
         stdout.flush()
         n += len(chunk)
     return {"sentences": n}
+
+
+def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
+    """lines -> translations with the chosen engine: our model from ckpt_path, or an exported
+    CTranslate2 folder from model_dir."""
+    if cfg.engine == "ctranslate2":
+        if cfg.ckpt_path or cfg.average:
+            raise UserError("engine=ctranslate2 reads model_dir=, not ckpt_path= or average=: export the checkpoint first (scripts/export.py)")
+        engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
+        return lambda lines: translate_lines_ctranslate2(engine, lines, decode_cfg)
+    if cfg.engine != "qkvmt":
+        raise UserError(f"engine={cfg.engine!r}: use engine=qkvmt (ckpt_path=) or engine=ctranslate2 (model_dir=)")
+    if cfg.model_dir:
+        raise UserError("model_dir= is for engine=ctranslate2; engine=qkvmt reads ckpt_path=")
+    model, tokenizer, _, fabric, _ = load_for_inference(cfg)
+
+    def run(lines: list[str]) -> list[str]:
+        with fabric.autocast():
+            return translate_lines(model, tokenizer, lines, decode_cfg)
+
+    return run
 
 
 def text_line(line: bytes | str, number: int) -> str:
