@@ -4,6 +4,7 @@ import csv
 import gzip
 import hashlib
 import json
+import re
 
 import pytest
 from sacremoses import MosesTokenizer
@@ -110,6 +111,11 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-4)
     html = (tmp_path / "report.html").read_text()
     assert "BLEU" in html and json.loads((tmp_path / "metrics.json").read_text())["signatures"]["bleu"] in html
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    assert [p["step"] for p in data["curve"]] == [20, 40]  # the run validated at steps 20 and 40
+    assert html.count("sentence scores</dt>") == 2 and "eff:yes" in html
+    words = data["samples"][0]["alignment"]  # the default policy's links: every target word has one
+    assert sorted(j for _, j in words["links"]) == list(range(len(words["tgt_words"])))
 
 
 def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, tmp_path):

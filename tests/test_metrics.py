@@ -15,3 +15,14 @@ def test_scores_match_sacrebleu_and_carry_signatures():
     assert s["bleu_lc"] == sacrebleu.corpus_bleu(HYP, [REF], lowercase=True).score > s["bleu"]
     assert s["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "case:lc" in s["signatures"]["bleu_lc"]
+
+
+def test_sentence_scores_are_sacrebleus_sentence_scores_with_signatures():
+    from qkvmt.metrics import sentence_scores
+
+    scores, signatures = sentence_scores(HYP, REF)
+    for (h, r), s in zip(zip(HYP, REF), scores):
+        assert s["bleu"] == sacrebleu.sentence_bleu(h, [r]).score  # effective order, as sacreBLEU's own
+        assert s["chrf"] == sacrebleu.sentence_chrf(h, [r]).score
+    assert "eff:yes" in signatures["sentence_bleu"] and "nc:6" in signatures["sentence_chrf"]
+    assert sentence_scores([], []) == ([], {})

@@ -143,7 +143,9 @@ def test_pages_show_hostile_text_only_escaped(kind, tmp_path):
     assert "&lt;script&gt;alert(1)" in page or "&lt;script&gt;document" in page  # text written by Python
     assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in page  # tokens in the JSON
     assert "\\u003cimg src=x onerror" in page and "\\u0026" in page
-    assert "innerHTML" not in page and "http://" not in page and "https://" not in page
+    # No address to fetch: the one URL-like string is the SVG namespace the curve's elements need
+    no_ns = page.replace('"http://www.w3.org/2000/svg"', "")
+    assert "innerHTML" not in page and "http://" not in no_ns and "https://" not in no_ns
     # The escapes mean nothing to JSON: the page's script gets the original strings back.
     data = data_block(page)
     viewer = {"report": lambda: data["samples"][0]["attention"]["cross"], "alignment": lambda: data["attention"]["cross"],
@@ -241,7 +243,7 @@ def test_alignment_and_inspector_draw_in_chromium(tmp_path):
     write_page("alignment", page, browser=True)
     dom = dump_dom(page, tmp_path)
     assert_not_pwned(dom, "alignment")
-    words = re.search(r'<div id="words" data-cells="9">(.*?)</table>', dom, re.S).group(1)
+    words = re.search(r'<div id="words" data-cells="9" data-links="3">(.*?)</table>', dom, re.S).group(1)
     assert words.count('class="link"') == 3
     assert re.search(r'<div id="subwords" data-shown="cross 0 2">.*data-cells="20"', dom, re.S)  # the policy's head
     assert len(options(dom, "layer")) == L and len(options(dom, "head")) == H + 1
@@ -261,3 +263,34 @@ def test_empty_translation_still_gives_pictures_and_page(tmp_path):
                  cross=np.zeros((L, H, 0, 5)).tolist(), word_matrix=[])
     alignment_page(tmp_path / "empty.html", empty)
     assert data_block((tmp_path / "empty.html").read_text())["word_matrix"] == []
+
+
+def test_report_shows_sentence_scores_links_and_the_validation_curve_in_chromium(tmp_path):
+    from qkvmt.alignment_policy import WordAlignment
+
+    metrics, samples = report_inputs()
+    words = WordAlignment(src_words=["Ein", PWN_IMG, "Mann"], tgt_words=["A", PWN_SCRIPT], src_groups=[[0], [1], [2]],
+                          tgt_groups=[[0], [1]], matrix=weights(2, 3), links=[(0, 0), (2, 1)])
+    samples = [dict(s, scores={"bleu": 12.345, "chrf": 45.678}, alignment=words) for s in defang(samples)]
+    curve = [{"step": 500, "bleu": 13.4, "chrf": 31.5}, {"step": 1000, "bleu": 30.2, "chrf": 49.6},
+             {"step": 1500, "bleu": 35.2, "chrf": None}]
+    policy = {"layer": 0, "head": 2, "rows": "predicting", "direction": "target_to_source"}
+    page = tmp_path / "report.html"
+    attention_report(page, defang(metrics), samples, curve, {"sentence_bleu": "eff:yes"}, policy)
+    dom = dump_dom(page, tmp_path)
+    assert_not_pwned(dom, "report")
+    assert dom.count("BLEU 12.3 · chrF 45.7") == 2 and "eff:yes" in dom
+    assert dom.count('data-shown="cross 0 2"') == 2  # the viewer opens on the policy's head
+    maps = re.findall(r'data-align="\d" data-cells="6" data-links="2">(.*?)</table>', dom, re.S)
+    assert len(maps) == 2 and all(m.count('class="link"') == 2 for m in maps)
+    linked = re.findall(r'<td [^>]*title="([^"]*)"[^>]*class="link"|<td [^>]*class="link"[^>]*title="([^"]*)"', maps[0])
+    titles = [a or b for a, b in linked]  # links (source 0, target 0) and (source 2, target 1)
+    assert any(t.startswith("A → Ein:") for t in titles) and any(t.startswith("&lt;script") and "→ Mann:" in t for t in titles)
+    assert 'data-points="3"' in dom and "step 1000: BLEU 30.20, chrF 49.60" in dom and "step 1500: BLEU 35.20</title>" in dom
+
+
+def test_report_without_a_curve_or_alignment_draws_neither(tmp_path):
+    page = tmp_path / "report.html"
+    write_page("report", page)
+    text = page.read_text(encoding="utf-8")
+    assert '<div id="curve"' not in text and 'data-align="' not in text and data_block(text)["curve"] == []

@@ -65,6 +65,11 @@ def word_groups(tokens: list[str]) -> list[list[int]]:
     return groups
 
 
+def group_words(tokens: list[str], groups: list[list[int]]) -> list[str]:
+    """Each group's subwords joined into its word, word-start marks removed."""
+    return ["".join(tokens[p] for p in g).replace(WORD_START, "") for g in groups]
+
+
 def word_matrix(weights, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
     """(n_tgt_words, n_src_words): subword attention summed over source pieces, averaged over
     target pieces. Rows and columns outside every group (specials such as `</s>`) are dropped."""

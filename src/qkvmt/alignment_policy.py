@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from qkvmt.alignment import Link, hard_links, word_matrix
+from qkvmt.alignment import Link, group_words, hard_links, word_groups, word_matrix
 from qkvmt.errors import UserError
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
@@ -85,5 +85,26 @@ class AlignmentPolicy:
     def links(self, cross: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> set[Link]:
         return directed_links(self.word_matrix(cross, tgt_groups, src_groups), self.direction)
 
+    def align_words(self, cross) -> "WordAlignment":
+        """The word alignment of one sentence's cross-attention map (a qkvmt.sentence_attention
+        AttentionMap of a forced pass: rows the output tokens, columns the source tokens)."""
+        src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
+        matrix = self.word_matrix(cross.weights, tgt_groups, src_groups)
+        return WordAlignment(
+            src_words=group_words(cross.cols, src_groups), tgt_words=group_words(cross.rows, tgt_groups),
+            src_groups=src_groups, tgt_groups=tgt_groups, matrix=matrix,
+            links=sorted(directed_links(matrix, self.direction)),
+        )
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class WordAlignment:
+    src_words: list[str]
+    tgt_words: list[str]
+    src_groups: list[list[int]]  # the subword positions of each word
+    tgt_groups: list[list[int]]
+    matrix: np.ndarray  # (target words, source words)
+    links: list[Link]  # (source word, target word), sorted

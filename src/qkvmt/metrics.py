@@ -18,6 +18,17 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
     }
 
 
+def sentence_scores(hypotheses: list[str], references: list[str]) -> tuple[list[dict], dict]:
+    """Each sentence's own BLEU (effective order, as sacreBLEU's sentence_bleu) and chrF, and
+    their signatures."""
+    if not hypotheses:
+        return [], {}  # sacreBLEU can sign a metric only once it has scored something
+    bleu, chrf = sacrebleu.metrics.BLEU(effective_order=True), sacrebleu.metrics.CHRF()
+    scores = [{"bleu": bleu.sentence_score(h, [r]).score, "chrf": chrf.sentence_score(h, [r]).score}
+              for h, r in zip(hypotheses, references)]
+    return scores, {"sentence_bleu": str(bleu.get_signature()), "sentence_chrf": str(chrf.get_signature())}
+
+
 def score_tokenized_lowercased(hypotheses: list[str], tokenized_references: list[str], lang: str) -> dict:
     """BLEU as Multi30k papers report it: against the dataset's lowercased, punctuation-normalised,
     Moses-tokenized references, with hypotheses prepared the same way by sacremoses and no

@@ -108,17 +108,38 @@ def _clip(token, limit: int = 16) -> str:
 # ---------------------------------------------------------------- HTML pages
 
 
-def attention_report(path, metrics: dict, samples: list[dict]) -> None:
-    """Scores with their signatures and checkpoints on top, then one attention viewer per sample."""
+def attention_report(path, metrics: dict, samples: list[dict], curve: list[dict] = (),
+                     sentence_signatures: dict | None = None, policy: dict | None = None) -> None:
+    """Scores with their signatures and checkpoints on top, the run's validation curve when
+    there is one, then per sample its own BLEU and chrF, an attention viewer, and the word
+    links of the alignment `policy` drawn over its word-level cross-attention."""
     parts = [_metrics_html(metrics)]
-    data = {"page": "report", "samples": []}
+    if curve:
+        parts.append('<h2>Validation during training</h2><p>BLEU on the validation set at each validation '
+                     "of the checkpoint's run (hover a point for chrF).</p><div id=\"curve\"></div>")
+    sig = sentence_signatures or {}
+    shown_policy = ", ".join(f"{k} {v}" for k, v in (policy or {}).items())
+    data = {"page": "report", "samples": [], "curve": list(curve)}
     for i, s in enumerate(samples):
-        parts.append(
-            f'<section class="sample"><h2>Sample {i + 1}</h2>'
-            + _texts_html([("source", s["source"]), ("reference", s["reference"]), ("hypothesis", s["hypothesis"])])
-            + f'<div class="viewer" data-sample="{i}"></div></section>'
-        )
-        data["samples"].append({"attention": _viewer_maps(s["maps"])})
+        texts = [("source", s["source"]), ("reference", s["reference"]), ("hypothesis", s["hypothesis"])]
+        if "scores" in s:
+            texts.append(("sentence scores", f"BLEU {s['scores']['bleu']:.1f} · chrF {s['scores']['chrf']:.1f}"))
+        parts.append(f'<section class="sample"><h2>Sample {i + 1}</h2>' + _texts_html(texts)
+                     + f'<div class="viewer" data-sample="{i}"></div>')
+        sample = {"attention": _viewer_maps(s["maps"]), "initial": {}}
+        if "alignment" in s:
+            a = s["alignment"]
+            _check_labels(a.matrix.shape, a.tgt_words, a.src_words, "word alignment")
+            parts.append(f"<h3>Word alignment</h3><p>{_e(shown_policy)}: rows are target words, columns source words, "
+                         f'a dot marks a link.</p><div class="words" data-align="{i}"></div>')
+            sample["alignment"] = {"matrix": a.matrix, "links": [list(x) for x in a.links],
+                                   "src_words": a.src_words, "tgt_words": a.tgt_words}
+            if policy:  # the viewer opens on the policy's cross-attention head
+                sample["initial"] = {"layer": policy["layer"], "head": policy["head"]}
+        parts.append("</section>")
+        data["samples"].append(sample)
+    if sig:
+        parts.append('<p class="sig">sentence scores: ' + _e(" · ".join(f"{k} {v}" for k, v in sig.items())) + "</p>")
     write_text(Path(path), _page("Attention report", "".join(parts), data))
 
 

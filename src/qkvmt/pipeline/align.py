@@ -28,10 +28,6 @@ from qkvmt.symmetrize import METHODS, symmetrize
 log = logging.getLogger(__name__)
 
 
-def words(tokens: list[str], groups: list[list[int]]) -> list[str]:
-    return ["".join(tokens[p] for p in g).replace("▁", "") for g in groups]
-
-
 def best_file(paths: list[Path]) -> Path:
     """Where an AER run records its best policy: <run>/aer_<id>.json, one per checkpoint (or
     average), so a best head found for one checkpoint is never applied to another."""
@@ -131,25 +127,23 @@ def align(cfg: DictConfig) -> dict:
     target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
     sa = forced_attention(model, tokenizer, sentence, forced, full_context_layer(meta))
     cross = sa.map("cross")  # rows: the target tokens they predict; columns: the source tokens
-    src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
-    matrix = pol.word_matrix(cross.weights, tgt_groups, src_groups)
-    found = sorted(directed_links(matrix, pol.direction))
-    pharaoh = to_pharaoh(found)
+    wa = pol.align_words(cross)
+    pharaoh = to_pharaoh(wa.links)
     data = {
         "source": sentence,
         "translation": target,
         "forced": cfg.reference is not None,
         "src_tokens": cross.cols,
         "tgt_tokens": cross.rows,  # row t of `cross` predicts tgt_tokens[t]
-        "src_words": words(cross.cols, src_groups),
-        "tgt_words": words(cross.rows, tgt_groups),
-        "src_word_groups": src_groups,
-        "tgt_word_groups": tgt_groups,
+        "src_words": wa.src_words,
+        "tgt_words": wa.tgt_words,
+        "src_word_groups": wa.src_groups,
+        "tgt_word_groups": wa.tgt_groups,
         "cross": cross.weights.round(6).tolist(),  # [layer][head][target][source]
         "full_context_layer": full_context_layer(meta),  # that layer's weights come from a pass without the causal mask
         "policy": recorded,
-        "word_matrix": matrix.round(6).tolist(),
-        "links": [list(p) for p in found],
+        "word_matrix": wa.matrix.round(6).tolist(),
+        "links": [list(p) for p in wa.links],
         "pharaoh": pharaoh,
     }
     staged = StagedOutput(cfg, paths, "align", kind="alignments")

@@ -10,12 +10,13 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.sentence_attention import forced_attention
+from qkvmt.alignment_policy import AlignmentPolicy, full_context_layer
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
-from qkvmt.metrics import score, score_tokenized_lowercased
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, run_data
+from qkvmt.metrics import score, score_tokenized_lowercased, sentence_scores
+from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
 from qkvmt.report import attention_report, heatmap_grid
+from qkvmt.sentence_attention import forced_attention
 from qkvmt.sources import TextFiles, read_lines, read_parallel
 from qkvmt.tokenizer import decode
 from qkvmt.translation import translate_ids
@@ -79,7 +80,8 @@ def evaluate(cfg: DictConfig) -> dict:
     with staged as out:
         write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
         write_json(out / "metrics.json", metrics)
-        export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples)
+        export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples,
+                         meta, validation_curve(paths[0]))
     out = staged.final
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
@@ -89,20 +91,31 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
-def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metrics: dict, num_samples: int) -> None:
+def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metrics: dict, num_samples: int,
+                     meta: dict, curve: list[dict]) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
-    attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html."""
+    attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
+    each sample also shows its own BLEU and chrF and the word links of the checkpoint's default
+    alignment policy (align.py's), and the run's validation curve is drawn when it has one."""
     samples, arrays = [], {}
     picked = [i for i in range(len(src)) if src[i].strip() and hyps[i].strip()][:num_samples]
     if picked:
         (out / "attention").mkdir(exist_ok=True)
-    for i in picked:
+    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
+    policy = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+    full_context = full_context_layer(meta)
+    own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
+    for i, scores in zip(picked, own):
         sa = forced_attention(model, tokenizer, src[i], hyp_ids[i])
         for m in sa.maps():
             heatmap_grid(m.weights, m.rows, m.cols, out / "attention" / f"{i:04d}_{m.kind}.png", title=f"sentence {i + 1}: {m.label} attention")
             arrays[f"s{i}_{m.kind}"] = m.weights
         for side in ("src", "tgt", "out"):
             arrays[f"s{i}_{side}_tokens"] = np.array(getattr(sa, f"{side}_tokens"))
-        samples.append({"source": src[i], "reference": refs[i], "hypothesis": hyps[i], "maps": sa.maps()})
+        # a head supervised with full context is read from a pass without the causal mask, as align.py reads it
+        aligned = sa if full_context is None else forced_attention(model, tokenizer, src[i], hyp_ids[i], full_context)
+        samples.append({"source": src[i], "reference": refs[i], "hypothesis": hyps[i], "maps": sa.maps(),
+                        "scores": scores, "alignment": policy.align_words(aligned.map("cross"))})
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
-    attention_report(out / "report.html", metrics, samples)
+    policy_shown = policy.to_dict() | {"full_context": full_context is not None}
+    attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown)

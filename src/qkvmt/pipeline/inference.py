@@ -1,6 +1,7 @@
 """What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
 average of several) where Lightning Fabric places it, decoding settings, output folders."""
 
+import csv
 import json
 import os
 import shutil
@@ -71,6 +72,26 @@ def run_data(ckpt: Path) -> dict | None:
     resolved), or None for a checkpoint outside its run folder or from an older run."""
     record = run_folder(ckpt) / "run.json"
     return json.loads(record.read_text()).get("data") if record.is_file() else None
+
+
+def validation_curve(ckpt: Path) -> list[dict]:
+    """[{step, bleu, chrf}] of every validation the checkpoint's run logged to <run>/csv/metrics.csv
+    ([] without one). Lightning logs the step before the validation's, so 1 is added: the steps
+    then match the console's "validation at step N" and the step<N>.ckpt names. A step logged
+    twice (a resumed run validates again) keeps its last value."""
+    path = run_folder(ckpt) / "csv" / "metrics.csv"
+    if not path.is_file():
+        return []
+    points = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            try:
+                if row.get("val/bleu"):
+                    chrf = float(row["val/chrf"]) if row.get("val/chrf") else None
+                    points[int(row["step"]) + 1] = {"bleu": float(row["val/bleu"]), "chrf": chrf}
+            except (KeyError, ValueError):
+                continue  # a foreign or damaged row: the curve shows what can be read
+    return [{"step": step, **points[step]} for step in sorted(points)]
 
 
 def check_output_dir(cfg: DictConfig) -> None:
