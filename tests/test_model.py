@@ -152,6 +152,24 @@ def test_full_context_cross_attention_sees_the_whole_target_but_never_its_paddin
             torch.testing.assert_close(padded[:, :, :5], w, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first):
+    """The alignment pass computes only the asked heads' queries and keys of the last layer it
+    reaches; the reference runs every layer whole, the explicit path returning all heads."""
+    model = make_model(8, decoder_layers=3, n_heads=4, norm_first=norm_first)
+    src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
+    with torch.no_grad():
+        memory, src_mask, _ = model.encode(src)
+        tgt_mask = (tgt != model.cfg.pad_id)[:, None, None, :]
+        for layer in range(3):
+            x = model.tgt_embed(tgt)
+            for i, dec in enumerate(model.decoder_layers[: layer + 1]):
+                x, _, reference = dec(x, memory, src_mask, (False, i == layer), self_mask=tgt_mask)
+            torch.testing.assert_close(model.full_context_cross(tgt, memory, src_mask, layer), reference, atol=ATOL, rtol=0)
+            picked = model.full_context_cross(tgt, memory, src_mask, layer, heads=[3, 1])
+            torch.testing.assert_close(picked, reference[:, [3, 1]], atol=ATOL, rtol=0)
+
+
 # --- 4. incremental decoding -------------------------------------------------------------------
 
 

@@ -80,15 +80,13 @@ def label_matrix(items_links: list[np.ndarray], lengths: list[tuple[int, int]], 
 def forward_with_head(model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervision) -> tuple[Tensor, Tensor]:
     """Logits (B, T, V) of a teacher-forced pass and the supervised head's weights (B, T, S):
     from that pass itself (only the head's layer on the explicit path), or from a second,
-    full-context pass through the decoder layers up to it."""
+    full-context pass through the decoder layers up to it that computes only that head's weights."""
     if sup.full_context:
         memory, src_mask, _ = model.encode(src)
         logits, _, _ = model.decode(tgt_in, memory, src_mask)
-        weights = model.full_context_cross(tgt_in, memory, src_mask, sup.layer)
-    else:
-        logits, att = model(src, tgt_in, need_weights=Weights(cross=(sup.layer,)))
-        weights = att.cross[sup.layer]  # (B, H, T, S)
-    return logits, weights[:, sup.head]
+        return logits, model.full_context_cross(tgt_in, memory, src_mask, sup.layer, heads=[sup.head])[:, 0]
+    logits, att = model(src, tgt_in, need_weights=Weights(cross=(sup.layer,)))
+    return logits, att.cross[sup.layer][:, sup.head]  # (B, T, S)
 
 
 def alignment_loss(attention: Tensor, labels: Tensor) -> Tensor:

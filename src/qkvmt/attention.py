@@ -130,11 +130,16 @@ def attend(
         causal = False
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal), None
+    weights = attention_weights(q, k, mask)
+    return F.dropout(weights, dropout_p) @ v, weights  # (B, H, T_q, d_k)
+
+
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(QKᵀ/√d_k) with masked keys at -inf: (B, H, T_q, T_k), the explicit path's weights."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return F.dropout(weights, dropout_p) @ v, weights  # (B, H, T_q, d_k)
+    return scores.softmax(dim=-1)
 
 
 def fold_beams(q: Tensor, groups: int) -> Tensor:
@@ -181,6 +186,16 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, y: Tensor) -> tuple[Tensor, Tensor]:
         """y W_K + b_K and y W_V + b_V, each (B, T, D), from one matrix product."""
         return self._project(y, slice(self.d_model, None)).chunk(2, dim=-1)
+
+    def head_weights(self, x: Tensor, y: Tensor, heads: list[int], mask: Tensor | None = None) -> Tensor:
+        """The weights (B, len(heads), T_q, T_k) of cross-attention `heads` alone: only their rows
+        of W_Q and W_K are projected, and no values are read (an alignment loss needs nothing else)."""
+        rows = torch.cat([torch.arange(h * self.d_k, (h + 1) * self.d_k, device=x.device) for h in heads])
+        w, b = self.w_qkv.weight, self.w_qkv.bias
+        q = F.linear(x, w[rows], None if b is None else b[rows])
+        k = F.linear(y, w[self.d_model + rows], None if b is None else b[self.d_model + rows])
+        split = lambda t: t.view(t.size(0), t.size(1), len(heads), self.d_k).transpose(1, 2)  # noqa: E731
+        return attention_weights(split(q), split(k), mask)
 
     def forward(
         self,

@@ -33,9 +33,12 @@ class Residual(nn.Module):
         self.dropout = dropout
         self.norm_first = norm_first
 
+    def sublayer_input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.norm_first else x
+
     def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
         """`sublayer` maps the (normalised, for pre-LN) input to (output, attention weights or None)."""
-        out, weights = sublayer(self.norm(x) if self.norm_first else x)
+        out, weights = sublayer(self.sublayer_input(x))
         x = x + F.dropout(out, self.dropout, self.training)
         return (x if self.norm_first else self.norm(x)), weights
 
@@ -96,3 +99,9 @@ class DecoderLayer(nn.Module):
         )
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w
+
+    def cross_head_weights(self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]) -> Tensor:
+        """Cross-attention weights (B, len(heads), T, S) of `heads` for target states x after a
+        self-attention under `self_mask` (no causal mask): the layer's outputs are not computed."""
+        x, _ = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask))
+        return self.cross_attn.head_weights(self.cross_block.sublayer_input(x), memory, heads, src_mask)

@@ -177,15 +177,20 @@ class Transformer(nn.Module):
             x = x[:, -1:]
         return self.output(self.decoder_norm(x)), self_ws, cross_ws
 
-    def full_context_cross(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int) -> Tensor:
-        """Cross-attention weights (B, H, T, S) of decoder `layer` in a teacher-forced pass without
-        the causal mask, so each row sees the whole target (Garg et al.'s full-context alignment).
-        Only the layers up to `layer` run; nothing is predicted from this pass."""
+    def full_context_cross(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int, heads: list[int] | None = None
+    ) -> Tensor:
+        """Cross-attention weights (B, H, T, S) of decoder `layer` (only `heads`, in that order,
+        if given) in a teacher-forced pass without the causal mask, so each row sees the whole
+        target (Garg et al.'s full-context alignment). Only the layers before `layer` run whole;
+        of `layer` itself, its self-attention and the asked heads' queries and keys. Nothing is
+        predicted from this pass."""
         x = self.tgt_embed(tgt)
         tgt_mask = (tgt != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, T)
-        for i, dec in enumerate(self.decoder_layers[: layer + 1]):
-            x, _, cross_w = dec(x, memory, src_mask, (False, i == layer), self_mask=tgt_mask)
-        return cross_w
+        for dec in self.decoder_layers[:layer]:
+            x, _, _ = dec(x, memory, src_mask, self_mask=tgt_mask)
+        heads = list(range(self.decoder_layers[layer].cross_attn.n_heads)) if heads is None else heads
+        return self.decoder_layers[layer].cross_head_weights(x, memory, src_mask, tgt_mask, heads)
 
     def new_state(self) -> DecoderState:
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
