@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from .conftest import ROOT, write_corpus
-from .test_checkpointing import STEPS, VAL_EVERY, assert_same_weights, run, train_cmd, weights
+from .test_training_faults import STEPS, VAL_EVERY, assert_same_weights, run, train_cmd, weights
 
 DDP = ["trainer.devices=2", "trainer.strategy=ddp", "trainer.accelerator=cpu"]
 

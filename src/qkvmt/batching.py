@@ -9,6 +9,7 @@ import hashlib
 import itertools
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -109,8 +110,14 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     every sentence is in exactly one batch and each rank gets a share even of a tiny set.
     """
 
-    def __init__(self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
+        position: Callable[[], tuple[int, int]] | None = None,
+    ):
+        """position: called as each pass starts, gives (epoch, batches to skip), as set_epoch
+        takes them; a DataModule passes its trainer's epoch and its resume position."""
         self.lengths = np.asarray(lengths)
+        self.position = position
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size = rank, world_size
         self.epoch, self.skip = 0, 0
@@ -138,6 +145,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return self.n_batches // self.world_size if self.shuffle else len(self.batches())
 
     def __iter__(self):
+        if self.position is not None:
+            self.set_epoch(*self.position())
         for b in self.batches()[self.skip :]:
             yield b.tolist()
 

@@ -11,7 +11,7 @@ our decoder, and the search settings are translated to CTranslate2's:
 
 Sentences are grouped by their length limit, so each gets exactly our limit. One difference
 stays: at the limit our search forces </s> and counts its probability, CTranslate2 just stops,
-so a beam that reaches the limit may rank differently (docs/deployment.md).
+so a beam that reaches the limit may rank differently (README, "Deploying").
 """
 
 import json

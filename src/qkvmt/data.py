@@ -71,6 +71,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.links: list[np.ndarray | None] | None = None
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
         self.corpora: dict[str, TokenizedCorpus] = {}
+        self.resume_skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
 
     def read(self, stage: str) -> tuple[list[str], list[str]]:
         """Sentences of one stage ('train', 'val', 'test'), read once."""
@@ -168,10 +169,30 @@ class TranslationDataModule(L.LightningDataModule):
                 self.max_tokens, lengths[keep].max(), over, lengths[keep].max(),
             )
         sampler = TokenBudgetBatchSampler(
-            lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, **self._ranks()
+            lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
         )
         dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
         return self._loader(_Subset(dataset, keep), sampler)
+
+    def position(self) -> tuple[int, int]:
+        """(epoch, batches to skip) for the training sampler as each epoch starts: the trainer's
+        epoch (Lightning hands an epoch to a sampler, not to a batch_sampler; ours shuffles by
+        (seed, epoch)), and after a resume the batches of that epoch already trained on."""
+        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        return epoch, self.resume_skip.get(epoch, 0)
+
+    def state_dict(self) -> dict:
+        """The data position, saved with every checkpoint of a fit (Lightning restores step,
+        optimizer and scheduler): the epoch and its batches processed, which on a save at the
+        end of a batch counts that batch."""
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != "fit":
+            return {}
+        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.resume_skip = {state["epoch"]: state["batches_done"]}
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader("val")

@@ -1,7 +1,6 @@
 """The LightningModule: label-smoothed cross-entropy, Adam with a warmed-up lr schedule, and
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -17,7 +16,6 @@ from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, fo
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.decoding import DecodeConfig
-from qkvmt.errors import UserError
 from qkvmt.lr_schedule import lr_factor
 from qkvmt.metrics import score
 from qkvmt.model import Transformer
@@ -67,9 +65,6 @@ class TranslationModule(L.LightningModule):
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
-        self._saved_step: int | None = None  # step of the newest checkpoint written
-        self._skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
-        self._rng_to_restore: dict | None = None
 
     def attention_kernel(self):
         return attention_kernel(self.sdpa_backend, self.device)
@@ -84,27 +79,6 @@ class TranslationModule(L.LightningModule):
         ce = translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
         return ce, alignment_loss(head, batch["align"])
 
-    def on_train_start(self) -> None:
-        # Lightning calls no on_train_epoch_start for an epoch it resumes in the middle of.
-        self._position_sampler()
-
-    def on_train_epoch_start(self) -> None:
-        self._position_sampler()
-
-    def _position_sampler(self) -> None:
-        # Lightning passes the epoch to a DataLoader's sampler, not to a batch_sampler; ours
-        # shuffles by (seed, epoch), so without this every epoch would repeat one order.
-        sampler = self.trainer.train_dataloader.batch_sampler
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(self.current_epoch, self._skip.get(self.current_epoch, 0))
-
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        # Restored here, just before the first resumed step, so that nothing Lightning or the
-        # DataLoader draws while starting up shifts the dropout masks of the resumed run.
-        if self._rng_to_restore is not None:
-            set_rng_state(self._rng_to_restore, self.global_rank)
-            self._rng_to_restore = None
-
     def on_validation_start(self) -> None:
         self._last_step_time = None  # tokens/s measures training steps, not validation
 
@@ -116,20 +90,6 @@ class TranslationModule(L.LightningModule):
                 self.log("train/align_loss", align, batch_size=batch["ntokens"])
             else:
                 loss = translation = self.loss(batch)
-        # Stop before backward, so no bad update is ever saved; every rank decides together,
-        # or the others would wait forever in the gradient all-reduce.
-        if self.trainer.strategy.reduce_boolean_decision(bool(not torch.isfinite(loss)), all=False):
-            last = (
-                f"the last good checkpoint is from step {self._saved_step} (checkpoints/last.ckpt); "
-                if self._saved_step is not None
-                else "no checkpoint was written yet; "
-            )
-            value = loss.item()
-            what = str(value) if not math.isfinite(value) else "not finite on another rank"
-            raise NonFiniteLoss(
-                f"training loss is {what} at step {self.global_step}: stopped; {last}lower module.optimizer.lr, "
-                "raise module.warmup_steps or set trainer.gradient_clip_val, then rerun"
-            )
         now = time.perf_counter()
         if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
             self.log("train/tgt_tok_s", batch["ntokens"] / (now - self._last_step_time), batch_size=batch["ntokens"])
@@ -207,45 +167,3 @@ class TranslationModule(L.LightningModule):
         }
         if self.alignment.on:  # align.py's default policy reads the supervised head
             checkpoint["qkvmt"]["alignment"] = self.alignment.to_dict()
-        if self.trainer.state.fn == "fit":
-            # Lightning restores step, optimizer and scheduler; the data position and the RNG
-            # that draws dropout masks are ours to keep, so a resumed run continues exactly.
-            checkpoint["qkvmt_resume"] = {
-                "epoch": self.current_epoch,
-                # processed, not completed: a save at the end of a batch counts that batch
-                "batches_done": self.trainer.fit_loop.epoch_loop.batch_progress.current.processed,
-                "rng": rng_states(self.trainer.strategy),
-            }
-        self._saved_step = self.global_step
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        resume = checkpoint.get("qkvmt_resume")
-        if resume:  # skip the batches of the saved epoch already trained on; RNG at the first step
-            self._skip = {resume["epoch"]: resume["batches_done"]}
-            self._rng_to_restore = resume["rng"]
-        self._saved_step = checkpoint.get("global_step")
-
-
-class NonFiniteLoss(UserError):
-    """The training loss became NaN or infinite."""
-
-
-def rng_states(strategy) -> dict:
-    """Every rank's torch generators, the ones that draw dropout masks, stacked in rank order
-    ((world size, state bytes) tensors: plain data for weights_only). Each rank draws its own
-    masks, so each resumes from its own state. Called on every rank, as checkpoints are."""
-    state = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state()  # this rank's device
-    if strategy.world_size == 1:
-        return {k: v[None] for k, v in state.items()}
-    return {k: strategy.all_gather(v.to(strategy.root_device)).cpu() for k, v in state.items()}
-
-
-def set_rng_state(state: dict, rank: int) -> None:
-    """Restore this rank's generators (with fewer saved ranks than now, rank % saved)."""
-    # clone: a row of the stacked states is a view, and torch.set_rng_state reads a view's
-    # storage from its start (torch 2.13 segfaults on row 1)
-    torch.set_rng_state(state["cpu"][rank % len(state["cpu"])].clone())
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"][rank % len(state["cuda"])].clone())

@@ -9,7 +9,6 @@ import logging
 import sys
 
 import numpy as np
-import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 

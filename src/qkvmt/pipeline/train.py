@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.checkpoint import (
     average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
 )
-from qkvmt.checkpointing import AtomicCheckpointIO, SaveOnInterrupt, last_checkpoint_path
+from qkvmt.training_faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt, StopOnNonFiniteLoss, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.hardware import choose_precision, detect
@@ -45,7 +45,8 @@ def train(cfg: DictConfig) -> dict:
 
     hardware = detect(cfg.trainer.accelerator)
     precision, why = choose_precision(cfg.trainer.precision, hardware)
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None] + [SaveOnInterrupt()]
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    callbacks += [SaveOnInterrupt(), ResumeRng(), StopOnNonFiniteLoss()]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgress())
     trainer = instantiate(

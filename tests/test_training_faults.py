@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from qkvmt.checkpointing import AtomicCheckpointIO, CheckpointWriteError
+from qkvmt.training_faults import AtomicCheckpointIO, CheckpointWriteError
 from qkvmt.errors import UserError
 
 from .conftest import ROOT, compose_train, tiny_overrides, write_corpus
@@ -117,7 +117,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     AtomicCheckpointIO().save_checkpoint({"step": 1, "w": torch.ones(3)}, last)
     script = textwrap.dedent(f"""
         import os, time, torch
-        from qkvmt.checkpointing import AtomicCheckpointIO
+        from qkvmt.training_faults import AtomicCheckpointIO
         os.fsync = lambda fd: time.sleep(600)  # the kill arrives while the new file is not yet renamed
         AtomicCheckpointIO().save_checkpoint({{"step": 2, "w": torch.zeros(1_000_000)}}, {str(last)!r})
     """)

@@ -1,4 +1,5 @@
-"""Checkpoints that survive kills, full disks and Ctrl-C.
+"""Training that survives kills, full disks, Ctrl-C and NaN, and resumes exactly: Lightning
+plugins and callbacks, so the LightningModule holds only the model's own work.
 
 - AtomicCheckpointIO writes each checkpoint to a temporary file in the same folder, fsyncs it
   and renames it over the target, so a kill or a full disk mid-save leaves the previous file
@@ -6,9 +7,13 @@
   qkvmt.checkpoint.load_checkpoint.
 - SaveOnInterrupt turns Ctrl-C (SIGINT) and SIGTERM (pre-emption) into a stop after the current
   step with checkpoints/last.ckpt saved, so rerunning the same command resumes where it stopped.
+- ResumeRng saves every rank's dropout RNG with each checkpoint and restores it just before the
+  first resumed step. (The data position is the DataModule's own state: qkvmt.data.)
+- StopOnNonFiniteLoss stops before a NaN or infinite loss reaches backward, on every rank.
 """
 
 import logging
+import math
 import signal
 from pathlib import Path
 
@@ -101,6 +106,83 @@ class SaveOnInterrupt(Callback):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._restore_handlers()
+
+
+class ResumeRng(Callback):
+    """The torch generators that draw dropout masks, of every rank, saved with each checkpoint
+    of a fit and restored just before the first resumed step, so that nothing Lightning or the
+    DataLoader draws while starting up shifts the masks of the resumed run."""
+
+    KEY = "qkvmt_rng"
+
+    def __init__(self):
+        self._to_restore: dict | None = None
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if trainer.state.fn == "fit":
+            checkpoint[self.KEY] = rng_states(trainer.strategy)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self._to_restore = checkpoint.get(self.KEY)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        if self._to_restore is not None:
+            set_rng_state(self._to_restore, trainer.global_rank)
+            self._to_restore = None
+
+
+def rng_states(strategy) -> dict:
+    """Every rank's torch generators stacked in rank order ((world size, state bytes) tensors:
+    plain data for weights_only). Each rank draws its own masks, so each resumes from its own
+    state. Called on every rank, as checkpoints are."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()  # this rank's device
+    if strategy.world_size == 1:
+        return {k: v[None] for k, v in state.items()}
+    return {k: strategy.all_gather(v.to(strategy.root_device)).cpu() for k, v in state.items()}
+
+
+def set_rng_state(state: dict, rank: int) -> None:
+    """Restore this rank's generators (with fewer saved ranks than now, rank % saved)."""
+    # clone: a row of the stacked states is a view, and torch.set_rng_state reads a view's
+    # storage from its start (torch 2.13 segfaults on row 1)
+    torch.set_rng_state(state["cpu"][rank % len(state["cpu"])].clone())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"][rank % len(state["cuda"])].clone())
+
+
+class NonFiniteLoss(UserError):
+    """The training loss became NaN or infinite."""
+
+
+class StopOnNonFiniteLoss(Callback):
+    """A NaN or infinite loss stops training before backward, so no bad update is ever saved;
+    every rank decides together, or the others would wait forever in the gradient all-reduce."""
+
+    def __init__(self):
+        self._saved_step: int | None = None  # the step of the newest checkpoint written or resumed from
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self._saved_step = checkpoint["global_step"]
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self._saved_step = checkpoint.get("global_step")
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if not trainer.strategy.reduce_boolean_decision(bool(not torch.isfinite(loss)), all=False):
+            return
+        last = (
+            f"the last good checkpoint is from step {self._saved_step} (checkpoints/last.ckpt); "
+            if self._saved_step is not None
+            else "no checkpoint was written yet; "
+        )
+        value = loss.item()
+        what = str(value) if not math.isfinite(value) else "not finite on another rank"
+        raise NonFiniteLoss(
+            f"training loss is {what} at step {trainer.global_step}: stopped; {last}lower module.optimizer.lr, "
+            "raise module.warmup_steps or set trainer.gradient_clip_val, then rerun"
+        )
 
 
 def last_checkpoint_path(trainer) -> Path | None:
