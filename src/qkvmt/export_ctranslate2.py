@@ -38,7 +38,7 @@ def require_ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise UserError('CTranslate2 is not installed: pip install "qkvmt[deploy]" (or pip install ctranslate2)') from None
+        raise UserError("CTranslate2 is not installed: pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)") from None
     return ctranslate2
 
 

@@ -32,7 +32,7 @@ def require_transformers():
     try:
         import transformers
     except ImportError:
-        raise UserError('transformers is not installed: pip install "qkvmt[deploy]" (or pip install transformers)') from None
+        raise UserError("transformers is not installed: pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)") from None
     return transformers
 
 
