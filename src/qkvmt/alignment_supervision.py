@@ -77,16 +77,17 @@ def label_matrix(items_links: list[np.ndarray], lengths: list[tuple[int, int]], 
     return labels
 
 
-def forward_with_head(model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervision) -> tuple[Tensor, Tensor]:
-    """Logits (B, T, V) of a teacher-forced pass and the supervised head's weights (B, T, S):
-    from that pass itself (only the head's layer on the explicit path), or from a second,
-    full-context pass through the decoder layers up to it that computes only that head's weights."""
+def forward_with_head(model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervision, project: bool = True) -> tuple[Tensor, Tensor]:
+    """Logits (B, T, V) of a teacher-forced pass (its final states (B, T, D) with project=False)
+    and the supervised head's weights (B, T, S): from that pass itself (only the head's layer
+    on the explicit path), or from a second, full-context pass through the decoder layers up to
+    it that computes only that head's weights."""
     if sup.full_context:
         memory, src_mask, _ = model.encode(src)
-        logits, _, _ = model.decode(tgt_in, memory, src_mask)
-        return logits, model.full_context_cross(tgt_in, memory, src_mask, sup.layer, heads=[sup.head])[:, 0]
-    logits, att = model(src, tgt_in, need_weights=Weights(cross=(sup.layer,)))
-    return logits, att.cross[sup.layer][:, sup.head]  # (B, T, S)
+        out, _, _ = model.decode(tgt_in, memory, src_mask, project=project)
+        return out, model.full_context_cross(tgt_in, memory, src_mask, sup.layer, heads=[sup.head])[:, 0]
+    out, att = model(src, tgt_in, need_weights=Weights(cross=(sup.layer,)), project=project)
+    return out, att.cross[sup.layer][:, sup.head]  # (B, T, S)
 
 
 def alignment_loss(attention: Tensor, labels: Tensor) -> Tensor:

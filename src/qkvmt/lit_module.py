@@ -9,24 +9,17 @@ import lightning as L
 from lightning.pytorch.callbacks import Timer
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
 from qkvmt.decoding import DecodeConfig
+from qkvmt.loss import output_loss
 from qkvmt.lr_schedule import lr_factor
 from qkvmt.metrics import score
 from qkvmt.model import Transformer
 from qkvmt.translation import translate_lines
-
-
-def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, label_smoothing: float) -> torch.Tensor:
-    """Label-smoothed cross-entropy over the non-pad target tokens; logits (B, T, V), in float32."""
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
-    )
 
 
 class TranslationModule(L.LightningModule):
@@ -70,13 +63,16 @@ class TranslationModule(L.LightningModule):
         return attention_kernel(self.sdpa_backend, self.device)
 
     def loss(self, batch: dict) -> torch.Tensor:
-        logits, _ = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
+        hidden, _ = self.model(batch["src"], batch["tgt_in"], project=False)  # (B, T, D)
+        return self.output_loss(hidden, batch["tgt_out"])
+
+    def output_loss(self, hidden: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing)
 
     def supervised_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(translation loss, alignment loss) of a batch with `align` labels."""
-        logits, head = forward_with_head(self.model, batch["src"], batch["tgt_in"], self.alignment)
-        ce = translation_loss(logits, batch["tgt_out"], self.model_config.pad_id, self.label_smoothing)
+        hidden, head = forward_with_head(self.model, batch["src"], batch["tgt_in"], self.alignment, project=False)
+        ce = self.output_loss(hidden, batch["tgt_out"])
         return ce, alignment_loss(head, batch["align"])
 
     def on_validation_start(self) -> None:

@@ -153,12 +153,15 @@ class Transformer(nn.Module):
         state: DecoderState | None = None,
         need_weights: "bool | Weights" = False,
         last_only: bool = False,
+        project: bool = True,
     ) -> tuple[Tensor, list, list]:
         """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
 
         Returns logits (B, T, V), or (B, 1, V) for the last position only with `last_only`
         (search needs no others, and the output layer is the costliest matrix product), and, if
-        need_weights, per-layer self- and cross-attention weights.
+        need_weights, per-layer self- and cross-attention weights. With project=False, the
+        final states (B, T, D) instead of logits: training's loss applies the output layer
+        itself, chunk by chunk (qkvmt.loss.output_loss).
         """
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
@@ -175,7 +178,8 @@ class Transformer(nn.Module):
             state.steps += tgt.size(1)
         if last_only:
             x = x[:, -1:]
-        return self.output(self.decoder_norm(x)), self_ws, cross_ws
+        x = self.decoder_norm(x)
+        return (self.output(x) if project else x), self_ws, cross_ws
 
     def full_context_cross(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int, heads: list[int] | None = None
@@ -195,8 +199,11 @@ class Transformer(nn.Module):
     def new_state(self) -> DecoderState:
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
 
-    def forward(self, src: Tensor, tgt: Tensor, need_weights: "bool | Weights" = False) -> tuple[Tensor, Attention]:
-        """Teacher-forced pass: logits (B, T, V) for every target position, and the attention."""
+    def forward(
+        self, src: Tensor, tgt: Tensor, need_weights: "bool | Weights" = False, project: bool = True
+    ) -> tuple[Tensor, Attention]:
+        """Teacher-forced pass: logits (B, T, V) for every target position (the final states
+        (B, T, D) with project=False), and the attention."""
         memory, src_mask, enc_w = self.encode(src, need_weights)
-        logits, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights)
-        return logits, Attention(enc_w, dec_w, cross_w)
+        out, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights, project=project)
+        return out, Attention(enc_w, dec_w, cross_w)

@@ -14,11 +14,14 @@ from torch import Tensor, nn
 from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.attention import attention_kernel
 from qkvmt.config import ModelConfig
+from qkvmt.loss import output_loss
 from qkvmt.model import Embedding, Transformer
 
 
 class Ours(nn.Module):
-    """Our Transformer, returning only the logits, under the SDPA kernel training uses."""
+    """Our Transformer under the SDPA kernel training uses: forward gives the logits (decoding
+    and the peers' loss take them); `loss` is the training loss as training computes it, the
+    output layer applied chunk by chunk (qkvmt.loss.output_loss)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -27,6 +30,11 @@ class Ours(nn.Module):
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         with attention_kernel("auto", src.device):
             return self.model(src, tgt)[0]
+
+    def loss(self, src: Tensor, tgt: Tensor, tgt_out: Tensor, label_smoothing: float) -> Tensor:
+        with attention_kernel("auto", src.device):
+            hidden, _ = self.model(src, tgt, project=False)
+        return output_loss(hidden, self.model.output.weight, tgt_out, self.model.cfg.pad_id, label_smoothing)
 
 
 class OursAligned(Ours):
@@ -38,13 +46,14 @@ class OursAligned(Ours):
         super().__init__(cfg)
         self.supervision = supervision.validated(cfg.decoder_layers, cfg.n_heads)
 
-    def forward(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
+    def loss(self, src: Tensor, tgt: Tensor, tgt_out: Tensor, label_smoothing: float) -> Tensor:
         with attention_kernel("auto", src.device):
-            logits, head = forward_with_head(self.model, src, tgt, self.supervision)  # head (B, T, S)
+            hidden, head = forward_with_head(self.model, src, tgt, self.supervision, project=False)  # head (B, T, S)
         b, t, s = head.shape
         diagonal = torch.arange(t, device=src.device) * s // t  # (T,) source position of each row
         labels = nn.functional.one_hot(diagonal, s).bool().expand(b, t, s)
-        return logits, self.supervision.weight * alignment_loss(head, labels)
+        translation = output_loss(hidden, self.model.output.weight, tgt_out, self.model.cfg.pad_id, label_smoothing)
+        return translation + self.supervision.weight * alignment_loss(head, labels)
 
 
 class TorchTransformer(nn.Module):

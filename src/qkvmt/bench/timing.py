@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from qkvmt.decoding import DecodeConfig, generate
-from qkvmt.lit_module import translation_loss
+from qkvmt.loss import translation_loss
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,10 @@ class TrainTimer:
         sync(self.device)
         start = time.perf_counter()
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-            out = self.model(src, tgt_in)
-        logits, extra = out if isinstance(out, tuple) else (out, 0.0)  # extra: an alignment loss
-        loss = translation_loss(logits, tgt_out, self.pad_id, label_smoothing=0.1) + extra
+            if hasattr(self.model, "loss"):  # ours: the loss exactly as training computes it
+                loss = self.model.loss(src, tgt_in, tgt_out, label_smoothing=0.1)
+            else:
+                loss = translation_loss(self.model(src, tgt_in), tgt_out, self.pad_id, label_smoothing=0.1)
         loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

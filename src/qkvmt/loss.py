@@ -1,0 +1,63 @@
+"""The translation loss: label-smoothed cross-entropy over the real (non-pad) target tokens.
+
+`translation_loss` takes logits (B, T, V), as any model gives them (the benchmark's peers).
+`output_loss` is what training runs: it takes the decoder's final states and the output
+layer's weight, and computes the logits, the loss and its gradients chunk by chunk over the
+real tokens, so the (tokens × vocabulary) logits, their float32 copy, their log-softmax and
+its gradient never exist whole. Those buffers were what held a tiny model's training at
+2-3 GB (docs/results.md); the FLOPs are the same, and pad rows are skipped.
+
+    loss = mean over real tokens t of  (1 - ε) · -log p_t(y_t)  +  ε · mean_v -log p_t(v)
+    ∂loss/∂logits_t = (softmax_t - (1 - ε) · onehot(y_t) - ε / V) / n_real
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float) -> Tensor:
+    """Label-smoothed cross-entropy over the non-pad target tokens; logits (B, T, V), in float32."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
+    )
+
+
+def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
+                chunk_rows: int = 2048) -> Tensor:
+    """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
+    decoder's final states, weight (V, D) the output layer's."""
+    real = tgt_out != pad_id
+    return _OutputCrossEntropy.apply(hidden[real], weight, tgt_out[real], float(label_smoothing), chunk_rows)
+
+
+class _OutputCrossEntropy(torch.autograd.Function):
+    """The loss is a scalar, so its gradients are computed chunk by chunk in forward and only
+    scaled in backward. Under autocast the products run in its dtype, as the output layer's
+    would, and the softmax in float32, as translation_loss's does."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int) -> Tensor:
+        n, v = x.size(0), weight.size(0)
+        total = torch.zeros((), dtype=torch.float32, device=x.device)
+        grad_x = torch.empty_like(x)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=x.device)
+        for start in range(0, n, chunk):
+            xs, ys = x[start : start + chunk], targets[start : start + chunk]
+            logits = xs @ weight.t()  # (c, V)
+            logp = logits.float().log_softmax(-1)
+            nll = -logp.gather(1, ys[:, None])[:, 0]
+            total += ((1 - eps) * nll - eps * logp.mean(-1)).sum()
+            g = logp.exp_().sub_(eps / v)  # softmax - ε/V, in place of logp
+            g[torch.arange(len(ys), device=x.device), ys] -= 1 - eps
+            g = g.div_(max(n, 1)).to(logits.dtype)
+            grad_x[start : start + chunk] = g @ weight
+            grad_w += (g.t() @ xs).float()
+        ctx.save_for_backward(grad_x, grad_w)
+        ctx.weight_dtype = weight.dtype
+        return total / max(n, 1)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        grad_x, grad_w = ctx.saved_tensors
+        return grad_x * grad_out, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None
