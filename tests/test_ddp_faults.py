@@ -3,6 +3,7 @@ to one rank, and a NaN loss on one rank. Both ranks stop together, last.ckpt is 
 same command resumes exactly."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -107,8 +108,10 @@ def test_a_nan_on_one_rank_stops_both_and_keeps_the_last_good_checkpoint(tmp_pat
     env = os.environ | {"PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert sorted(e.split(":")[1] for e in errors) == [" training loss is nan at step 13", " training loss is not finite on another rank at step 13"]
+    # Each rank prints its own line; the two processes share one stderr pipe, so under load a
+    # line may land inside the other rank's output: look for each message, not for line starts.
+    errors = re.findall(r"error: training loss is (nan|not finite on another rank) at step 13", proc.stderr)
+    assert sorted(errors) == ["nan", "not finite on another rank"], proc.stderr[-3000:]
     last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == VAL_EVERY  # the checkpoint before the NaN, nothing after
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
