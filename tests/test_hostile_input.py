@@ -159,8 +159,11 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys):
 
 def test_sigint_to_translate_stops_it_with_one_line(ckpt):
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    # SIGINT at its default in the child, as in a terminal: a test run started as a background job
+    # of a non-interactive shell ignores SIGINT, and Python then keeps ignoring it.
     proc = subprocess.Popen([sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "batch_lines=1"], cwd=ROOT,
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stdin.write("w1 w2\n")
     proc.stdin.flush()
     first = proc.stdout.readline()  # translated: the script is past loading and waits for more input
