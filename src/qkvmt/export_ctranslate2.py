@@ -112,13 +112,15 @@ def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: dict, out
     spec.optimize(quantization=quantization)
     spec.save(str(out))
     tokenizer.save(str(out / TOKENIZER))
+    write_metadata(out, "ctranslate2", model, meta, quantization=quantization)
+
+
+def write_metadata(out: Path, fmt: str, model: Transformer, meta: dict, **extra) -> None:
+    """qkvmt.json of an export folder: its format, the languages, the run's decoding settings
+    and the model config, read back by translate.py engine=ctranslate2."""
     write_json(out / METADATA, {
-        "format": "ctranslate2",
-        "quantization": quantization,
-        "src_lang": meta["src_lang"],
-        "tgt_lang": meta["tgt_lang"],
-        "decode": meta.get("decode", {}),
-        "model_config": model.cfg.to_dict(),
+        "format": fmt, **extra, "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
+        "decode": meta.get("decode", {}), "model_config": model.cfg.to_dict(),
     })
 
 

@@ -21,12 +21,9 @@ import torch
 from tokenizers import Regex, Tokenizer, normalizers, processors
 
 from qkvmt.errors import UserError
-from qkvmt.files import write_json
+from qkvmt.export_ctranslate2 import write_metadata
 from qkvmt.model import Transformer
 from qkvmt.tokenizer import BOS, EOS, PAD, UNK
-
-METADATA = "qkvmt.json"
-
 
 def require_transformers():
     try:
@@ -142,7 +139,4 @@ def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: dict, out
     transformers.utils.logging.disable_progress_bar()  # a bar for writing one small file is noise
     hf.save_pretrained(str(out))
     fast_tokenizer(tokenizer).save_pretrained(str(out))
-    write_json(out / METADATA, {
-        "format": "huggingface", "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
-        "decode": meta.get("decode", {}), "model_config": model.cfg.to_dict(),
-    })
+    write_metadata(out, "huggingface", model, meta)
