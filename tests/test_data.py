@@ -1,6 +1,7 @@
 """The DataModule's training pairs: the training split plus data.extra_train files."""
 
 import gzip
+from collections import Counter
 
 import pytest
 from hydra.utils import instantiate
@@ -48,3 +49,27 @@ def test_an_extra_train_entry_without_src_and_tgt_is_refused(tmp_path):
     while not isinstance(cause, UserError):
         cause = cause.__cause__
     assert "data.extra_train[0]" in str(cause) and "{src:PATH,tgt:PATH}" in str(cause)
+
+
+def test_repeat_puts_an_extra_file_several_times_into_each_epoch_but_once_into_tokenizer_and_cache(tmp_path):
+    de, en = write_extra(tmp_path)
+    dm = datamodule(tmp_path, f"data.extra_train=[{{src:{de},tgt:{en},repeat:4}}]")
+    src, _ = dm.training_pairs()
+    assert len(src) == 303 and src.count(EXTRA_DE[0]) == 1  # what BPE and the aligner learn from
+    dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
+    assert len(dm.corpus("train")) == 303
+    loader = dm.train_dataloader()
+    seen = Counter(int(loader.dataset.keep[i]) for batch in loader.batch_sampler for i in batch)
+    assert [seen[i] for i in range(300, 303)] == [4, 4, 4]
+    assert set(seen[i] for i in range(300)) == {1}
+
+
+@pytest.mark.parametrize("repeat", ["0", "2.5", "true"])
+def test_a_repeat_that_is_not_a_whole_number_of_at_least_one_is_refused(tmp_path, repeat):
+    de, en = write_extra(tmp_path)
+    with pytest.raises(Exception) as e:
+        datamodule(tmp_path, f"data.extra_train=[{{src:{de},tgt:{en},repeat:{repeat}}}]")
+    cause = e.value
+    while not isinstance(cause, UserError):
+        cause = cause.__cause__
+    assert f"data.extra_train[0].repeat={repeat.replace('true', 'True')}" in str(cause)

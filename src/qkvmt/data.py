@@ -28,7 +28,9 @@ class TranslationDataModule(L.LightningDataModule):
     max_tokens: padded tokens per training batch on each device; eval_max_tokens for val/test.
     extra_train: more parallel text for training only, [{src: PATH, tgt: PATH}] (plain or .gz,
         line-parallel), e.g. the sentences of a gold alignment set without their links: it
-        joins the training split for the BPE, the id cache and the batches.
+        joins the training split for the BPE, the id cache and the batches. An entry's optional
+        `repeat: N` puts its pairs N times into every epoch's batches (a small corpus weighted up,
+        as fairseq's upsampling does); the tokenizer and the aligner still see each pair once.
     alignment_links: None, or how to symmetrize eflomal's word links of the training pairs
         (e.g. grow-diag-final-and): then each training batch carries them as `align`, (B, T, S)
         subword labels for alignment-supervised training. Computed once, cached in cache_dir.
@@ -69,6 +71,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.alignment_links = alignment_links
         self.tokenizer = None
         self.links: list[np.ndarray | None] | None = None
+        self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
         self.corpora: dict[str, TokenizedCorpus] = {}
         self.resume_skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
@@ -83,10 +86,12 @@ class TranslationDataModule(L.LightningDataModule):
         """Training sentences without empty pairs, which carry no signal (the count is reported)."""
         if "train_nonempty" not in self.texts:
             src, tgt = self.read("train")
-            for src_path, tgt_path in self.extra_train:
+            repeats = [1] * len(src)
+            for src_path, tgt_path, repeat in self.extra_train:
                 more_src, more_tgt = read_parallel(src_path, tgt_path)
-                log.info("data.extra_train: %d pairs from %s and %s", len(more_src), src_path, tgt_path)
-                src, tgt = src + more_src, tgt + more_tgt
+                log.info("data.extra_train: %d pairs from %s and %s%s", len(more_src), src_path, tgt_path,
+                         f", each {repeat} times an epoch" if repeat > 1 else "")
+                src, tgt, repeats = src + more_src, tgt + more_tgt, repeats + [repeat] * len(more_src)
             keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
             if not keep:
                 raise UserError(
@@ -96,6 +101,7 @@ class TranslationDataModule(L.LightningDataModule):
             if len(keep) < len(src):
                 log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
             self.texts["train_nonempty"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+            self.repeats = np.array([repeats[i] for i in keep], dtype=np.int64)
         return self.texts["train_nonempty"]
 
     def load_tokenizer(self, path: Path):
@@ -161,6 +167,8 @@ class TranslationDataModule(L.LightningDataModule):
             log.warning(
                 "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
             )
+        self.training_pairs()  # sets self.repeats
+        keep = np.repeat(keep, self.repeats[keep])  # a repeated pair: several items of one epoch
         over = int((lengths[keep] > self.max_tokens).sum())
         if over:
             log.warning(
@@ -228,13 +236,16 @@ class TranslationDataModule(L.LightningDataModule):
         return {"pad_id": tok.token_to_id("<pad>"), "bos_id": tok.token_to_id("<s>"), "eos_id": tok.token_to_id("</s>")}
 
 
-def _extra_files(i: int, entry) -> tuple[Path, Path]:
-    if not hasattr(entry, "keys") or set(entry.keys()) != {"src", "tgt"}:
+def _extra_files(i: int, entry) -> tuple[Path, Path, int]:
+    if not hasattr(entry, "keys") or not {"src", "tgt"} <= set(entry.keys()) <= {"src", "tgt", "repeat"}:
         raise UserError(
             f"data.extra_train[{i}] is {entry!r}: each entry names two line-parallel files, "
-            "data.extra_train=[{src:PATH,tgt:PATH}]"
+            "data.extra_train=[{src:PATH,tgt:PATH}], and may weight them up with repeat:N"
         )
-    return Path(str(entry["src"])), Path(str(entry["tgt"]))
+    repeat = entry.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise UserError(f"data.extra_train[{i}].repeat={repeat!r}: give a whole number of at least 1 (times per epoch)")
+    return Path(str(entry["src"])), Path(str(entry["tgt"])), repeat
 
 
 class _Labelled:
