@@ -47,3 +47,12 @@ def test_an_unknown_aligner_or_symmetrization_names_the_choices():
         ra.check_aligner("giza", "intersection", "reference_aligner")
     with pytest.raises(UserError, match=r"symmetrization 'diag'.*grow-diag-final-and"):
         ra.check_aligner("eflomal", "diag", "reference_aligner")
+
+
+def test_gold_pairs_join_the_aligners_text_once_even_when_training_already_holds_them():
+    train_src, train_tgt = ["a b", "c d", "e  f"], ["A B", "C D", "E F"]
+    gold_src, gold_tgt = ["x y", "e f", "c d"], ["Y X", "E F", "C D"]
+    src, tgt, positions = ra.with_gold(train_src, train_tgt, gold_src, gold_tgt)
+    assert (src, tgt) == (train_src + ["x y"], train_tgt + ["Y X"])  # "e  f" is "e f": eflomal splits on whitespace
+    assert [(src[k], tgt[k]) for k in positions] == [("x y", "Y X"), ("e  f", "E F"), ("c d", "C D")]
+    assert ra.with_gold(train_src, train_tgt, ["c d"], ["C X"])[2] == [3]  # the same source with another target is new

@@ -21,7 +21,7 @@ from qkvmt.pipeline.align_both import align_both
 from qkvmt.pipeline.inference import (
     StagedOutput, check_output_dir, load_for_inference, required_text, run_data, run_folder, target_of,
 )
-from qkvmt.reference_aligner import check_aligner, eflomal_directional
+from qkvmt.reference_aligner import check_aligner, eflomal_directional, with_gold
 from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
 from qkvmt.symmetrize import METHODS, symmetrize
 
@@ -95,16 +95,17 @@ def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
 
 def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible) -> dict:
     """AER of the statistical aligner on the gold pairs the attention was scored on, having
-    learned from the training pairs plus the gold sentences (never their links)."""
-    src, tgt = training
-    forward, reverse = eflomal_directional(src + [gold.src[k] for k in kept], tgt + [gold.tgt[k] for k in kept])
-    forward, reverse = forward[len(src):], reverse[len(src):]
+    learned from the training pairs plus the gold sentences (never their links), each once."""
+    src, tgt, positions = with_gold(*training, [gold.src[k] for k in kept], [gold.tgt[k] for k in kept])
+    forward, reverse = eflomal_directional(src, tgt)
+    forward, reverse = [forward[k] for k in positions], [reverse[k] for k in positions]
     variants = {"forward": alignment_scores(forward, sure, possible), "reverse": alignment_scores(reverse, sure, possible)}
     for method in METHODS:
         variants[method] = alignment_scores([symmetrize(f, r, method) for f, r in zip(forward, reverse)], sure, possible)
     head = variants[cfg.reference_symmetrization]
     return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head,
-            "training_pairs": len(src), "variants": variants}
+            "training_pairs": len(training[0]), "gold_pairs_in_training": len(training[0]) + len(kept) - len(src),
+            "variants": variants}
 
 
 def _scores(s: dict) -> str:
