@@ -20,19 +20,19 @@ def reversed_pairs(n: int, seed: int = 0):
 
 def test_eflomal_finds_the_links_of_a_corpus_whose_alignment_is_known():
     src, tgt, truth = reversed_pairs(400)
-    forward, reverse = ra.eflomal_directional(src, tgt)
-    for links in (forward, reverse, ra.eflomal_links(src, tgt, "intersection")):
+    forward, reverse = ra.eflomal_directional(src, tgt, ("de", "en"))
+    for links in (forward, reverse, ra.eflomal_links(src, tgt, ("de", "en"), "intersection")):
         scores = alignment_scores(links, truth, truth)
         assert scores["precision"] > 0.9 and scores["recall"] > 0.9, scores
 
 
 def test_links_are_computed_once_per_corpus_and_symmetrization(tmp_path, monkeypatch):
     src, tgt, _ = reversed_pairs(200)
-    first = ra.cached_links(src, tgt, "grow-diag-final-and", tmp_path)
+    first = ra.cached_links(src, tgt, ("de", "en"), "grow-diag-final-and", tmp_path)
     monkeypatch.setattr(ra, "eflomal_directional", lambda *a: pytest.fail("eflomal ran again for a cached corpus"))
-    assert ra.cached_links(src, tgt, "grow-diag-final-and", tmp_path) == first
+    assert ra.cached_links(src, tgt, ("de", "en"), "grow-diag-final-and", tmp_path) == first
     with pytest.raises(pytest.fail.Exception):  # another symmetrization is another cache entry
-        ra.cached_links(src, tgt, "intersection", tmp_path)
+        ra.cached_links(src, tgt, ("de", "en"), "intersection", tmp_path)
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
 
@@ -56,3 +56,20 @@ def test_gold_pairs_join_the_aligners_text_once_even_when_training_already_holds
     assert (src, tgt) == (train_src + ["x y"], train_tgt + ["Y X"])  # "e  f" is "e f": eflomal splits on whitespace
     assert [(src[k], tgt[k]) for k in positions] == [("x y", "Y X"), ("e  f", "E F"), ("c d", "C D")]
     assert ra.with_gold(train_src, train_tgt, ["c d"], ["C X"])[2] == [3]  # the same source with another target is new
+
+
+def test_eflomal_reads_lowercased_moses_tokens_and_each_token_remembers_its_whitespace_word():
+    line, owner = ra.AlignerWords("de")("Das Haus, am See.")
+    assert line == "das haus , am see ." and owner == [0, 1, 1, 2, 3, 3]
+
+
+def test_links_between_tokens_become_links_between_the_whitespace_words_they_come_from():
+    src, tgt, truth = reversed_pairs(400, seed=1)
+    rng = random.Random(2)
+    # punctuation glued to words, as in raw text: "w3," and "w3" are one word to eflomal
+    src = [" ".join(w + rng.choice(["", "", ",", "."]) for w in s.split()) for s in src]
+    tgt = [" ".join(rng.choice(["", "("]) + w for w in t.split()) for t in tgt]
+    for links in ra.eflomal_directional(src, tgt, ("de", "en")):
+        assert all(i < len(s.split()) and j < len(t.split()) for pairs, s, t in zip(links, src, tgt) for i, j in pairs)
+        scores = alignment_scores(links, truth, truth)
+        assert scores["precision"] > 0.9 and scores["recall"] > 0.9, scores

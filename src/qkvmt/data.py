@@ -137,7 +137,7 @@ class TranslationDataModule(L.LightningDataModule):
         None for a pair whose subwords do not group into the whitespace words eflomal saw."""
         if self.links is None:
             src, tgt = self.training_pairs()
-            words = cached_links(src, tgt, self.alignment_links, self.cache_dir)
+            words = cached_links(src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir)
             corpus = self.corpus("train")
             names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
             self.links = []

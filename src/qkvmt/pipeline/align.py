@@ -93,11 +93,11 @@ def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
     return instantiate(OmegaConf.create(data)).training_pairs()
 
 
-def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible) -> dict:
+def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible, langs: tuple[str, str]) -> dict:
     """AER of the statistical aligner on the gold pairs the attention was scored on, having
     learned from the training pairs plus the gold sentences (never their links), each once."""
     src, tgt, positions = with_gold(*training, [gold.src[k] for k in kept], [gold.tgt[k] for k in kept])
-    forward, reverse = eflomal_directional(src, tgt)
+    forward, reverse = eflomal_directional(src, tgt, langs)
     forward, reverse = [forward[k] for k in positions], [reverse[k] for k in positions]
     variants = {"forward": alignment_scores(forward, sure, possible), "reverse": alignment_scores(reverse, sure, possible)}
     for method in METHODS:
@@ -190,7 +190,7 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
     default_scores = default.to_dict() | table[default.layer, default.head, default.rows, default.direction]
     reference = None
     if cfg.reference_aligner:
-        reference = reference_scores(cfg, training, gold, kept, sure, possible)
+        reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta["src_lang"], meta["tgt_lang"]))
     result = {
         "gold_dir": str(cfg.gold_dir),
         "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(kept)),
