@@ -75,3 +75,8 @@ def test_a_supervised_layer_or_head_beyond_the_model_is_a_user_error(settings, m
 
 def test_a_negative_layer_counts_from_the_end():
     assert AlignmentSupervision(weight=0.05, layer=-2).validated(n_layers=3, n_heads=4).layer == 1
+
+
+def test_with_supervision_off_the_default_layer_fits_any_decoder():
+    off = AlignmentSupervision(weight=0.0, layer=-2)  # the default layer, for a 1-layer decoder
+    assert off.validated(n_layers=1, n_heads=4) == off and not off.validated(n_layers=1, n_heads=4).on

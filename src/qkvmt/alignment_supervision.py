@@ -33,9 +33,12 @@ class AlignmentSupervision:
     labels: str = "grow-diag-final-and"  # how eflomal's two directions are combined into labels
 
     def validated(self, n_layers: int, n_heads: int) -> "AlignmentSupervision":
-        """The same settings with the layer made non-negative; a UserError names a bad one."""
+        """The same settings with the layer made non-negative; a UserError names a bad one.
+        With supervision off (λ 0) the layer and head name nothing, so any model accepts them."""
         if not self.weight >= 0:
             raise UserError(f"module.alignment.weight={self.weight}: give λ >= 0 (0 turns supervision off)")
+        if not self.weight:
+            return self
         if isinstance(self.layer, bool) or not isinstance(self.layer, int) or not -n_layers <= self.layer < n_layers:
             raise UserError(f"module.alignment.layer={self.layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
         if isinstance(self.head, bool) or not isinstance(self.head, int) or not 0 <= self.head < n_heads:
