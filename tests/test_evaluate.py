@@ -113,6 +113,7 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     assert "BLEU" in html and json.loads((tmp_path / "metrics.json").read_text())["signatures"]["bleu"] in html
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
     assert [p["step"] for p in data["curve"]] == [20, 40]  # the run validated at steps 20 and 40
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the same curve, as a figure
     assert html.count("sentence scores</dt>") == 2 and "eff:yes" in html
     words = data["samples"][0]["alignment"]  # the default policy's links: every target word has one
     assert sorted(j for _, j in words["links"]) == list(range(len(words["tgt_words"])))

@@ -87,6 +87,22 @@ def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
     _save(fig, path, title)
 
 
+def curve_plot(curve: list[dict], path, title: str = "") -> None:
+    """Validation BLEU (and chrF where logged) by training step, as validation_curve gives it."""
+    fig = _figure((6, 3.5))
+    ax = fig.subplots()
+    steps = [p["step"] for p in curve]
+    ax.plot(steps, [p["bleu"] for p in curve], marker="o", markersize=3, label="val BLEU")
+    chrf = [(p["step"], p["chrf"]) for p in curve if p.get("chrf") is not None]
+    if chrf:
+        ax.plot(*zip(*chrf), marker="s", markersize=3, label="val chrF")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("score")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _save(fig, path, title)
+
+
 def _figure(size) -> Figure:
     """A figure on its own Agg canvas: no pyplot registry, so nothing to close or leak."""
     fig = Figure(figsize=size, layout="constrained")

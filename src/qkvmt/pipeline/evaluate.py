@@ -15,7 +15,7 @@ from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.metrics import score, score_tokenized_lowercased, sentence_scores
 from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
-from qkvmt.report import attention_report, heatmap_grid
+from qkvmt.report import attention_report, curve_plot, heatmap_grid
 from qkvmt.sentence_attention import forced_attention
 from qkvmt.sources import TextFiles, read_lines, read_parallel
 from qkvmt.tokenizer import decode
@@ -119,3 +119,5 @@ def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metr
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
     attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown)
+    if curve:
+        curve_plot(curve, out / "curve.png", title="validation during training")
