@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 14's measurements, one stage per device call (each stays under the 10-minute limit):
+#   en_de | de_en: train the GPU preset (tokenizer to test), then evaluate.py on test_2016_flickr
+#                  with the tokenized references (bleu_tok_lc), report.html and curve.png;
+#   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches, ours / nn.Transformer /
+#                  HF Marian, then with compile=true; and beam-5 decoding of the test set.
+# Run on the GPU machine from the repository root, with .whl and .device-data carried
+# (scripts/device/prepare.sh makes them). What comes back is written to $OUT.
+# Further arguments are overrides for train.py or benchmark.py (a smoke test on a CPU:
+#   bash scripts/device/measure.sh en_de model=tiny trainer.max_steps=20 trainer.val_check_interval=10).
+set -euo pipefail
+stage=${1:?stage: en_de, de_en or bench}
+shift
+out=${OUT:-outputs/device}
+mkdir -p "$out"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD/src
+else
+  export PYTHONPATH=$PWD/src
+fi
+export QKVMT_MULTI30K=${QKVMT_MULTI30K:-$PWD/.device-data/multi30k} PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"
+  python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+} | tee "$out/gpu.txt"
+runs=${RUNS:-/tmp/runs}
+case "$stage" in
+  en_de|de_en)
+    src=${stage%_*} tgt=${stage#*_}
+    exp=multi30k_${stage}_gpu run=$runs/$exp
+    start=$(date +%s)
+    python3 scripts/train.py experiment="$exp" hydra.run.dir="$run" "$@" 2>&1 | tee "$out/train.log"
+    python3 scripts/evaluate.py ckpt_path="$run/checkpoints/averaged_last10.ckpt" split=test_2016_flickr \
+      ref_tok_file="$QKVMT_MULTI30K/tok/test_2016_flickr.lc.norm.tok.$tgt.gz" output_dir="$run/test" 2>&1 | tee "$out/evaluate.log"
+    echo "wall_s tokenizer to report: $(( $(date +%s) - start ))" | tee -a "$out/gpu.txt"
+    cp "$run/train_metrics.json" "$run/test/metrics.json" "$run/test/report.html" "$run/test/curve.png" "$out/"
+    ;;
+  bench)
+    python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' \
+      decode.sentences=1000 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
+    python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' compile=true \
+      'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
+    cp "$runs/bench/benchmark.json" "$out/benchmark.json"
+    cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
+    ;;
+  *) echo "unknown stage $stage: use en_de, de_en or bench" >&2; exit 2 ;;
+esac
