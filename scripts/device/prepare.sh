@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run here, on a machine with package registries, before a GPU session (issue 14): fills the
-# git-ignored .whl/ with the wheels the GPU machine lacks (its Python is 3.12 and has torch,
-# transformers, tokenizers and pytorch-lightning, but not these; it has no network), and
-# .device-data/ with the data. Both travel with `carry: [".whl", ".device-data"]`.
+# git-ignored .whl/ with the wheels the GPU machine lacks, and .device-data/ with the data.
+# That machine has Python 3.12 with torch, transformers, tokenizers and pytorch-lightning, and
+# no network; matplotlib comes along in case, since the figures need it. Both folders travel
+# with `carry: [".whl", ".device-data"]` (about 30 MB together).
 # Usage: bash scripts/device/prepare.sh /path/to/multi30k
 set -euo pipefail
 multi30k=${1:?give the Multi30k folder (the one with train.de.gz and tok/)}
@@ -15,7 +16,7 @@ for n in 2_28 2_27 2_17 2014; do
 done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" -d .whl \
   lightning==2.6.6 lightning-utilities hydra-core==1.3.2 omegaconf==2.3.0 sacrebleu==2.6.0 portalocker tabulate \
-  colorama lxml sacremoses==0.2.0 click joblib regex
+  colorama lxml sacremoses==0.2.0 click joblib regex matplotlib contourpy cycler fonttools kiwisolver pyparsing
 # hydra's parser runtime is published as a source archive only; it is pure Python
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
 cp -r "$multi30k" .device-data/multi30k
