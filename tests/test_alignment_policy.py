@@ -56,3 +56,8 @@ def test_validated_normalises_the_layer_and_reads_the_head():
 def test_bad_settings_are_user_errors_naming_the_setting(layer, head, rows, direction, named):
     with pytest.raises(UserError, match=named.replace("(", r"\(")):
         AlignmentPolicy.validated(layer, head, rows, direction, 3, 4)
+
+
+def test_without_supervision_the_default_is_the_penultimate_layers_average_or_a_single_layers_own():
+    assert AlignmentPolicy.default_for({}, n_layers=3, n_heads=4) == AlignmentPolicy(1, "mean")
+    assert AlignmentPolicy.default_for({}, n_layers=1, n_heads=4) == AlignmentPolicy(0, "mean")

@@ -69,7 +69,7 @@ class AlignmentPolicy:
         was trained with one, else the penultimate layer's head average (Garg et al.'s choice
         for plain attention)."""
         sup = meta.get("alignment")
-        layer, head = (sup["layer"], sup["head"]) if sup else (-2, "mean")
+        layer, head = (sup["layer"], sup["head"]) if sup else (max(-2, -n_layers), "mean")  # a 1-layer decoder: its only layer
         return cls.validated(layer, head, "predicting", "target_to_source", n_layers, n_heads)
 
     def head_weights(self, cross: np.ndarray) -> np.ndarray:
