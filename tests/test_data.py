@@ -52,9 +52,9 @@ def test_an_extra_train_entry_without_src_and_tgt_is_refused(tmp_path):
 
 
 def test_repeat_puts_an_extra_file_several_times_into_each_epoch_but_once_into_tokenizer_and_cache(tmp_path):
-    de, en = write_extra(tmp_path)
+    de, en = write_extra(tmp_path, de=["ein boot", EXTRA_DE[0], *EXTRA_DE[1:]], en=["", EXTRA_EN[0], *EXTRA_EN[1:]])
     dm = datamodule(tmp_path, f"data.extra_train=[{{src:{de},tgt:{en},repeat:4}}]")
-    src, _ = dm.training_pairs()
+    src, _ = dm.training_pairs()  # the pair with an empty side is left out
     assert len(src) == 303 and src.count(EXTRA_DE[0]) == 1  # what BPE and the aligner learn from
     dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
     assert len(dm.corpus("train")) == 303
@@ -62,6 +62,24 @@ def test_repeat_puts_an_extra_file_several_times_into_each_epoch_but_once_into_t
     seen = Counter(int(loader.dataset.keep[i]) for batch in loader.batch_sampler for i in batch)
     assert [seen[i] for i in range(300, 303)] == [4, 4, 4]
     assert set(seen[i] for i in range(300)) == {1}
+
+
+def test_a_resume_whose_epoch_would_hold_other_items_is_refused(tmp_path):
+    de, en = write_extra(tmp_path)
+    trained = datamodule(tmp_path / "a", f"data.extra_train=[{{src:{de},tgt:{en},repeat:4}}]")
+    trained.load_tokenizer(tmp_path / "a" / "run" / "tokenizer.json")
+    trained.train_dataloader()
+    state = {"epoch": 0, "batches_done": 2, "items": trained.epoch_items}
+    for repeat, refused in ((4, False), (2, True)):
+        dm = datamodule(tmp_path / f"r{repeat}", f"data.extra_train=[{{src:{de},tgt:{en},repeat:{repeat}}}]")
+        dm.load_tokenizer(tmp_path / f"r{repeat}" / "run" / "tokenizer.json")
+        dm.load_state_dict(state)
+        sampler = dm.train_dataloader().batch_sampler
+        if refused:
+            with pytest.raises(UserError, match="other items per epoch"):
+                next(iter(sampler))
+        else:
+            assert len(list(sampler)) == len(sampler.batches()) - 2  # resumes, skipping the 2 done
 
 
 @pytest.mark.parametrize("repeat", ["0", "2.5", "true"])

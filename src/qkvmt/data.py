@@ -72,6 +72,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer = None
         self.links: list[np.ndarray | None] | None = None
         self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
+        self.epoch_items: str | None = None  # a digest of the items an epoch is made of
+        self.resume_items: str | None = None  # the same, as the checkpoint resumed from recorded it
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
         self.corpora: dict[str, TokenizedCorpus] = {}
         self.resume_skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
@@ -167,8 +169,6 @@ class TranslationDataModule(L.LightningDataModule):
             log.warning(
                 "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
             )
-        self.training_pairs()  # sets self.repeats
-        keep = np.repeat(keep, self.repeats[keep])  # a repeated pair: several items of one epoch
         over = int((lengths[keep] > self.max_tokens).sum())
         if over:
             log.warning(
@@ -176,16 +176,32 @@ class TranslationDataModule(L.LightningDataModule):
                 "over the budget; set data.max_tokens to at least %d",
                 self.max_tokens, lengths[keep].max(), over, lengths[keep].max(),
             )
+        # A repeated pair is several items of one epoch. Its copies have one length, so the
+        # length-bucketed batches often put them together: a weight on the pair more than
+        # separate exposures (as with fairseq's upsampling).
+        keep = np.repeat(keep, self.training_repeats()[keep])
+        self.epoch_items = hashlib.sha256(keep.tobytes()).hexdigest()[:16]
         sampler = TokenBudgetBatchSampler(
             lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
         )
         dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
         return self._loader(_Subset(dataset, keep), sampler)
 
+    def training_repeats(self) -> np.ndarray:
+        """How often each training pair (of training_pairs()) enters an epoch."""
+        self.training_pairs()
+        return self.repeats
+
     def position(self) -> tuple[int, int]:
         """(epoch, batches to skip) for the training sampler as each epoch starts: the trainer's
         epoch (Lightning hands an epoch to a sampler, not to a batch_sampler; ours shuffles by
         (seed, epoch)), and after a resume the batches of that epoch already trained on."""
+        if self.resume_items is not None and self.resume_items != self.epoch_items:
+            # the skipped batches would be other batches than those trained on
+            raise UserError(
+                "the checkpoint was trained on other items per epoch than these settings give (data.extra_train's "
+                "repeat, data.max_positions or the files changed): resume with its settings, or start a new run folder"
+            )
         epoch = self.trainer.current_epoch if self.trainer is not None else 0
         return epoch, self.resume_skip.get(epoch, 0)
 
@@ -196,11 +212,13 @@ class TranslationDataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None or trainer.state.fn != "fit":
             return {}
-        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+                "items": self.epoch_items}
 
     def load_state_dict(self, state: dict) -> None:
         if state:
             self.resume_skip = {state["epoch"]: state["batches_done"]}
+            self.resume_items = state.get("items")  # None from checkpoints older than the check
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader("val")
