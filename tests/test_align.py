@@ -10,6 +10,7 @@ import torch
 
 from qkvmt.errors import UserError
 from qkvmt.pipeline import align
+from qkvmt.pipeline.align import training_pairs_of
 from qkvmt.symmetrize import symmetrize
 from qkvmt.tokenizer import train_bpe
 from tests.conftest import ROOT, compose_inference
@@ -102,11 +103,13 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
     one = json.loads((tmp_path / "one" / "alignment.json").read_text())
     assert (one["policy"]["layer"], one["policy"]["head"], one["full_context_layer"]) == (1, 1, 1)
-    gold = write_gold(tmp_path / "gold", [
+    items = [
         (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
         (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4-1"),
         (["w8", "w9"], ["t9", "t8"], "1-2 2-1"),
-    ])
+    ]
+    gold = write_gold(tmp_path / "gold", items)
+    training = set(zip(*training_pairs_of(ckpt)))
     out = tmp_path / "aer"
     result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal"))
     written = json.loads((out / "aer.json").read_text())
@@ -114,6 +117,7 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     assert (default["layer"], default["head"], default["supervised"]) == (1, 1, True)
     assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["target_to_source"]["aer"]
     assert reference["aligner"] == "eflomal" and reference["training_pairs"] == 300
+    assert reference["gold_pairs_in_training"] == sum((" ".join(s), " ".join(t)) in training for s, t, _ in items)
     assert set(reference["variants"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
     assert reference["aer"] < 0.2  # the toy corpus is easy for a statistical aligner
     printed = capsys.readouterr().out

@@ -73,3 +73,11 @@ def test_links_between_tokens_become_links_between_the_whitespace_words_they_com
         assert all(i < len(s.split()) and j < len(t.split()) for pairs, s, t in zip(links, src, tgt) for i, j in pairs)
         scores = alignment_scores(links, truth, truth)
         assert scores["precision"] > 0.9 and scores["recall"] > 0.9, scores
+
+
+def test_the_language_pair_is_part_of_the_link_cache_key(tmp_path, monkeypatch):
+    src, tgt, _ = reversed_pairs(50)
+    ra.cached_links(src, tgt, ("de", "en"), "intersection", tmp_path)
+    monkeypatch.setattr(ra, "eflomal_directional", lambda *a: pytest.fail("aligned again"))
+    with pytest.raises(pytest.fail.Exception):  # Moses' rules differ by language: other links
+        ra.cached_links(src, tgt, ("en", "de"), "intersection", tmp_path)

@@ -34,7 +34,8 @@ class AlignmentSupervision:
 
     def validated(self, n_layers: int, n_heads: int) -> "AlignmentSupervision":
         """The same settings with the layer made non-negative; a UserError names a bad one.
-        With supervision off (λ 0) the layer and head name nothing, so any model accepts them."""
+        With supervision off (λ 0) the layer and head name nothing: they are returned as given,
+        and any model accepts them."""
         if not self.weight >= 0:
             raise UserError(f"module.alignment.weight={self.weight}: give λ >= 0 (0 turns supervision off)")
         if not self.weight:

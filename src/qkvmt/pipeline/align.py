@@ -104,7 +104,7 @@ def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, pos
         variants[method] = alignment_scores([symmetrize(f, r, method) for f, r in zip(forward, reverse)], sure, possible)
     head = variants[cfg.reference_symmetrization]
     return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head,
-            "training_pairs": len(training[0]), "gold_pairs_in_training": len(training[0]) + len(kept) - len(src),
+            "training_pairs": len(training[0]), "gold_pairs_in_training": sum(k < len(training[0]) for k in positions),
             "variants": variants}
 
 
