@@ -2,12 +2,16 @@
 # Issue 14's measurements, one stage per device call (each stays under the 10-minute limit):
 #   en_de | de_en: train the GPU preset (tokenizer to test), then evaluate.py on test_2016_flickr
 #                  with the tokenized references (bleu_tok_lc), report.html and curve.png;
-#   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches, ours / nn.Transformer /
-#                  HF Marian, then with compile=true; and beam-5 decoding of the test set.
+#   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and MFU
+#                  of ours, nn.Transformer and HF Marian, and beam-5 decoding of 1,000 validation
+#                  sentences in one batch at a fixed length (ours and HF generate); then ours
+#                  alone with compile=true.
 # Run on the GPU machine from the repository root, with .whl and .device-data carried
 # (scripts/device/prepare.sh makes them). What comes back is written to $OUT.
 # Further arguments are overrides for train.py or benchmark.py (a smoke test on a CPU:
-#   bash scripts/device/measure.sh en_de model=tiny trainer.max_steps=20 trainer.val_check_interval=10).
+#   bash scripts/device/measure.sh en_de model.d_model=32 model.ffn_dim=64 model.encoder_layers=1 \
+#        model.decoder_layers=1 data.vocab_size=1000 trainer.max_steps=20 trainer.val_check_interval=10;
+#   the preset's model keys override model=NAME, so name the fields).
 set -euo pipefail
 stage=${1:?stage: en_de, de_en or bench}
 shift
@@ -26,14 +30,17 @@ export QKVMT_MULTI30K=${QKVMT_MULTI30K:-$PWD/.device-data/multi30k} PYTHONUNBUFF
 runs=${RUNS:-/tmp/runs}
 case "$stage" in
   en_de|de_en)
-    src=${stage%_*} tgt=${stage#*_}
+    tgt=${stage#*_}
     exp=multi30k_${stage}_gpu run=$runs/$exp
+    rm -rf "$run"  # a warm machine's earlier run would be resumed, not measured
     start=$(date +%s)
     python3 scripts/train.py experiment="$exp" hydra.run.dir="$run" "$@" 2>&1 | tee "$out/train.log"
+    cp "$run/train_metrics.json" "$out/"  # kept even if evaluation runs past the call's limit
     python3 scripts/evaluate.py ckpt_path="$run/checkpoints/averaged_last10.ckpt" split=test_2016_flickr \
       ref_tok_file="$QKVMT_MULTI30K/tok/test_2016_flickr.lc.norm.tok.$tgt.gz" output_dir="$run/test" 2>&1 | tee "$out/evaluate.log"
     echo "wall_s tokenizer to report: $(( $(date +%s) - start ))" | tee -a "$out/gpu.txt"
-    cp "$run/train_metrics.json" "$run/test/metrics.json" "$run/test/report.html" "$run/test/curve.png" "$out/"
+    cp "$run/test/metrics.json" "$run/test/report.html" "$out/"
+    if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
     python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' \

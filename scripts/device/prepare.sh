@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Run here, on a machine with package registries, before a GPU session (issue 14): fills the
 # git-ignored .whl/ with the wheels the GPU machine lacks, and .device-data/ with the data.
-# That machine has Python 3.12 with torch, transformers, tokenizers and pytorch-lightning, and
-# no network; matplotlib comes along in case, since the figures need it. Both folders travel
-# with `carry: [".whl", ".device-data"]` (about 30 MB together).
+# That machine has Python 3.12 with torch, lightning, transformers, tokenizers, sacrebleu and
+# matplotlib (KINDS.md of the device tool), and no network: hydra-core, omegaconf, antlr4 and
+# sacremoses are missing; the others come along at the versions we test with. Both folders
+# travel with `carry: [".whl", ".device-data"]` (about 30 MB together).
 # Usage: bash scripts/device/prepare.sh /path/to/multi30k
 set -euo pipefail
-multi30k=${1:?give the Multi30k folder (the one with train.de.gz and tok/)}
+multi30k=$(realpath "${1:?give the Multi30k folder (the one with train.de.gz and tok/)}")
 cd "$(dirname "$0")/../.."
 rm -rf .whl .device-data
 mkdir -p .whl .device-data
@@ -19,5 +20,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   colorama lxml sacremoses==0.2.0 click joblib regex matplotlib contourpy cycler fonttools kiwisolver pyparsing
 # hydra's parser runtime is published as a source archive only; it is pure Python
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
-cp -r "$multi30k" .device-data/multi30k
+cp -r --no-preserve=mode "$multi30k" .device-data/multi30k  # writable, so a rerun can remove it
 du -sh .whl .device-data
