@@ -18,8 +18,9 @@ shift
 out=${OUT:-outputs/device}
 mkdir -p "$out"
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD/src
+  site=$(mktemp -d)  # the carried wheels, installed for this call only
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+  export PYTHONPATH=$site:$PWD/src
 else
   export PYTHONPATH=$PWD/src
 fi
@@ -27,7 +28,7 @@ export QKVMT_MULTI30K=${QKVMT_MULTI30K:-$PWD/.device-data/multi30k} PYTHONUNBUFF
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
 } | tee "$out/gpu.txt"
-runs=${RUNS:-/tmp/runs}
+runs=${RUNS:-outputs/device_runs}  # beside train.py's own outputs/ (git-ignored)
 case "$stage" in
   en_de|de_en)
     tgt=${stage#*_}

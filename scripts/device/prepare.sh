@@ -11,11 +11,9 @@ multi30k=$(realpath "${1:?give the Multi30k folder (the one with train.de.gz and
 cd "$(dirname "$0")/../.."
 rm -rf .whl .device-data
 mkdir -p .whl .device-data
-platforms=()
-for n in 2_28 2_27 2_17 2014; do
-  [ "$n" = 2014 ] && platforms+=(--platform manylinux2014_x86_64) || platforms+=(--platform "manylinux_${n}_x86_64")
-done
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" -d .whl \
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d .whl \
   lightning==2.6.6 lightning-utilities hydra-core==1.3.2 omegaconf==2.3.0 sacrebleu==2.6.0 portalocker tabulate \
   colorama lxml sacremoses==0.2.0 click joblib regex matplotlib contourpy cycler fonttools kiwisolver pyparsing
 # hydra's parser runtime is published as a source archive only; it is pure Python
