@@ -103,6 +103,7 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
     one = json.loads((tmp_path / "one" / "alignment.json").read_text())
     assert (one["policy"]["layer"], one["policy"]["head"], one["full_context_layer"]) == (1, 1, 1)
+    assert one["policy"]["direction"] == "intersection"
     items = [
         (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
         (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4-1"),
@@ -115,7 +116,8 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     written = json.loads((out / "aer.json").read_text())
     default, reference = written["default"], written["reference"]
     assert (default["layer"], default["head"], default["supervised"]) == (1, 1, True)
-    assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["target_to_source"]["aer"]
+    assert default["direction"] == "intersection"
+    assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["intersection"]["aer"]
     assert reference["aligner"] == "eflomal" and reference["training_pairs"] == 300
     assert reference["gold_pairs_in_training"] == sum((" ".join(s), " ".join(t)) in training for s, t, _ in items)
     assert set(reference["variants"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
@@ -158,3 +160,20 @@ def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_voca
     with pytest.raises(UserError, match=r"have different vocabularies"):
         align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'other.ckpt'}", "sentence='w1'", f"output_dir={tmp_path / 'b'}"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_aligners_runs(trained_run, reverse_run, tmp_path):
+    # alone, a supervised head is read in both directions and intersected; two models give
+    # their own direction each (target->source), and the symmetrization combines them
+    marked = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    marked["qkvmt"]["alignment"] = {"weight": 1.0, "layer": 1, "head": 0, "full_context": False, "labels": "grow-diag-final-and"}
+    torch.save(marked, tmp_path / "supervised.ckpt")
+    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", f"output_dir={tmp_path / 'a'}"))
+    assert json.loads((tmp_path / "a" / "alignment.json").read_text())["policy"]["direction"] == "intersection"
+    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", "alignment.direction=target_to_source", f"output_dir={tmp_path / 'c'}"))
+    assert json.loads((tmp_path / "c" / "alignment.json").read_text())["policy"]["direction"] == "target_to_source"
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='w1 w2'", "reference='t2 t1'", f"output_dir={tmp_path / 'b'}"))
+    policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
+    assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source"}
+    assert policies["forward"]["direction"] == "target_to_source"

@@ -14,7 +14,7 @@ A policy names a decoder layer, a head (or the layer's head average), the rows a
 Subword weights are reduced to words first (qkvmt.alignment.word_matrix).
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -65,12 +65,22 @@ class AlignmentPolicy:
 
     @classmethod
     def default_for(cls, meta: dict, n_layers: int, n_heads: int) -> "AlignmentPolicy":
-        """The policy for a checkpoint (its ckpt["qkvmt"] metadata): its supervised head if it
-        was trained with one, else the penultimate layer's head average (Garg et al.'s choice
-        for plain attention)."""
+        """The policy for a checkpoint (its ckpt["qkvmt"] metadata): its supervised head read
+        in both directions and intersected if it was trained with one, else the penultimate
+        layer's head average, target→source (Garg et al.'s choice for plain attention).
+
+        Why the intersection for a supervised head: of the directions, it reproduces the
+        head's own training labels best on training pairs (docs/results.md), a choice made
+        without the gold links. The links then lean to precision, as eflomal's do."""
         sup = meta.get("alignment")
-        layer, head = (sup["layer"], sup["head"]) if sup else (max(-2, -n_layers), "mean")  # a 1-layer decoder: its only layer
-        return cls.validated(layer, head, "predicting", "target_to_source", n_layers, n_heads)
+        if sup:
+            return cls.validated(sup["layer"], sup["head"], "predicting", "intersection", n_layers, n_heads)
+        return cls.validated(max(-2, -n_layers), "mean", "predicting", "target_to_source", n_layers, n_heads)  # a 1-layer decoder: its only layer
+
+    def one_way(self) -> "AlignmentPolicy":
+        """The same policy, target→source: each model's own direction, for symmetrizing two
+        models as a statistical aligner symmetrizes its forward and reverse runs."""
+        return replace(self, direction="target_to_source")
 
     def head_weights(self, cross: np.ndarray) -> np.ndarray:
         """(T, S) subword weights from cross-attention (L, H, T, S) of a forced pass; row t then

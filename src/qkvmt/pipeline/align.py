@@ -78,7 +78,8 @@ def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list
     default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
     layer = default.layer if a.layer is None else a.layer
     head = default.head if a.head is None else a.head
-    pol = AlignmentPolicy.validated(layer, head, a.rows, a.direction, n_layers, n_heads)
+    direction = default.direction if a.direction is None else a.direction
+    pol = AlignmentPolicy.validated(layer, head, a.rows, direction, n_layers, n_heads)
     return pol, pol.to_dict()
 
 

@@ -1,6 +1,7 @@
 """Word alignments symmetrized from two models, one for each direction (align.py with
 reverse_ckpt_path=): like the forward and reverse runs of a statistical aligner, each model
-links the pair by its default policy, and qkvmt.symmetrize combines the two link sets.
+links the pair by its default layer and head in its own direction (target→source), and
+qkvmt.symmetrize combines the two link sets.
 """
 
 import logging
@@ -27,7 +28,7 @@ class Direction:
     def __init__(self, model, tokenizer, meta: dict):
         self.model, self.tokenizer, self.meta = model, tokenizer, meta
         n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-        self.policy = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+        self.policy = AlignmentPolicy.default_for(meta, n_layers, n_heads).one_way()
 
     def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
         """(source word, target word) links; None when the subwords do not group into the
