@@ -107,11 +107,12 @@ def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: lis
     where = {key(s, t): k for k, (s, t) in enumerate(zip(src, tgt))}
     positions = []
     for s, t in zip(gold_src, gold_tgt):
-        if key(s, t) not in where:
-            where[key(s, t)] = len(src)
+        k = key(s, t)
+        if k not in where:
+            where[k] = len(src)
             src.append(s)
             tgt.append(t)
-        positions.append(where[key(s, t)])
+        positions.append(where[k])
     return src, tgt, positions
 
 
