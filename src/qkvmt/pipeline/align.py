@@ -76,10 +76,8 @@ def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list
         pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], n_layers, n_heads)
         return pol, best | {"from": str(aer_file)}
     default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
-    layer = default.layer if a.layer is None else a.layer
-    head = default.head if a.head is None else a.head
-    direction = default.direction if a.direction is None else a.direction
-    pol = AlignmentPolicy.validated(layer, head, a.rows, direction, n_layers, n_heads)
+    given = lambda name: getattr(default, name) if a[name] is None else a[name]  # null: the checkpoint's default
+    pol = AlignmentPolicy.validated(given("layer"), given("head"), a.rows, given("direction"), n_layers, n_heads)
     return pol, pol.to_dict()
 
 
