@@ -54,3 +54,20 @@ def test_a_tied_model_trains_the_same_under_bf16_autocast():
     torch.testing.assert_close(loss, ref_loss, atol=1e-4, rtol=1e-4)
     for name in ref:  # bf16 products: agreement to bf16's precision
         torch.testing.assert_close(new[name], ref[name], atol=2e-3, rtol=2e-2, msg=name)
+
+
+def test_output_loss_multiplies_a_few_row_counts_whatever_the_number_of_real_tokens():
+    """oneDNN builds and caches a bf16 primitive per matmul shape: the number of real tokens,
+    which differs in every batch, must not reach the matmuls (issue 35)."""
+    weight = torch.randn(50, 16, requires_grad=True)
+    shapes = set()
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for real in range(1, 130, 4):
+            hidden = torch.randn(1, 130, 16, requires_grad=True)
+            tgt_out = torch.randint(3, 50, (1, 130))
+            tgt_out[0, real:] = 0
+            output_loss(hidden, weight, tgt_out, 0, 0.1).backward()
+    for event in prof.key_averages(group_by_input_shape=True):
+        if event.key == "aten::mm":
+            shapes.add(str(event.input_shapes))
+    assert shapes and len(shapes) <= 3 * 3  # 64, 128 and 192 rows; three products each

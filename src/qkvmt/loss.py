@@ -7,6 +7,11 @@ real tokens, so the (tokens × vocabulary) logits, their float32 copy, their log
 its gradient never exist whole. Those buffers were what held a tiny model's training at
 2-3 GB (docs/results.md); the FLOPs are the same, and pad rows are skipped.
 
+The real tokens are taken in a multiple of `row_multiple` rows, the last ones masked out. Their
+number differs in every batch, and on a CPU oneDNN builds and caches a bf16 matmul primitive per
+shape: three new shapes a step grew its cache (up to 1,024 primitives) for as long as training
+ran, and the CPU recipe's processes with it (3.5 GB each after 4 minutes; docs/results.md).
+
     loss = mean over real tokens t of  (1 - ε) · -log p_t(y_t)  +  ε · mean_v -log p_t(v)
     ∂loss/∂logits_t = (softmax_t - (1 - ε) · onehot(y_t) - ε / V) / n_real
 """
@@ -24,11 +29,15 @@ def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothi
 
 
 def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
-                chunk_rows: int = 2048) -> Tensor:
+                chunk_rows: int = 2048, row_multiple: int = 64) -> Tensor:
     """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
     decoder's final states, weight (V, D) the output layer's."""
     real = tgt_out != pad_id
-    return _OutputCrossEntropy.apply(hidden[real], weight, tgt_out[real], float(label_smoothing), chunk_rows)
+    x, y = hidden[real], tgt_out[real]  # (n, D), (n,)
+    extra = -x.size(0) % row_multiple
+    # zero rows with target 0, which the loss masks out: they add nothing and get no gradient
+    x, y = F.pad(x, (0, 0, 0, extra)), F.pad(y, (0, extra))
+    return _OutputCrossEntropy.apply(x, weight, y, float(label_smoothing), chunk_rows, y.size(0) - extra)
 
 
 class _OutputCrossEntropy(torch.autograd.Function):
@@ -37,19 +46,22 @@ class _OutputCrossEntropy(torch.autograd.Function):
     would, and the softmax in float32, as translation_loss's does."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int) -> Tensor:
-        n, v = x.size(0), weight.size(0)
+    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int, n: int) -> Tensor:
+        """Rows from n on are padding."""
+        v = weight.size(0)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         grad_x = torch.empty_like(x)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=x.device)
-        for start in range(0, n, chunk):
+        for start in range(0, x.size(0), chunk):
             xs, ys = x[start : start + chunk], targets[start : start + chunk]
+            real = max(n - start, 0)  # rows of this chunk before the padding
             logits = xs @ weight.t()  # (c, V)
             logp = logits.float().log_softmax(-1)
             nll = -logp.gather(1, ys[:, None])[:, 0]
-            total += ((1 - eps) * nll - eps * logp.mean(-1)).sum()
+            total += ((1 - eps) * nll - eps * logp.mean(-1))[:real].sum()
             g = logp.exp_().sub_(eps / v)  # softmax - ε/V, in place of logp
             g[torch.arange(len(ys), device=x.device), ys] -= 1 - eps
+            g[real:] = 0
             g = g.div_(max(n, 1)).to(logits.dtype)
             grad_x[start : start + chunk] = g @ weight
             grad_w += (g.t() @ xs).float()
@@ -60,4 +72,4 @@ class _OutputCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         grad_x, grad_w = ctx.saved_tensors
-        return grad_x * grad_out, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None
+        return grad_x * grad_out, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None, None
