@@ -41,6 +41,11 @@ def test_train_writes_checkpoints_logs_and_test_scores(corpus, tmp_path):
     assert logged(rows, "train/tgt_tok_s") and logged(rows, "train/lr")
     assert metrics["steps"] == 8 and "nrefs:1|case:mixed" in metrics["signatures"]["bleu"]
     assert 0.0 <= metrics["test_bleu"] <= 100.0
+    memory = metrics["host_memory"]  # one process: one figure each, at both validations
+    assert list(memory["rss_mb_at_step"]) == ["4", "8"]
+    assert len(memory["peak_rss_mb"]) == len(memory["end_rss_mb"]) == 1
+    # the kernel updates the high-water mark lazily: it may trail a reading by a few pages
+    assert memory["peak_rss_mb"][0] >= max(memory["end_rss_mb"][0], *memory["rss_mb_at_step"]["8"]) - 4 > 100
 
 
 def test_checkpoint_alone_rebuilds_model_and_tokenizer(corpus, tmp_path):
@@ -126,6 +131,9 @@ def test_two_process_ddp_on_cpu(corpus, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "checkpoints" / "last.ckpt").exists() and (out / "train_metrics.json").exists()
     assert "world_size: 2" in r.stderr or "distributed_backend=gloo" in r.stderr
+    memory = json.loads((out / "train_metrics.json").read_text())["host_memory"]  # each process's own
+    assert len(memory["peak_rss_mb"]) == len(memory["end_rss_mb"]) == 2 and list(memory["rss_mb_at_step"]) == ["3", "6"]
+    assert all(peak >= end - 4 > 100 for peak, end in zip(memory["peak_rss_mb"], memory["end_rss_mb"]))
 
 
 def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):

@@ -20,13 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.batching import TokenizedCorpus
-
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def resident_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * PAGE
+from qkvmt.host_memory import resident_bytes
 
 
 class PeakMemory:

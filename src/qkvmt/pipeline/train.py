@@ -17,7 +17,7 @@ from qkvmt.training_faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.hardware import choose_precision, detect
-from qkvmt.host_memory import keep_freed_host_memory
+from qkvmt.host_memory import RecordHostMemory, ReleaseFreedHostMemory, keep_freed_host_memory, training_need_mb, warn_if_short
 from qkvmt.progress import StepProgress
 from qkvmt.reference_aligner import check_aligner
 
@@ -35,7 +35,8 @@ def train(cfg: DictConfig) -> dict:
     alignment = instantiate(cfg.module.alignment)
     dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None)  # checks data.*
     model_partial = instantiate(cfg.model)
-    wanted_model = model_partial(vocab_size=dm.vocab_size).to_dict()  # ModelConfig checks model.*
+    wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
+    wanted_model = wanted.to_dict()
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         check_aligner("eflomal", alignment.labels, "module.alignment")
@@ -46,7 +47,8 @@ def train(cfg: DictConfig) -> dict:
     hardware = detect(cfg.trainer.accelerator)
     precision, why = choose_precision(cfg.trainer.precision, hardware)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    callbacks += [SaveOnInterrupt(), ResumeRng(), StopOnNonFiniteLoss()]
+    memory = RecordHostMemory()
+    callbacks += [SaveOnInterrupt(), ResumeRng(), StopOnNonFiniteLoss(), ReleaseFreedHostMemory(), memory]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgress())
     trainer = instantiate(
@@ -68,6 +70,10 @@ def train(cfg: DictConfig) -> dict:
         log.info("run folder: %s", out)
         log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
         log.info("precision %s: %s", precision, why)
+        if hardware.device == "cpu":
+            short = warn_if_short(training_need_mb(wanted, dm.max_tokens), trainer.num_devices)
+            if short:
+                log.warning(short)
     out.mkdir(parents=True, exist_ok=True)
     # An existing run's tokenizer is reused, or refused if it was made with other settings,
     # before this run records anything in the folder.
@@ -98,6 +104,7 @@ def train(cfg: DictConfig) -> dict:
     # An average is already in the module: test it as it is (ckpt_path=None).
     trainer.test(module, datamodule=dm, ckpt_path=None if averaged else tested, weights_only=True)
     scores = module.test_scores
+    host_memory = memory.summary(trainer)  # collective: every rank
     metrics = {
         "test_split": dm.splits["test"],
         "test_bleu": scores["bleu"],
@@ -110,6 +117,7 @@ def train(cfg: DictConfig) -> dict:
         "last_checkpoint": str(last) if last is not None else None,
         "steps": trainer.global_step,
         **run,
+        "host_memory": host_memory,
         "wall_s": round(time.time() - start, 1),
     }
     if trainer.is_global_zero:
