@@ -138,6 +138,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
         "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1",
         "decode.sentences=4", "decode.length=6", "decode.repeats=1",
         "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]",
+        "memory.steps=6", "memory.every=2", 'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -162,6 +163,22 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
     assert "train ours/torch" in proc.stdout  # the printed table
+    memory = r["memory"]  # the CPU recipe's own settings, trained in a fresh process
+    assert memory["experiment"] == "multi30k_de_en_cpu" and memory["max_tokens"] == 256
+    assert [step for step, _ in memory["rss_mb"]] == [2, 4, 6]
+    # the kernel updates the high-water mark lazily: it may trail a reading by a few pages
+    assert memory["peak_rss_mb"] >= max(mb for _, mb in memory["rss_mb"]) - 4 > 100
+    assert memory["growth_mb_per_1k_steps"] is not None and "host memory of multi30k_de_en_cpu" in proc.stdout
     # committed beside the results: no path of this machine in it
     text = (out / "benchmark.json").read_text()
     assert str(tmp_path) not in text and r["config"]["data"]["root"] == "<data.root>"
+
+
+def test_growth_is_the_slope_after_the_warm_up():
+    from qkvmt.bench.memory import growth_per_1k_steps
+
+    warm_then_flat = [(100, 900.0), (200, 1300.0), (300, 1400.0), (400, 1400.0), (500, 1400.0), (600, 1400.0)]
+    assert growth_per_1k_steps(warm_then_flat) == pytest.approx(0.0, abs=1e-9)
+    leaking = [(s, 1000.0 + 0.5 * s) for s in range(100, 1300, 100)]  # 0.5 MB a step
+    assert growth_per_1k_steps(leaking) == pytest.approx(500.0)
+    assert growth_per_1k_steps([(100, 900.0)]) is None

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
+from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
@@ -82,24 +84,25 @@ def benchmark(cfg: DictConfig) -> dict:
         "params": params,
         "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
     }
-    log.info("stage 1/4, training speed: %s on %s", ", ".join(present), result["device"])
+    log.info("stage 1/5, training speed: %s on %s", ", ".join(present), result["device"])
     batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
     result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype)
 
-    log.info("stage 2/4, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    log.info("stage 2/5, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
     result["decode"] |= _decode_ctranslate2(cfg, eval_models.get("ours"), tokenizer, src, result["decode"])
-    log.info("stage 3/4, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    log.info("stage 3/5, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
-    log.info("stage 4/4, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
+    log.info("stage 4/5, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
     result["scaling"] = {
         "decode": scaling,
         "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
     }
+    result["memory"] = _memory(cfg, device)
     lengths = result["scaling"]["decode"]
     if len(lengths) > 1:
         result["scaling"]["cached_last_vs_first"] = lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
@@ -151,6 +154,17 @@ def _decode(cfg, models: dict, src: torch.Tensor, device) -> dict:
     if "hf" in cfg.systems and "hf" not in models:
         out["hf_missing"] = NO_HF
     return out
+
+
+def _memory(cfg, device) -> dict | None:
+    """The CPU recipe's host memory over training (qkvmt.bench.memory), on a CPU run only."""
+    m = cfg.memory
+    if not m.experiment or device.type != "cpu":
+        return None
+    log.info("stage 5/5, host memory: %d training steps of %s in a fresh process", m.steps, m.experiment)
+    main = next(s for s in HydraConfig.get().runtime.config_sources if s.provider == "main")  # our conf/
+    overrides = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}", *m.overrides]
+    return recipe_memory(main.path, m.experiment, m.steps, m.every, overrides)
 
 
 def _compiled(model):
@@ -243,6 +257,12 @@ def table(r: dict) -> str:
         else:
             lines.append(f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
                          f"ids on disk {row['cache_mb']:.0f} MB")
+    m = r.get("memory")
+    if m and "error" in m:
+        lines.append(f"  host memory of {m['experiment']}: {m['error']}")
+    elif m:
+        lines.append(f"  host memory of {m['experiment']} ({m['precision']}, {m['threads']} thread(s), {m['steps']} steps): "
+                     f"peak RSS {m['peak_rss_mb']:,.0f} MB, growth {_fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps")
     return "\n".join(lines)
 
 

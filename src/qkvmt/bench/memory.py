@@ -1,0 +1,83 @@
+"""A CPU recipe's host memory over training: one process's peak resident set, and how fast it
+grows per 1,000 steps once warm.
+
+The recipe (e.g. multi30k_de_en_cpu) is composed as scripts/train.py composes it and trained by
+Lightning, in its precision and with its batches: the share of one of its processes, on as many
+threads as each of its processes gets. It runs in a fresh process, so nothing that the
+benchmark's other stages allocated or cached (oneDNN keeps primitives process-wide) counts.
+Validation is left out: it decodes in float32 and repeats the same batches every time.
+"""
+
+import multiprocessing
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from qkvmt.host_memory import MB, keep_freed_host_memory, peak_resident_bytes, resident_bytes
+
+
+def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
+    """Trains `steps` steps of `experiment` (from train.yaml in `conf_dir`) in a fresh process,
+    reading its resident set every `every` steps; `overrides` as on train.py's command line."""
+    if not os.path.exists("/proc/self/statm"):
+        return {"experiment": experiment, "error": "no /proc/self/statm: memory is measured on Linux only"}
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_measure, conf_dir, experiment, steps, every, list(overrides)).result()
+
+
+def growth_per_1k_steps(samples: list[tuple[int, float]]) -> float | None:
+    """MB per 1,000 steps: the least-squares slope over the second half of the samples (the
+    first half holds the warm-up: the first batches of each shape, the allocator's first blocks)."""
+    late = samples[len(samples) // 2 :]
+    if len(late) < 2:
+        return None
+    steps, mb = np.array(late, dtype=float).T
+    return float(np.polyfit(steps, mb, 1)[0] * 1000)
+
+
+def _measure(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
+    import lightning as L
+    import torch
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+    from lightning.pytorch.callbacks import Callback
+
+    from qkvmt.hardware import choose_precision, detect
+
+    samples: list[tuple[int, float]] = []
+
+    class Sample(Callback):
+        def on_train_batch_end(self, trainer, *args) -> None:
+            if trainer.global_step % every == 0:
+                samples.append((trainer.global_step, resident_bytes() / MB))
+
+    with tempfile.TemporaryDirectory() as out, initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}", f"paths.output_dir={out}", *overrides])
+        keep_freed_host_memory()
+        processes = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) else 1
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))  # as Lightning gives each DDP process
+        L.seed_everything(cfg.seed)
+        dm = instantiate(cfg.data, alignment_links=None)
+        tokenizer = dm.load_tokenizer(Path(out) / "tokenizer.json")
+        model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
+        module = instantiate(cfg.module)(model_config=model_config, tokenizer=tokenizer, alignment=None)
+        precision, _ = choose_precision(cfg.trainer.precision, detect("cpu"))
+        trainer = L.Trainer(
+            accelerator="cpu", devices=1, max_steps=steps, precision=precision, limit_val_batches=0,
+            logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+            callbacks=[Sample()], use_distributed_sampler=False,
+        )
+        trainer.fit(module, datamodule=dm)
+    return {
+        "experiment": experiment,
+        "steps": steps,
+        "precision": precision,
+        "threads": torch.get_num_threads(),
+        "max_tokens": cfg.data.max_tokens,
+        "peak_rss_mb": peak_resident_bytes() / MB,
+        "rss_mb": samples,
+        "growth_mb_per_1k_steps": growth_per_1k_steps(samples),
+    }
