@@ -162,6 +162,8 @@ def _memory(cfg, device) -> dict | None:
     if not m.experiment or device.type != "cpu":
         return None
     log.info("stage 5/5, host memory: %d training steps of %s in a fresh process", m.steps, m.experiment)
+    if not HydraConfig.initialized():  # benchmark() called from Python: no config folder to compose the recipe from
+        return {"experiment": m.experiment, "error": "run scripts/benchmark.py: the recipe is composed from its conf/"}
     main = next(s for s in HydraConfig.get().runtime.config_sources if s.provider == "main")  # our conf/
     overrides = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}", *m.overrides]
     return recipe_memory(main.path, m.experiment, m.steps, m.every, overrides)
