@@ -14,15 +14,19 @@ one set per matmul shape. That cache is why every shape a step runs must come fr
 """
 
 import ctypes
+import functools
 import os
 import sys
 
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from qkvmt.loss import CHUNK_ROWS
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+RSS_READABLE = os.path.exists("/proc/self/statm")  # resident_bytes() works (Linux)
 MB = 2**20
 # What a CPU training process holds besides what grows with its model and batch: the imports
 # (0.52 GB), oneDNN's cached primitives, the heap's free blocks, Lightning's and DDP's buffers.
@@ -30,26 +34,29 @@ MB = 2**20
 PROCESS_BASE_MB = 1300
 
 
+@functools.cache  # loaded once: releases run every 50 steps
+def _glibc():
+    """The C library where it is glibc on Linux (mallopt, malloc_trim), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+
+
 def keep_freed_host_memory(trim_threshold: int = 1 << 30) -> bool:
     """Returns whether the setting took effect (glibc on Linux only; elsewhere a no-op)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc
-        return False
-    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
 
 
 def release_freed_host_memory() -> bool:
     """Give the pages of every free heap block back to the OS (glibc's malloc_trim(0)); returns
     whether it could (glibc on Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
-    except (OSError, AttributeError):
-        return False
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))
 
 
 class ReleaseFreedHostMemory(Callback):
@@ -97,7 +104,7 @@ def available_bytes() -> int | None:
     return None
 
 
-def training_need_mb(model, max_tokens: int, chunk_rows: int = 2048) -> float:
+def training_need_mb(model, max_tokens: int, chunk_rows: int = CHUNK_ROWS) -> float:
     """A rough peak resident set of one CPU training process for a ModelConfig: the base;
     weights, gradients and Adam's two moments (16 bytes a parameter); one batch's activations
     (each layer's inputs, attention and feed-forward states, in float32 and bf16); one chunk of
@@ -132,13 +139,13 @@ class RecordHostMemory(Callback):
         self.at_step: dict[int, float] = {}  # global step -> this process's RSS (MB)
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        if not trainer.sanity_checking and os.path.exists("/proc/self/statm"):
+        if not trainer.sanity_checking and RSS_READABLE:
             self.at_step[trainer.global_step] = resident_bytes() / MB
 
     def summary(self, trainer) -> dict:
         """Collective: every process must call it. Lists hold one figure per process, rank order;
         empty off Linux."""
-        if not os.path.exists("/proc/self/statm"):
+        if not RSS_READABLE:
             return {}
         steps = sorted(self.at_step)  # the same validation steps on every rank
         mine = torch.tensor([peak_resident_bytes() / MB, resident_bytes() / MB, *(self.at_step[s] for s in steps)],

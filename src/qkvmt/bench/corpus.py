@@ -10,7 +10,6 @@ and memory-mapped.
 """
 
 import multiprocessing
-import os
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.batching import TokenizedCorpus
-from qkvmt.host_memory import resident_bytes
+from qkvmt.host_memory import RSS_READABLE, resident_bytes
 
 
 class PeakMemory:
@@ -55,7 +54,7 @@ def synthetic_pairs(src: list[str], tgt: list[str], n: int, seed: int = 0) -> tu
 
 def tokenize_scaling(tokenizer, src: list[str], tgt: list[str], sizes: list[int]) -> list[dict]:
     """For each corpus size: seconds and peak extra memory to build the id cache, and its size."""
-    if not os.path.exists("/proc/self/statm"):
+    if not RSS_READABLE:
         return [{"pairs": n, "error": "no /proc/self/statm: memory is measured on Linux only"} for n in sizes]
     spawn = multiprocessing.get_context("spawn")
     rows = []

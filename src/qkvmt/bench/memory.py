@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.host_memory import MB, ReleaseFreedHostMemory, keep_freed_host_memory, peak_resident_bytes, resident_bytes
+from qkvmt.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, keep_freed_host_memory, peak_resident_bytes, resident_bytes
 
 
 def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
@@ -26,7 +26,7 @@ def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overri
     reading its resident set every `every` steps; `overrides` as on train.py's command line.
     The tokenizer and the id caches are made first, in a process of their own: BPE training
     would otherwise set the measured process's high-water mark before its first step."""
-    if not os.path.exists("/proc/self/statm"):
+    if not RSS_READABLE:
         return {"experiment": experiment, "error": "no /proc/self/statm: memory is measured on Linux only"}
     spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
