@@ -14,7 +14,7 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.errors import UserError, report_user_errors
-from qkvmt.tokenizer import encode
+from qkvmt.text.tokenizer import encode
 from tests.conftest import ROOT, tiny_overrides, write_corpus
 
 SMALL = {"train": 60, "val": 4, "test_2016_flickr": 4}

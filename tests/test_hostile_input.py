@@ -13,13 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from qkvmt.checkpoint import load_model
-from qkvmt.decoding import DecodeConfig
+from qkvmt.model.checkpoint import load_model
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline.align import record_best
-from qkvmt.pipeline.inference import StagedOutput
-from qkvmt.sentence_attention import forced_attention
-from qkvmt.translation import translate_lines
+from qkvmt.pipeline.runs import StagedOutput
+from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.decoding.lines import translate_lines
 from tests.conftest import ROOT, write_corpus
 from tests.test_bad_input import SMALL, run_script, train_args, user_error
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.batching import TokenizedCorpus
-from qkvmt.host_memory import RSS_READABLE, resident_bytes
+from qkvmt.data.batching import TokenizedCorpus
+from qkvmt.training.host_memory import RSS_READABLE, resident_bytes
 
 
 class PeakMemory:

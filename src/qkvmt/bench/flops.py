@@ -19,7 +19,7 @@ not counted as useful work, so MFU is a lower bound of what the hardware did.
 
 import torch
 
-from qkvmt.config import ModelConfig
+from qkvmt.model.config import ModelConfig
 
 # Dense bf16 tensor-core peaks, TFLOP/s, from NVIDIA's data sheets (without sparsity).
 BF16_PEAK_TFLOPS = {

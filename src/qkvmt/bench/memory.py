@@ -7,7 +7,7 @@ its processes, on as many threads as each of its processes gets. It runs in a fr
 nothing that the benchmark's other stages allocated or cached (oneDNN keeps primitives
 process-wide) counts. Validation is left out: it decodes in float32 and repeats the same batches
 every time. Readings at multiples of 50 steps come right after a release of free heap pages
-(qkvmt.host_memory), so their growth is that of what stays; the peak is the high-water mark.
+(qkvmt.training.host_memory), so their growth is that of what stays; the peak is the high-water mark.
 """
 
 import multiprocessing
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, keep_freed_host_memory, peak_resident_bytes, resident_bytes
+from qkvmt.training.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, keep_freed_host_memory, peak_resident_bytes, resident_bytes
 
 
 def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
@@ -75,7 +75,7 @@ def _measure(conf_dir: str, experiment: str, out: str, overrides: list[str], ste
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import Callback
 
-    from qkvmt.hardware import choose_precision, detect
+    from qkvmt.training.hardware import choose_precision, detect
 
     samples: list[tuple[int, float]] = []
 

@@ -11,17 +11,17 @@ import math
 import torch
 from torch import Tensor, nn
 
-from qkvmt.alignment_supervision import AlignmentSupervision, alignment_loss, forward_with_head
-from qkvmt.attention import attention_kernel
-from qkvmt.config import ModelConfig
-from qkvmt.loss import output_loss
-from qkvmt.model import Embedding, Transformer
+from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
+from qkvmt.model.attention import attention_kernel
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.loss import output_loss
+from qkvmt.model.transformer import Embedding, Transformer
 
 
 class Ours(nn.Module):
     """Our Transformer under the SDPA kernel training uses: forward gives the logits (decoding
     and the peers' loss take them); `loss` is the training loss as training computes it, the
-    output layer applied chunk by chunk (qkvmt.loss.output_loss)."""
+    output layer applied chunk by chunk (qkvmt.model.loss.output_loss)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -38,7 +38,7 @@ class Ours(nn.Module):
 
 
 class OursAligned(Ours):
-    """Ours with an alignment-supervised head, as training runs it (qkvmt.alignment_supervision):
+    """Ours with an alignment-supervised head, as training runs it (qkvmt.alignment.supervision):
     returns the logits and λ × the alignment loss. The labels are diagonal: what they hold does
     not change the work, so the benchmark needs no aligner."""
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from qkvmt.decoding import DecodeConfig, generate
-from qkvmt.loss import translation_loss
+from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.model.loss import translation_loss
 
 log = logging.getLogger(__name__)
 

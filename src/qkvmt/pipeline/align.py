@@ -1,6 +1,6 @@
 """align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
 every decoder layer × head and every layer's head average. The extraction itself (layer, head,
-rows, direction) is qkvmt.alignment_policy; this module does the command-line work.
+rows, direction) is qkvmt.alignment.policy; this module does the command-line work.
 """
 
 import hashlib
@@ -12,18 +12,18 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment import alignment_scores, read_gold, to_pharaoh, word_groups
-from qkvmt.alignment_policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links, full_context_layer
-from qkvmt.sentence_attention import forced_attention
+from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh, word_groups
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links, full_context_layer
+from qkvmt.views.sentence_attention import forced_attention
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
-from qkvmt.pipeline.inference import (
+from qkvmt.pipeline.runs import (
     StagedOutput, check_output_dir, load_for_inference, required_text, run_data, run_folder, target_of,
 )
-from qkvmt.reference_aligner import check_aligner, eflomal_directional, with_gold
-from qkvmt.report import aer_heatmap, alignment_page, heatmap_grid
-from qkvmt.symmetrize import METHODS, symmetrize
+from qkvmt.alignment.reference import check_aligner, eflomal_directional, with_gold
+from qkvmt.views.report import aer_heatmap, alignment_page, heatmap_grid
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Word alignments symmetrized from two models, one for each direction (align.py with
 reverse_ckpt_path=): like the forward and reverse runs of a statistical aligner, each model
 links the pair by its default layer and head in its own direction (target→source), and
-qkvmt.symmetrize combines the two link sets.
+qkvmt.alignment.symmetrize combines the two link sets.
 """
 
 import logging
@@ -9,15 +9,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment import Link, alignment_scores, read_gold, to_pharaoh, word_groups
-from qkvmt.alignment_policy import AlignmentPolicy, full_context_layer
-from qkvmt.sentence_attention import forced_attention
-from qkvmt.checkpoint import load_model
+from qkvmt.alignment.links import Link, alignment_scores, read_gold, to_pharaoh, word_groups
+from qkvmt.alignment.policy import AlignmentPolicy, full_context_layer
+from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.model.checkpoint import load_model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
-from qkvmt.pipeline.inference import StagedOutput, target_of
-from qkvmt.symmetrize import METHODS, symmetrize
-from qkvmt.tokenizer import decode
+from qkvmt.pipeline.runs import StagedOutput, target_of
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.text.tokenizer import decode
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from qkvmt.checkpoint import average_checkpoints
+from qkvmt.model.checkpoint import average_checkpoints
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, check_new_output
-from qkvmt.pipeline.inference import checkpoint_paths
+from qkvmt.pipeline.runs import checkpoint_paths
 
 
 def average(cfg: DictConfig) -> dict:

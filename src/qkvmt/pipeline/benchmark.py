@@ -27,12 +27,12 @@ from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
-from qkvmt.export_ctranslate2 import export_ctranslate2
+from qkvmt.export.to_ctranslate2 import export_ctranslate2
 from qkvmt.files import write_json
-from qkvmt.hardware import choose_precision, detect
-from qkvmt.host_memory import keep_freed_host_memory
-from qkvmt.inputs import build_inputs
-from qkvmt.translation import encode_sources
+from qkvmt.training.hardware import choose_precision, detect
+from qkvmt.training.host_memory import keep_freed_host_memory
+from qkvmt.model.inputs import build_inputs
+from qkvmt.decoding.lines import encode_sources
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.

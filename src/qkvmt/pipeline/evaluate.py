@@ -10,16 +10,16 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment_policy import AlignmentPolicy, full_context_layer
+from qkvmt.alignment.policy import AlignmentPolicy, full_context_layer
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
-from qkvmt.metrics import score, score_tokenized_lowercased, sentence_scores
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
-from qkvmt.report import attention_report, curve_plot, heatmap_grid
-from qkvmt.sentence_attention import forced_attention
-from qkvmt.sources import TextFiles, read_lines, read_parallel
-from qkvmt.tokenizer import decode
-from qkvmt.translation import translate_ids
+from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
+from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
+from qkvmt.views.report import attention_report, curve_plot, heatmap_grid
+from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.text.sources import TextFiles, read_lines, read_parallel
+from qkvmt.text.tokenizer import decode
+from qkvmt.decoding.lines import translate_ids
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def read_inputs(cfg: DictConfig, meta: dict, ckpt: Path) -> tuple[list[str], lis
         src, ref = read_parallel(Path(cfg.src_file), Path(cfg.ref_file))
         return src, ref, Path(cfg.src_file).name.removesuffix(".gz")
     data = run_data(ckpt)
-    if data is not None and data.get("source", {}).get("_target_") != "qkvmt.sources.TextFiles":
+    if data is not None and data.get("source", {}).get("_target_") != "qkvmt.text.sources.TextFiles":
         source = instantiate(OmegaConf.create(data["source"]))(data["root"])
         src, ref = source.read(data.get("splits", {}).get(cfg.split, cfg.split), meta["src_lang"], meta["tgt_lang"])
     else:

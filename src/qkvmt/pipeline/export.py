@@ -3,9 +3,9 @@
 from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
-from qkvmt.export_ctranslate2 import check_quantization, export_ctranslate2, require_ctranslate2
-from qkvmt.export_huggingface import check_exportable, export_huggingface, require_transformers
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_on_cpu
+from qkvmt.export.to_ctranslate2 import check_quantization, export_ctranslate2, require_ctranslate2
+from qkvmt.export.to_huggingface import check_exportable, export_huggingface, require_transformers
+from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_on_cpu
 
 FORMATS = ("ctranslate2", "huggingface")
 

@@ -4,9 +4,9 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
-from qkvmt.inspection import inspect_head
-from qkvmt.pipeline.inference import StagedOutput, check_output_dir, load_for_inference, required_text, target_of
-from qkvmt.report import inspector_page
+from qkvmt.views.inspection import inspect_head
+from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference, required_text, target_of
+from qkvmt.views.report import inspector_page
 
 
 def inspect(cfg: DictConfig) -> dict:

@@ -10,16 +10,16 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.checkpoint import (
+from qkvmt.model.checkpoint import (
     average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
 )
-from qkvmt.training_faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt, StopOnNonFiniteLoss, last_checkpoint_path
+from qkvmt.training.faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt, StopOnNonFiniteLoss, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
-from qkvmt.hardware import choose_precision, detect
-from qkvmt.host_memory import RecordHostMemory, ReleaseFreedHostMemory, keep_freed_host_memory, training_need_mb, warn_if_short
-from qkvmt.progress import StepProgress
-from qkvmt.reference_aligner import check_aligner
+from qkvmt.training.hardware import choose_precision, detect
+from qkvmt.training.host_memory import RecordHostMemory, ReleaseFreedHostMemory, keep_freed_host_memory, training_need_mb, warn_if_short
+from qkvmt.training.progress import StepProgress
+from qkvmt.alignment.reference import check_aligner
 
 log = logging.getLogger(__name__)
 

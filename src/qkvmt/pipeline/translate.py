@@ -7,12 +7,12 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from qkvmt.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2
-from qkvmt.decoding import DecodeConfig
+from qkvmt.export.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
-from qkvmt.pipeline.inference import load_for_inference, required_text
-from qkvmt.sources import decode_line
-from qkvmt.translation import translate_lines
+from qkvmt.pipeline.runs import load_for_inference, required_text
+from qkvmt.text.sources import decode_line
+from qkvmt.decoding.lines import translate_lines
 
 
 def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:

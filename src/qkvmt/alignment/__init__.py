@@ -1,0 +1,5 @@
+"""Word alignment from attention: subwords grouped into words and links, gold sets and AER, the
+policy that reads links from a head, the supervised head's labels, reference aligners and
+symmetrization.
+
+A new reference aligner (beside eflomal) or a new gold-set format goes here."""

@@ -1,0 +1,120 @@
+"""Which cross-attention becomes word links: a typed, validated policy, and the extraction.
+
+A policy names a decoder layer, a head (or the layer's head average), the rows and a direction:
+
+* rows="predicting": target word j takes the rows of the decoder steps that *predict* its
+  subwords (Garg et al. 2019). Row t of a forced pass over `<s> y_1 .. y_m` predicts y_{t+1}, so
+  the rows line up with `y_1 .. y_m </s>`.
+* rows="reading": the rows of the steps that *read* its subwords as input (Shift-Att, Chen et al.
+  2020): the row reading y_t is row t, one further down, so row 0 (reading `<s>`) is dropped.
+* direction="target_to_source": each target word links to the source word it attends to most;
+  "source_to_target": each source word to the target word that attends to it most;
+  "intersection": the links both agree on.
+
+Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
+"""
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from qkvmt.alignment.links import Link, group_words, hard_links, word_groups, word_matrix
+from qkvmt.errors import UserError
+
+DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
+ROWS = ("predicting", "reading")
+
+
+def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
+    """Links (source word, target word) of a (target words, source words) matrix."""
+    t2s = hard_links(matrix)
+    if direction == "target_to_source":
+        return t2s
+    s2t = {(i, j) for j, i in hard_links(matrix.T)}
+    return s2t if direction == "source_to_target" else t2s & s2t
+
+
+def full_context_layer(meta: dict) -> int | None:
+    """The decoder layer a checkpoint's supervised head must be read from without the causal
+    mask (it was trained with full context), else None."""
+    sup = meta.get("alignment")
+    return sup["layer"] if sup and sup.get("full_context") else None
+
+
+@dataclass(frozen=True)
+class AlignmentPolicy:
+    layer: int  # 0-based decoder layer
+    head: int | str  # a head index, or "mean": the layer's head average
+    rows: str = "predicting"
+    direction: str = "target_to_source"
+
+    @classmethod
+    def validated(cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int) -> "AlignmentPolicy":
+        """A policy for a decoder of n_layers × n_heads; a negative layer counts from the end.
+        Every bad value is a UserError naming the `alignment.*` setting and what it accepts."""
+        head = str(head)
+        if not (head == "mean" or head.isdigit() and int(head) < n_heads):
+            raise UserError(f"alignment.head={head}: use mean, best, or a head 0..{n_heads - 1}")
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers <= layer < n_layers:
+            raise UserError(f"alignment.layer={layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
+        if direction not in DIRECTIONS:
+            raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
+        if rows not in ROWS:
+            raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
+        return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction)
+
+    @classmethod
+    def default_for(cls, meta: dict, n_layers: int, n_heads: int) -> "AlignmentPolicy":
+        """The policy for a checkpoint (its ckpt["qkvmt"] metadata): its supervised head read
+        in both directions and intersected if it was trained with one, else the penultimate
+        layer's head average, target→source (Garg et al.'s choice for plain attention).
+
+        Why the intersection for a supervised head: of the directions, it reproduces the
+        head's own training labels best on training pairs (docs/results.md), a choice made
+        without the gold links. The links then lean to precision, as eflomal's do."""
+        sup = meta.get("alignment")
+        if sup:
+            return cls.validated(sup["layer"], sup["head"], "predicting", "intersection", n_layers, n_heads)
+        return cls.validated(max(-2, -n_layers), "mean", "predicting", "target_to_source", n_layers, n_heads)  # a 1-layer decoder: its only layer
+
+    def one_way(self) -> "AlignmentPolicy":
+        """The same policy, target→source: each model's own direction, for symmetrizing two
+        models as a statistical aligner symmetrizes its forward and reverse runs."""
+        return replace(self, direction="target_to_source")
+
+    def head_weights(self, cross: np.ndarray) -> np.ndarray:
+        """(T, S) subword weights from cross-attention (L, H, T, S) of a forced pass; row t then
+        belongs to output token t (`y_1 .. y_m </s>`) for both row conventions."""
+        w = cross[self.layer].mean(axis=0) if self.head == "mean" else cross[self.layer, self.head]
+        return w if self.rows == "predicting" else w[1:]
+
+    def word_matrix(self, cross: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
+        """(target words, source words) weights; groups index output tokens and source tokens."""
+        return word_matrix(self.head_weights(cross), tgt_groups, src_groups)
+
+    def links(self, cross: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> set[Link]:
+        return directed_links(self.word_matrix(cross, tgt_groups, src_groups), self.direction)
+
+    def align_words(self, cross) -> "WordAlignment":
+        """The word alignment of one sentence's cross-attention map (a qkvmt.views.sentence_attention
+        AttentionMap of a forced pass: rows the output tokens, columns the source tokens)."""
+        src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
+        matrix = self.word_matrix(cross.weights, tgt_groups, src_groups)
+        return WordAlignment(
+            src_words=group_words(cross.cols, src_groups), tgt_words=group_words(cross.rows, tgt_groups),
+            src_groups=src_groups, tgt_groups=tgt_groups, matrix=matrix,
+            links=sorted(directed_links(matrix, self.direction)),
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class WordAlignment:
+    src_words: list[str]
+    tgt_words: list[str]
+    src_groups: list[list[int]]  # the subword positions of each word
+    tgt_groups: list[list[int]]
+    matrix: np.ndarray  # (target words, source words)
+    links: list[Link]  # (source word, target word), sorted

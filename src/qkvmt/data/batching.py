@@ -1,0 +1,173 @@
+"""Token ids on disk, token-budget batches and padding.
+
+Ids are cached as flat int32 arrays plus offsets and memory-mapped, so a corpus costs the
+process no more memory than the pages it touches. Batches hold at most `max_tokens` padded
+tokens and group sentences of similar length, so little of the budget goes to padding.
+"""
+
+import hashlib
+import itertools
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from qkvmt.alignment.supervision import label_matrix
+from qkvmt.files import hash_lines
+from qkvmt.model.inputs import Specials, build_inputs
+from qkvmt.text.tokenizer import encode
+
+
+class TokenizedCorpus(Dataset):
+    """Source and target token ids of one split, without special tokens.
+
+    On disk: {src,tgt}.ids hold every sentence's ids back to back (raw int32, memory-mapped),
+    {src,tgt}_off.npy where each sentence starts (N + 1 int64).
+    """
+
+    FORMAT = "ids-v3"  # part of the cache key: a new layout never reads an old cache
+
+    def __init__(self, folder: Path):
+        self.src, self.tgt = _memmap_ids(folder / "src.ids"), _memmap_ids(folder / "tgt.ids")
+        self.src_off = np.load(folder / "src_off.npy")  # (N + 1,) start of each sentence
+        self.tgt_off = np.load(folder / "tgt_off.npy")
+        self.src_lens = np.diff(self.src_off)
+        self.tgt_lens = np.diff(self.tgt_off)
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+    def __getitem__(self, i: int) -> tuple[int, np.ndarray, np.ndarray]:
+        i = int(i)
+        return i, self.src[self.src_off[i] : self.src_off[i + 1]], self.tgt[self.tgt_off[i] : self.tgt_off[i + 1]]
+
+    @classmethod
+    def cache_key(cls, tokenizer_json: str, src: list[str], tgt: list[str]) -> str:
+        h = hashlib.sha256(cls.FORMAT.encode())
+        h.update(tokenizer_json.encode())
+        for side in (src, tgt):
+            hash_lines(h, side)
+        return h.hexdigest()[:20]
+
+    @classmethod
+    def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000) -> "TokenizedCorpus":
+        """Encode once and reuse: the cache folder is keyed by tokenizer and text.
+
+        Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text
+        stays that of one chunk, whatever the corpus size.
+        """
+        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str(), src, tgt)
+        if not (folder / "tgt_off.npy").exists():
+            tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            for name, texts in (("src", src), ("tgt", tgt)):
+                offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+                with open(tmp / f"{name}.ids", "wb") as f:
+                    for i in range(0, len(texts), chunk):
+                        ids = encode(tokenizer, texts[i : i + chunk])
+                        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                        offsets[i + 1 : i + 1 + len(ids)] = offsets[i] + np.cumsum(lens)
+                        f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())).tobytes())
+                np.save(tmp / f"{name}_off.npy", offsets)
+            try:
+                tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
+            except OSError:
+                shutil.rmtree(tmp)
+        return cls(folder)
+
+
+def _memmap_ids(path: Path) -> np.ndarray:
+    # np.memmap cannot map an empty file
+    return np.memmap(path, dtype=np.int32, mode="r") if path.stat().st_size else np.zeros(0, np.int32)
+
+
+def token_budget_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
+    """Cut `order` (indices sorted by length) into batches whose padded size fits max_tokens."""
+    batches, start, longest = [], 0, 0
+    for pos, i in enumerate(order):
+        longest_new = max(longest, int(lengths[i]))
+        if pos > start and (pos - start + 1) * longest_new > max_tokens:
+            batches.append(order[start:pos])
+            start, longest_new = pos, int(lengths[i])
+        longest = longest_new
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches of at most `max_tokens` padded tokens, DDP-aware.
+
+    Training (`shuffle=True`): each epoch ties are shuffled and the batch order permuted with
+    (seed, epoch); the batch list is cut to a multiple of world_size and each rank takes every
+    world_size-th batch, so every rank runs the same number of steps and none waits forever in
+    a collective. A different tail is cut each epoch.
+    Evaluation (`shuffle=False`): each rank takes every world_size-th sentence by length, so
+    every sentence is in exactly one batch and each rank gets a share even of a tiny set.
+    """
+
+    def __init__(
+        self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
+        position: Callable[[], tuple[int, int]] | None = None,
+    ):
+        """position: called as each pass starts, gives (epoch, batches to skip), as set_epoch
+        takes them; a DataModule passes its trainer's epoch and its resume position."""
+        self.lengths = np.asarray(lengths)
+        self.position = position
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.skip = 0, 0
+        self.n_batches = len(token_budget_batches(self.lengths, max_tokens, np.argsort(self.lengths, kind="stable")))
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """Batch order of `epoch`, leaving out its first `skip` batches (already trained on
+        before a resume)."""
+        self.epoch, self.skip = epoch, skip
+
+    def batches(self) -> list[np.ndarray]:
+        """This rank's batches for the current epoch."""
+        if not self.shuffle:
+            order = np.argsort(self.lengths, kind="stable")[self.rank :: self.world_size]
+            return token_budget_batches(self.lengths, self.max_tokens, order)
+        rng = np.random.default_rng((self.seed, self.epoch))
+        perm = rng.permutation(len(self.lengths))
+        order = perm[np.argsort(self.lengths[perm], kind="stable")]  # sorted, ties in random order
+        batches = token_budget_batches(self.lengths, self.max_tokens, order)
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+        batches = batches[: len(batches) - len(batches) % self.world_size]
+        return batches[self.rank :: self.world_size]
+
+    def __len__(self) -> int:
+        return self.n_batches // self.world_size if self.shuffle else len(self.batches())
+
+    def __iter__(self):
+        if self.position is not None:
+            self.set_epoch(*self.position())
+        for b in self.batches()[self.skip :]:
+            yield b.tolist()
+
+
+class Collate:
+    """Pads a batch with qkvmt.model.inputs: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. With
+    max_len, longer sentences are cut to fit (training filters them out instead; a validation or
+    test pair is scored whole, and only its loss sees the cut). Items that carry subword links
+    (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, max_len: int | None = None):
+        self.specials, self.max_len = Specials(pad=pad_id, bos=bos_id, eos=eos_id), max_len
+
+    def __call__(self, items) -> dict:
+        x = build_inputs([item[1] for item in items], [item[2] for item in items], self.specials, self.max_len)
+        index = torch.tensor([item[0] for item in items])
+        batch = {"index": index, "src": x.src, "tgt_in": x.tgt_in, "tgt_out": x.tgt_out,
+                 "ntokens": int((x.tgt_out != self.specials.pad).sum())}
+        if len(items[0]) == 4:
+            # each side's tokens after build_inputs' cut, without </s>
+            real = [(t != self.specials.pad).sum(1) - 1 for t in (x.src, x.tgt_out)]
+            lengths = list(zip(*(r.tolist() for r in real)))
+            batch["align"] = label_matrix([item[3] for item in items], lengths, x.tgt_out.size(1), x.src.size(1))
+        return batch

@@ -1,0 +1,293 @@
+"""The LightningDataModule: raw text -> joint BPE -> cached ids -> token-budget batches."""
+
+import hashlib
+import logging
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from qkvmt.alignment.supervision import subword_links
+from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
+from qkvmt.errors import UserError
+from qkvmt.files import hash_lines
+from qkvmt.alignment.reference import cached_links
+from qkvmt.text.sources import read_parallel
+from qkvmt.text.tokenizer import SPECIALS, load_or_train
+
+log = logging.getLogger(__name__)
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Parallel data for one language pair.
+
+    source: a callable taking `root` (TextFiles or HFDataset, wired as a Hydra partial).
+    splits: the split names used for training, validation and test, e.g. test: test_2016_flickr.
+    max_tokens: padded tokens per training batch on each device; eval_max_tokens for val/test.
+    extra_train: more parallel text for training only, [{src: PATH, tgt: PATH}] (plain or .gz,
+        line-parallel), e.g. the sentences of a gold alignment set without their links: it
+        joins the training split for the BPE, the id cache and the batches. An entry's optional
+        `repeat: N` puts its pairs N times into every epoch's batches (a small corpus weighted up,
+        as fairseq's upsampling does); the tokenizer and the aligner still see each pair once.
+    alignment_links: None, or how to symmetrize eflomal's word links of the training pairs
+        (e.g. grow-diag-final-and): then each training batch carries them as `align`, (B, T, S)
+        subword labels for alignment-supervised training. Computed once, cached in cache_dir.
+    """
+
+    def __init__(
+        self,
+        source,
+        root: str,
+        src_lang: str,
+        tgt_lang: str,
+        splits: dict,
+        cache_dir: str,
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        max_tokens: int = 4096,
+        eval_max_tokens: int = 8192,
+        max_positions: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+        extra_train=(),
+        alignment_links: str | None = None,
+    ):
+        super().__init__()
+        for name, value, least in (("vocab_size", vocab_size, len(SPECIALS) + 1), ("min_frequency", min_frequency, 1),
+                                   ("max_tokens", max_tokens, 1), ("eval_max_tokens", eval_max_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
+        self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
+        self.source = source(root)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.splits = dict(splits)
+        self.cache_dir = Path(cache_dir)
+        self.vocab_size, self.min_frequency = vocab_size, min_frequency
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
+        self.max_positions = max_positions
+        self.num_workers, self.seed = num_workers, seed
+        self.alignment_links = alignment_links
+        self.tokenizer = None
+        self.links: list[np.ndarray | None] | None = None
+        self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
+        self.epoch_items: str | None = None  # a digest of the items an epoch is made of
+        self.resume_items: str | None = None  # the same, as the checkpoint resumed from recorded it
+        self.texts: dict[str, tuple[list[str], list[str]]] = {}
+        self.corpora: dict[str, TokenizedCorpus] = {}
+        self.resume_skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
+
+    def read(self, stage: str) -> tuple[list[str], list[str]]:
+        """Sentences of one stage ('train', 'val', 'test'), read once."""
+        if stage not in self.texts:
+            self.texts[stage] = self.source.read(self.splits[stage], self.src_lang, self.tgt_lang)
+        return self.texts[stage]
+
+    def training_pairs(self) -> tuple[list[str], list[str]]:
+        """Training sentences without empty pairs, which carry no signal (the count is reported)."""
+        if "train_nonempty" not in self.texts:
+            src, tgt = self.read("train")
+            repeats = [1] * len(src)
+            for src_path, tgt_path, repeat in self.extra_train:
+                more_src, more_tgt = read_parallel(src_path, tgt_path)
+                log.info("data.extra_train: %d pairs from %s and %s%s", len(more_src), src_path, tgt_path,
+                         f", each {repeat} times an epoch" if repeat > 1 else "")
+                src, tgt, repeats = src + more_src, tgt + more_tgt, repeats + [repeat] * len(more_src)
+            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
+            if not keep:
+                raise UserError(
+                    f"the training split {self.splits['train']!r} in {self.source.root} has no pair with text on "
+                    "both sides; check data.root and the files there"
+                )
+            if len(keep) < len(src):
+                log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
+            self.texts["train_nonempty"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+            self.repeats = np.array([repeats[i] for i in keep], dtype=np.int64)
+        return self.texts["train_nonempty"]
+
+    def load_tokenizer(self, path: Path):
+        """The run's joint BPE: loaded if the run already has one (resume), else trained on train."""
+
+        def texts():
+            src, tgt = self.training_pairs()
+            # Languages in a fixed order: a pair's joint BPE is the same for both directions,
+            # so a de->en and an en->de model can be symmetrized word for word.
+            return src + tgt if self.src_lang <= self.tgt_lang else tgt + src
+
+        src, tgt = self.training_pairs()
+        h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
+        for side in (src, tgt):
+            hash_lines(h, side)
+        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=h.hexdigest()[:20])
+        if self.tokenizer.get_vocab_size() > self.vocab_size:
+            log.warning(
+                "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
+                "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",
+                self.vocab_size, self.tokenizer.get_vocab_size() - len(SPECIALS), self.tokenizer.get_vocab_size(),
+            )
+        return self.tokenizer
+
+    def corpus(self, stage: str) -> TokenizedCorpus:
+        if stage not in self.corpora:
+            src, tgt = self.training_pairs() if stage == "train" else self.read(stage)
+            self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, src, tgt, self.cache_dir)
+        return self.corpora[stage]
+
+    def training_links(self) -> list[np.ndarray | None]:
+        """Subword (source, target) position pairs of each training pair's eflomal word links;
+        None for a pair whose subwords do not group into the whitespace words eflomal saw."""
+        if self.links is None:
+            src, tgt = self.training_pairs()
+            words = cached_links(src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir)
+            corpus = self.corpus("train")
+            names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
+            self.links = []
+            for k, (i, s_ids, t_ids) in enumerate(corpus):
+                tokens = [names[t] for t in s_ids], [names[t] for t in t_ids]
+                self.links.append(subword_links(words[k], *tokens, len(src[k].split()), len(tgt[k].split())))
+            unlabelled = sum(x is None for x in self.links)
+            log.info(
+                "eflomal links (%s) label %d of %d training pairs%s", self.alignment_links, len(self.links) - unlabelled,
+                len(self.links), f"; {unlabelled} whose subwords do not group into their words are left unlabelled" if unlabelled else "",
+            )
+        return self.links
+
+    def prepare_data(self) -> None:
+        # Runs on one process per node before the others read: builds the id caches (and the
+        # aligner's links) once.
+        for stage in ("train", "val", "test"):
+            self.corpus(stage)
+        if self.alignment_links:
+            self.training_links()
+
+    def train_dataloader(self) -> DataLoader:
+        corpus = self.corpus("train")
+        lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1  # + </s> or <s>
+        keep = np.flatnonzero(lengths <= self.max_positions)
+        if len(keep) < len(corpus):
+            log.warning(
+                "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
+            )
+        over = int((lengths[keep] > self.max_tokens).sum())
+        if over:
+            log.warning(
+                "data.max_tokens=%d is below the longest training pair (%d tokens): %d pairs get a batch of their own, "
+                "over the budget; set data.max_tokens to at least %d",
+                self.max_tokens, lengths[keep].max(), over, lengths[keep].max(),
+            )
+        # A repeated pair is several items of one epoch. Its copies have one length, so the
+        # length-bucketed batches often put them together: a weight on the pair more than
+        # separate exposures (as with fairseq's upsampling).
+        keep = np.repeat(keep, self.training_repeats()[keep])
+        self.epoch_items = hashlib.sha256(keep.tobytes()).hexdigest()[:16]
+        sampler = TokenBudgetBatchSampler(
+            lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
+        )
+        dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
+        return self._loader(_Subset(dataset, keep), sampler)
+
+    def training_repeats(self) -> np.ndarray:
+        """How often each training pair (of training_pairs()) enters an epoch."""
+        self.training_pairs()
+        return self.repeats
+
+    def position(self) -> tuple[int, int]:
+        """(epoch, batches to skip) for the training sampler as each epoch starts: the trainer's
+        epoch (Lightning hands an epoch to a sampler, not to a batch_sampler; ours shuffles by
+        (seed, epoch)), and after a resume the batches of that epoch already trained on."""
+        if self.resume_items is not None and self.resume_items != self.epoch_items:
+            # the skipped batches would be other batches than those trained on
+            raise UserError(
+                "the checkpoint was trained on other items per epoch than these settings give (data.extra_train's "
+                "repeat, data.max_positions or the files changed): resume with its settings, or start a new run folder"
+            )
+        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        return epoch, self.resume_skip.get(epoch, 0)
+
+    def state_dict(self) -> dict:
+        """The data position, saved with every checkpoint of a fit (Lightning restores step,
+        optimizer and scheduler): the epoch and its batches processed, which on a save at the
+        end of a batch counts that batch."""
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != "fit":
+            return {}
+        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+                "items": self.epoch_items}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.resume_skip = {state["epoch"]: state["batches_done"]}
+            self.resume_items = state.get("items")  # None from checkpoints older than the check
+
+    def val_dataloader(self) -> DataLoader:
+        return self.eval_dataloader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.eval_dataloader("test")
+
+    def eval_dataloader(self, stage: str) -> DataLoader:
+        corpus = self.corpus(stage)
+        lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1
+        sampler = TokenBudgetBatchSampler(lengths, self.eval_max_tokens, shuffle=False, **self._ranks())
+        return self._loader(corpus, sampler)
+
+    def _ranks(self) -> dict:
+        t = self.trainer
+        return {"rank": t.global_rank, "world_size": t.world_size} if t is not None else {}
+
+    def _loader(self, dataset, sampler) -> DataLoader:
+        cfg = self.tokenizer_ids()
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=Collate(**cfg, max_len=self.max_positions),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            # Its own generator: otherwise every new iterator (each epoch, each validation) draws
+            # from the global RNG that dropout uses, and a resumed run's masks would shift.
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+    def tokenizer_ids(self) -> dict:
+        tok = self.tokenizer
+        return {"pad_id": tok.token_to_id("<pad>"), "bos_id": tok.token_to_id("<s>"), "eos_id": tok.token_to_id("</s>")}
+
+
+def _extra_files(i: int, entry) -> tuple[Path, Path, int]:
+    if not hasattr(entry, "keys") or not {"src", "tgt"} <= set(entry.keys()) <= {"src", "tgt", "repeat"}:
+        raise UserError(
+            f"data.extra_train[{i}] is {entry!r}: each entry names two line-parallel files, "
+            "data.extra_train=[{src:PATH,tgt:PATH}], and may weight them up with repeat:N"
+        )
+    repeat = entry.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise UserError(f"data.extra_train[{i}].repeat={repeat!r}: give a whole number of at least 1 (times per epoch)")
+    return Path(str(entry["src"])), Path(str(entry["tgt"])), repeat
+
+
+class _Labelled:
+    """A corpus whose items carry their subword links as a fourth element (empty: unlabelled)."""
+
+    def __init__(self, corpus: TokenizedCorpus, links: list[np.ndarray | None]):
+        self.corpus, self.links = corpus, links
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def __getitem__(self, i: int):
+        links = self.links[int(i)]
+        return (*self.corpus[i], links if links is not None else np.zeros((0, 2), np.int32))
+
+
+class _Subset:
+    """A view of a corpus restricted to `keep`; items keep their index into the full corpus."""
+
+    def __init__(self, corpus, keep: np.ndarray):
+        self.corpus, self.keep = corpus, keep
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, i: int):
+        return self.corpus[self.keep[i]]

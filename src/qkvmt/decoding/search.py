@@ -1,0 +1,228 @@
+"""Greedy and batched beam search over the incremental decoder.
+
+Each step feeds only the newest token: decoder self-attention keys and values are cached per
+layer, and cross-attention keys and values are computed once per source sentence. With
+`use_cache=False` every step re-runs the whole prefix instead (the reference the cached path
+is tested against, and benchmarked against).
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from qkvmt.errors import UserError
+from qkvmt.model.transformer import Transformer
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 5
+    max_len_a: float = 1.5  # output length limit: a * source length + b tokens
+    max_len_b: int = 10
+    min_len: int = 1  # output tokens, EOS included, before EOS may be chosen
+    len_penalty: float = 1.0  # alpha; 0 ranks finished hypotheses by raw log-probability
+    len_penalty_style: str = "fairseq"  # fairseq: score / len^a; gnmt: score / ((5 + len) / 6)^a
+    use_cache: bool = True
+    max_tokens: int = 4096  # source tokens per batch (each sentence decodes beam_size rows)
+
+    def __post_init__(self):
+        if self.beam_size < 1:
+            raise UserError(f"decode.beam_size must be at least 1, got {self.beam_size}")
+        if self.min_len < 1:
+            raise UserError(f"decode.min_len must be at least 1 (EOS counts), got {self.min_len}")
+        if self.len_penalty_style not in ("fairseq", "gnmt"):
+            raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS and EOS
+    score: float  # length-normalised log-probability (beam) or the sum of log-probabilities (greedy)
+
+
+def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:
+    if cfg.len_penalty_style == "gnmt":
+        return ((5.0 + length) / 6.0) ** cfg.len_penalty
+    return length.float() ** cfg.len_penalty
+
+
+class Stepper:
+    """Next-token scores, with or without the KV cache, within length limits."""
+
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, limit: Tensor, cfg: DecodeConfig):
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.limit = limit  # (N,) output tokens allowed per row, EOS included
+        self.first_limit = int(limit.min())  # before it, no row is at its limit (known on the host)
+        self.state = model.new_state() if cfg.use_cache else None
+        self.min_len = cfg.min_len
+        c = model.cfg
+        self.banned = torch.tensor([c.pad_id, c.bos_id], device=limit.device)
+
+    def __call__(self, prefix: Tensor) -> tuple[Tensor, Tensor]:
+        """prefix: (N, t + 1) BOS and the t tokens so far -> logits (N, V) and their log
+        normaliser (N, 1), both float32: log P(token) = logits - normaliser.
+
+        Search ranks the logits and normalises only the few it keeps, which spares a
+        log_softmax over the whole vocabulary each step. <pad> and <s> never appear inside an
+        output; EOS waits for min_len; a row at its length limit can only end (EOS keeps its
+        own probability, so scores stay comparable).
+        """
+        c = self.model.cfg
+        ids = prefix[:, -1:] if self.state is not None else prefix
+        logits, _, _ = self.model.decode(ids, self.memory, self.src_mask, self.state, last_only=True)
+        logits = logits[:, -1].float()
+        norm = logits.logsumexp(dim=-1, keepdim=True)
+        n_out = prefix.size(1)  # output length if this step ends the row
+        logits.index_fill_(1, self.banned, float("-inf"))
+        near_limit = n_out >= self.first_limit
+        if near_limit:
+            eos = logits[:, c.eos_id].clone()
+        if n_out < self.min_len:
+            logits[:, c.eos_id] = float("-inf")
+        if near_limit:  # the length limit wins over min_len
+            at_limit = n_out >= self.limit  # (N,)
+            logits.masked_fill_(at_limit[:, None], float("-inf"))
+            logits[:, c.eos_id] = torch.where(at_limit, eos, logits[:, c.eos_id])
+        return logits, norm
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Row i continues row index[i], a beam of the same sentence (the number of rows may
+        grow, as after the first step); the source and its mask are shared by a sentence's
+        beams and stay."""
+        self.limit = self.limit.index_select(0, index)
+        if self.state is not None:
+            self.state.reorder_beams(index)
+
+
+def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
+    """(B,) number of output tokens allowed, EOS included, within the model's positions, for
+    source rows of src_len tokens (</s> included)."""
+    limit = (cfg.max_len_a * src_len.float() + cfg.max_len_b).long()
+    return limit.clamp(1, max_positions - 1)
+
+
+@torch.inference_mode()
+def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
+    c = model.cfg
+    memory, src_mask, _ = model.encode(src)
+    limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)
+    step = Stepper(model, memory, src_mask, limit, cfg)
+    b = src.size(0)
+    prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
+    scores = torch.zeros(b, device=src.device)
+    done = torch.zeros(b, dtype=torch.bool, device=src.device)
+    for _ in range(int(limit.max())):
+        logits, norm = step(prefix)
+        best, token = logits.max(dim=-1)
+        token = token.masked_fill(done, c.pad_id)
+        scores += (best - norm[:, 0]).masked_fill(done, 0.0)
+        prefix = torch.cat([prefix, token[:, None]], dim=1)
+        done |= token == c.eos_id
+        if done.all():
+            break
+    return [Hypothesis(_strip(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
+
+
+@torch.inference_mode()
+def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
+    """Batched beam search: B sentences × K beams advance together as B*K decoder rows.
+
+    Each step takes the top 2K continuations per sentence, so K continue even if some end in
+    EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
+    has K of them, or when it reaches its length limit. All bookkeeping is tensor operations,
+    with no Python work per hypothesis; each step reads back only whether any sentence is still
+    active and which cache rows move.
+    """
+    c, k = model.cfg, cfg.beam_size
+    if 2 * k > c.vocab_size:
+        raise UserError(f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.vocab_size})")
+    b, dev = src.size(0), src.device
+    memory, src_mask, _ = model.encode(src)
+    limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)  # (B,)
+    max_t = int(limit.max())
+    # The beams of a sentence share its memory (B rows): cross-attention folds them together.
+    # All K beams would start identical, so the first step runs one row per sentence.
+    step = Stepper(model, memory, src_mask, limit, cfg)
+    prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=dev)
+    scores = torch.zeros(b, 1, device=dev)
+    width = 1  # live rows per sentence: 1 at the first step, K after
+    # Finished hypotheses: K slots per sentence plus slot K, where unselected candidates land.
+    fin_scores = torch.full((b, k + 1), float("-inf"), device=dev)
+    fin_tokens = torch.full((b, k + 1, max_t), c.pad_id, dtype=torch.long, device=dev)
+    fin_count = torch.zeros(b, dtype=torch.long, device=dev)
+    active = torch.ones(b, dtype=torch.bool, device=dev)
+    first_k = torch.arange(2 * k, device=dev) < k
+    per_row = 2 * k
+    for t in range(max_t):
+        # The best 2K continuations of a sentence are among the best 2K of each of its beams,
+        # so rank each row's vocabulary first, then only K * 2K candidates per sentence.
+        logits, log_norm = step(prefix)
+        row_logits, row_tokens = logits.topk(per_row, dim=-1)  # (B*W, 2K)
+        cand = (scores[:, :, None] + (row_logits - log_norm).view(b, width, per_row)).view(b, width * per_row)
+        top_scores, top_ids = cand.topk(2 * k, dim=-1)  # (B, 2K)
+        beam = top_ids // per_row
+        token = row_tokens.view(b, width * per_row).gather(1, top_ids)
+        is_eos = (token == c.eos_id) & torch.isfinite(top_scores)
+
+        # Finalise EOS candidates that rank among the top K of their sentence, while slots last.
+        take = is_eos & first_k & active[:, None]
+        rank = take.long().cumsum(dim=1) - 1 + fin_count[:, None]  # (B, 2K) slot of each candidate
+        take &= rank < k
+        slot = torch.where(take, rank, k)
+        normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
+        fin_scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
+        sel_tokens = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
+        fin_tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(b, 2 * k, t), sel_tokens)
+        fin_count += take.sum(dim=1)
+        active &= (fin_count < k) & (t + 1 < limit)
+        if not active.any():
+            break
+
+        # Continue with the best K non-EOS candidates of each sentence.
+        cont_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        keep_scores, keep = cont_scores.topk(k, dim=-1)  # (B, K)
+        if width == k:  # beams are a set: order them so that rows continuing themselves stay put
+            order = stable_order(beam.gather(1, keep))
+            keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
+        src_rows = (torch.arange(b, device=dev)[:, None] * width + beam.gather(1, keep)).view(-1)  # (B*K,)
+        scores = keep_scores.masked_fill(~active[:, None], float("-inf"))
+        prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
+        step.reorder_beams(src_rows)
+        width = k
+    best_score, best = fin_scores[:, :k].max(dim=1)
+    best_tokens = fin_tokens[torch.arange(b, device=dev), best]  # (B, max_t)
+    return [
+        Hypothesis(_strip(row, c.eos_id, c.pad_id) if n else [], float(s))
+        for row, s, n in zip(best_tokens.tolist(), best_score.tolist(), fin_count.tolist())
+    ]
+
+
+def stable_order(parent: Tensor) -> Tensor:
+    """parent: (B, K) the beam each new hypothesis extends -> (B, K) an order of them in which
+    as many as possible sit in their parent's slot: the first child of each parent takes its
+    parent's slot, the others fill the free slots in turn. A row that extends itself keeps its
+    KV cache where it is, so reordering copies only the rows that really move."""
+    b, k = parent.shape
+    j = torch.arange(k, device=parent.device)
+    same_earlier = (parent[:, :, None] == parent[:, None, :]) & (j[None, None, :] < j[None, :, None])  # (B, K, K)
+    first = ~same_earlier.any(dim=-1)  # (B, K): the first child of its parent
+    taken = ((parent[:, :, None] == j) & first[:, :, None]).any(dim=1)  # (B, K) slot claimed by a first child
+    free_slots = taken.long().argsort(dim=1, stable=True)  # free slots first, in order
+    rank = (~first).long().cumsum(dim=1) - 1  # the other children, numbered in order
+    slot = torch.where(first, parent, free_slots.gather(1, rank.clamp(min=0)))
+    return torch.empty_like(slot).scatter_(1, slot, j.expand(b, k))  # slot -> child
+
+
+def generate(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
+    """One hypothesis per source row: greedy for beam_size 1, beam search otherwise."""
+    return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)
+
+
+def _strip(tokens: list[int], eos: int, pad: int) -> list[int]:
+    out = []
+    for tok in tokens:
+        if tok in (eos, pad):
+            break
+        out.append(tok)
+    return out

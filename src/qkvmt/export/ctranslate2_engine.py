@@ -1,0 +1,94 @@
+"""Translation with an exported CTranslate2 model folder (qkvmt.export.to_ctranslate2).
+
+Text becomes subwords with the run's own tokenizer and `qkvmt.text.tokenizer.encode`, exactly as for
+our decoder, and the search settings are translated to CTranslate2's:
+
+    ours (DecodeConfig)                        CTranslate2 translate_batch
+    beam_size, len_penalty (fairseq style)     beam_size, length_penalty: score / length^alpha
+    limit = a·(source + </s>) + b, EOS incl.   max_decoding_length = limit - 1, per sentence
+    min_len (EOS included)                     min_decoding_length = min_len - 1
+    <pad> and <s> never generated              suppress_sequences
+
+Sentences are grouped by their length limit, so each gets exactly our limit. One difference
+stays: at the limit our search forces </s> and counts its probability, CTranslate2 just stops,
+so a beam that reaches the limit may rank differently (README, "Deploying").
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.errors import UserError
+from qkvmt.export.to_ctranslate2 import METADATA, TOKENIZER, require_ctranslate2
+from qkvmt.text.tokenizer import BOS, PAD, decode
+from qkvmt.decoding.lines import encode_sources
+
+
+@dataclass
+class CTranslate2Model:
+    translator: object  # ctranslate2.Translator
+    tokenizer: Tokenizer
+    meta: dict  # qkvmt.json: languages, the run's decoding settings, the model config
+
+    @property
+    def max_positions(self) -> int:
+        return self.meta["model_config"]["max_positions"]
+
+
+def load_ctranslate2(model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0) -> CTranslate2Model:
+    """A folder written by `scripts/export.py format=ctranslate2`."""
+    ct2 = require_ctranslate2()
+    folder = Path(model_dir) if model_dir else None
+    if folder is None:
+        raise UserError("engine=ctranslate2 needs model_dir=<folder written by scripts/export.py format=ctranslate2>")
+    missing = [n for n in ("model.bin", METADATA, TOKENIZER) if not (folder / n).is_file()]
+    if not folder.is_dir() or missing:
+        what = "is not a folder" if not folder.is_dir() else f"has no {', '.join(missing)}"
+        raise UserError(f"model_dir={folder} {what}: give a folder written by scripts/export.py format=ctranslate2")
+    try:
+        translator = ct2.Translator(str(folder), device=device, compute_type=compute_type, intra_threads=threads)
+    except (RuntimeError, ValueError) as e:
+        raise UserError(f"model_dir={folder}: CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
+    meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    return CTranslate2Model(translator, Tokenizer.from_file(str(folder / TOKENIZER)), meta)
+
+
+def search_options(cfg: DecodeConfig) -> dict:
+    """CTranslate2's translate_batch options for our decoding settings (the length limit aside)."""
+    if cfg.len_penalty_style != "fairseq" and cfg.len_penalty != 0:
+        raise UserError(
+            f"decode.len_penalty_style={cfg.len_penalty_style}: CTranslate2 normalises by length^alpha only; "
+            "use decode.len_penalty_style=fairseq (or decode.len_penalty=0)"
+        )
+    return {
+        "beam_size": cfg.beam_size,
+        "length_penalty": cfg.len_penalty,
+        "min_decoding_length": cfg.min_len - 1,
+        "suppress_sequences": [[PAD], [BOS]],
+        "max_input_length": 0,  # sources are cut to the model's positions here, as ours are
+        "max_batch_size": cfg.max_tokens,
+        "batch_type": "tokens",
+    }
+
+
+def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg: DecodeConfig) -> list[str]:
+    """Detokenized translations of `lines`, in order; an empty line stays empty."""
+    tok = engine.tokenizer
+    ids = encode_sources(tok, lines, engine.max_positions)  # warns of sentences cut to fit
+    src = [[tok.id_to_token(i) for i in x[: engine.max_positions - 1]] for x in ids]
+    limits = max_lengths(torch.tensor([len(x) + 1 for x in src]), cfg, engine.max_positions).numpy()
+    options = search_options(cfg)
+    out: list[list[int]] = [[] for _ in lines]
+    for limit in np.unique(limits):
+        rows = [i for i in np.flatnonzero(limits == limit) if src[i]]
+        if not rows:
+            continue
+        results = engine.translator.translate_batch([src[i] for i in rows], max_decoding_length=int(limit) - 1, **options)
+        for i, r in zip(rows, results):
+            out[i] = [tok.token_to_id(t) for t in r.hypotheses[0]]
+    return decode(tok, out)

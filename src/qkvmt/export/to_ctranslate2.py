@@ -1,0 +1,144 @@
+"""A trained model as a CTranslate2 model folder, built with CTranslate2's own spec API.
+
+Our layers map one to one onto `ctranslate2.specs.TransformerSpec`:
+
+    ours                                   CTranslate2
+    src/tgt tokens (× √d, tied)            encoder.embeddings[0] / decoder.embeddings (scaled)
+    sinusoidal_positions(max_positions)    position_encodings.encodings, stored explicitly:
+                                           CTranslate2's own table puts all sines before all
+                                           cosines, ours interleaves them
+    self_attn.w_qkv (3D, D)                self_attention.linear[0] (fused Q, K, V)
+    cross_attn.w_qkv                       attention.linear[0] = the W_Q rows, linear[1] = W_K, W_V
+    w_o, fc1, fc2                          linear[-1], ffn.linear_0, ffn.linear_1
+    Residual.norm (post- or pre-LN)        the sub-layer's layer_norm; pre_norm picks where it runs
+    encoder_norm / decoder_norm (pre-LN)   encoder.layer_norm / decoder.layer_norm
+    output (tied)                          decoder.projection
+
+The joint vocabulary is registered for both sides, the source gets its </s> from the model's
+config (add_source_eos), and tokenizer.json and qkvmt.json (languages, decoding settings, model
+config) travel in the folder, so `translate.py engine=ctranslate2 model_dir=...` needs nothing else.
+"""
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.errors import UserError
+from qkvmt.files import write_json
+from qkvmt.model.transformer import Transformer, sinusoidal_positions
+from qkvmt.text.tokenizer import BOS, EOS, UNK
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
+METADATA = "qkvmt.json"
+TOKENIZER = "tokenizer.json"
+
+
+def require_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError("CTranslate2 is not installed: pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)") from None
+    return ctranslate2
+
+
+def check_quantization(quantization: str) -> None:
+    if quantization not in QUANTIZATIONS:
+        raise UserError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+
+
+def vocabulary(tokenizer: Tokenizer) -> list[str]:
+    """The token of every id, in id order."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))):
+        raise UserError("the checkpoint's tokenizer has gaps in its ids; CTranslate2 needs one token per id")
+    return tokens
+
+
+def build_spec(model: Transformer, tokenizer: Tokenizer):
+    """The `TransformerSpec` of `model`, its weights set, its vocabulary registered."""
+    ct2 = require_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    c = model.cfg
+    spec = transformer_spec.TransformerSpec.from_config(
+        (c.encoder_layers, c.decoder_layers), c.n_heads, pre_norm=c.norm_first,
+        activation=common_spec.Activation.RELU,
+    )
+    positions = sinusoidal_positions(c.max_positions, c.d_model)
+    enc, dec = spec.encoder, spec.decoder
+    enc.embeddings[0].weight = _np(model.src_embed.tokens.weight)
+    dec.embeddings.weight = _np(model.tgt_embed.tokens.weight)
+    enc.position_encodings.encodings = _np(positions)
+    dec.position_encodings.encodings = _np(positions)
+    enc.scale_embeddings = dec.scale_embeddings = True
+    for layer, ours in zip(enc.layer, model.encoder_layers):
+        _linear(layer.self_attention.linear[0], ours.self_attn.w_qkv)
+        _linear(layer.self_attention.linear[1], ours.self_attn.w_o)
+        _norm(layer.self_attention.layer_norm, ours.attn_block.norm)
+        _ffn(layer.ffn, ours.ffn, ours.ffn_block.norm)
+    for layer, ours in zip(dec.layer, model.decoder_layers):
+        _linear(layer.self_attention.linear[0], ours.self_attn.w_qkv)
+        _linear(layer.self_attention.linear[1], ours.self_attn.w_o)
+        _norm(layer.self_attention.layer_norm, ours.self_block.norm)
+        cross, d = ours.cross_attn.w_qkv, c.d_model
+        _linear(layer.attention.linear[0], cross, rows=slice(0, d))  # W_Q
+        _linear(layer.attention.linear[1], cross, rows=slice(d, None))  # W_K, W_V
+        _linear(layer.attention.linear[2], ours.cross_attn.w_o)
+        _norm(layer.attention.layer_norm, ours.cross_block.norm)
+        _ffn(layer.ffn, ours.ffn, ours.ffn_block.norm)
+    if c.norm_first:
+        _norm(enc.layer_norm, model.encoder_norm)
+        _norm(dec.layer_norm, model.decoder_norm)
+    dec.projection.weight = _np(model.output.weight)
+    tokens = vocabulary(tokenizer)
+    if len(tokens) != c.vocab_size:
+        raise UserError(f"the tokenizer has {len(tokens)} tokens but the model {c.vocab_size}: the checkpoint is inconsistent")
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
+    spec.config.decoder_start_token = BOS
+    spec.config.add_source_eos = True  # our source rows are x_1 .. x_n </s>
+    spec.config.layer_norm_epsilon = model.decoder_layers[0].ffn_block.norm.eps
+    return ct2, spec
+
+
+def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: dict, out: Path, quantization: str = "float32") -> None:
+    """Write the CTranslate2 model folder into `out` (an empty folder)."""
+    check_quantization(quantization)
+    _, spec = build_spec(model, tokenizer)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    spec.save(str(out))
+    tokenizer.save(str(out / TOKENIZER))
+    write_metadata(out, "ctranslate2", model, meta, quantization=quantization)
+
+
+def write_metadata(out: Path, fmt: str, model: Transformer, meta: dict, **extra) -> None:
+    """qkvmt.json of an export folder: its format, the languages, the run's decoding settings
+    and the model config, read back by translate.py engine=ctranslate2."""
+    write_json(out / METADATA, {
+        "format": fmt, **extra, "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
+        "decode": meta.get("decode", {}), "model_config": model.cfg.to_dict(),
+    })
+
+
+def _np(t: torch.Tensor):
+    return t.detach().float().cpu().contiguous().numpy()
+
+
+def _linear(spec, linear: torch.nn.Linear, rows: slice = slice(None)) -> None:
+    spec.weight = _np(linear.weight[rows])
+    if linear.bias is not None:
+        spec.bias = _np(linear.bias[rows])
+
+
+def _norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
+
+
+def _ffn(spec, ffn, norm: torch.nn.LayerNorm) -> None:
+    _linear(spec.linear_0, ffn.fc1)
+    _linear(spec.linear_1, ffn.fc2)
+    _norm(spec.layer_norm, norm)

@@ -1,0 +1,142 @@
+"""A trained model as a Hugging Face `MarianMTModel` folder: config, safetensors weights and a
+fast tokenizer, which `transformers` opens offline (and bertviz, through it).
+
+Marian is the post-LN encoder-decoder of Vaswani et al. with sinusoidal positions, tied
+embeddings scaled by √d and biased projections: our post-LN model, layer for layer. One thing
+differs: Marian's position table puts all sines before all cosines, ours interleaves them
+(columns 2i, 2i+1 = sin, cos of frequency i). Both tables hold the same columns, so the
+export renames the model's d coordinates of the residual stream with that permutation:
+
+    Marian column j  =  our column PERM[j],   PERM = [0, 2, 4, ..., 1, 3, 5, ...]
+
+Every weight that reads the residual stream takes its input columns in that order, every
+weight and bias that writes it (and each layer norm) its output rows. The network computes
+the same function, and Marian's own position table, which it rebuilds when it loads, is then
+exactly ours. Attention's heads and the feed-forward inner units are not renamed.
+"""
+
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, normalizers, processors
+
+from qkvmt.errors import UserError
+from qkvmt.export.to_ctranslate2 import write_metadata
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import BOS, EOS, PAD, UNK
+
+def require_transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise UserError("transformers is not installed: pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)") from None
+    return transformers
+
+
+def residual_permutation(d_model: int) -> torch.Tensor:
+    """PERM: Marian's residual coordinate j is our coordinate PERM[j]."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
+    """Our weights under Marian's names, the residual stream's coordinates permuted."""
+    c = model.cfg
+    p, d = residual_permutation(c.d_model), c.d_model
+    sd: dict[str, torch.Tensor] = {}
+
+    def reads(name: str, linear: torch.nn.Linear, rows: slice = slice(None)) -> None:  # input: residual
+        sd[name + ".weight"] = linear.weight[rows][:, p]
+        sd[name + ".bias"] = linear.bias[rows]
+
+    def writes(name: str, linear: torch.nn.Linear) -> None:  # output: residual
+        sd[name + ".weight"] = linear.weight[p]
+        sd[name + ".bias"] = linear.bias[p]
+
+    def norm(name: str, ln: torch.nn.LayerNorm) -> None:
+        sd[name + ".weight"], sd[name + ".bias"] = ln.weight[p], ln.bias[p]
+
+    def attention(name: str, attn) -> None:
+        for i, proj in enumerate(("q_proj", "k_proj", "v_proj")):
+            reads(f"{name}.{proj}", attn.w_qkv, slice(i * d, (i + 1) * d))
+        writes(f"{name}.out_proj", attn.w_o)
+
+    def ffn(name: str, f) -> None:
+        reads(f"{name}.fc1", f.fc1)
+        writes(f"{name}.fc2", f.fc2)
+
+    embed = model.src_embed.tokens.weight[:, p]
+    sd["model.shared.weight"] = sd["model.encoder.embed_tokens.weight"] = sd["model.decoder.embed_tokens.weight"] = embed
+    sd["lm_head.weight"] = model.output.weight[:, p]
+    sd["final_logits_bias"] = torch.zeros(1, c.vocab_size)
+    positions = model.src_embed.positions[:, p]  # equal to Marian's own table
+    sd["model.encoder.embed_positions.weight"] = sd["model.decoder.embed_positions.weight"] = positions
+    for i, layer in enumerate(model.encoder_layers):
+        name = f"model.encoder.layers.{i}"
+        attention(f"{name}.self_attn", layer.self_attn)
+        norm(f"{name}.self_attn_layer_norm", layer.attn_block.norm)
+        ffn(name, layer.ffn)
+        norm(f"{name}.final_layer_norm", layer.ffn_block.norm)
+    for i, layer in enumerate(model.decoder_layers):
+        name = f"model.decoder.layers.{i}"
+        attention(f"{name}.self_attn", layer.self_attn)
+        norm(f"{name}.self_attn_layer_norm", layer.self_block.norm)
+        attention(f"{name}.encoder_attn", layer.cross_attn)
+        norm(f"{name}.encoder_attn_layer_norm", layer.cross_block.norm)
+        ffn(name, layer.ffn)
+        norm(f"{name}.final_layer_norm", layer.ffn_block.norm)
+    return {k: v.detach().float().contiguous().clone() for k, v in sd.items()}
+
+
+def check_exportable(model: Transformer) -> None:
+    c = model.cfg
+    if c.norm_first:
+        raise UserError("format=huggingface: Marian is post-LN, this model is pre-LN (model.norm_first=true); use format=ctranslate2")
+    if not c.tie_embeddings:
+        raise UserError("format=huggingface: Marian shares one embedding; this model has separate ones (model.tie_embeddings=false); use format=ctranslate2")
+    if c.d_model % 2:
+        raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
+
+
+def marian_config(model: Transformer):
+    transformers = require_transformers()
+    c = model.cfg
+    return transformers.MarianConfig(
+        vocab_size=c.vocab_size, decoder_vocab_size=c.vocab_size, d_model=c.d_model,
+        encoder_layers=c.encoder_layers, decoder_layers=c.decoder_layers,
+        encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads,
+        encoder_ffn_dim=c.ffn_dim, decoder_ffn_dim=c.ffn_dim, activation_function="relu",
+        max_position_embeddings=c.max_positions, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        dropout=c.dropout, attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
+        pad_token_id=c.pad_id, bos_token_id=c.bos_id, eos_token_id=c.eos_id,
+        decoder_start_token_id=c.bos_id, forced_eos_token_id=c.eos_id,
+    )
+
+
+def fast_tokenizer(tokenizer: Tokenizer):
+    """Our tokenizer as a `PreTrainedTokenizerFast` that encodes text as qkvmt.text.tokenizer.encode
+    does (whitespace runs are one space, ends stripped) and ends a source with </s>."""
+    transformers = require_transformers()
+    tok = Tokenizer.from_str(tokenizer.to_str())
+    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(), tok.normalizer])
+    tok.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, tok.token_to_id(EOS))])
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK, model_max_length=None,
+    )
+
+
+def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: dict, out: Path) -> None:
+    """Write the MarianMTModel folder into `out` (an empty folder)."""
+    check_exportable(model)
+    transformers = require_transformers()
+    hf = transformers.MarianMTModel(marian_config(model))
+    missing, unexpected = hf.load_state_dict(marian_state_dict(model), strict=False)
+    if unexpected or [k for k in missing if not k.endswith("embed_positions.weight")]:
+        raise RuntimeError(f"Marian weights do not match: missing {missing}, unexpected {unexpected}")
+    hf.generation_config.bad_words_ids = [[model.cfg.pad_id], [model.cfg.bos_id]]  # as our search: never generated
+    hf.generation_config.num_beams = meta.get("decode", {}).get("beam_size", 1)
+    hf.generation_config.max_length = model.cfg.max_positions
+    transformers.utils.logging.disable_progress_bar()  # a bar for writing one small file is noise
+    hf.save_pretrained(str(out))
+    fast_tokenizer(tokenizer).save_pretrained(str(out))
+    write_metadata(out, "huggingface", model, meta)

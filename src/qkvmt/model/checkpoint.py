@@ -1,0 +1,180 @@
+"""Self-contained checkpoints: load safely, rebuild model and tokenizer from the file alone.
+
+A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is read with
+`torch.load(weights_only=True)`, which refuses to run pickled code.
+"""
+
+import pickle
+import warnings
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.model.config import ModelConfig
+from qkvmt.errors import UserError
+from qkvmt.model.transformer import Transformer
+
+
+# What inference reads from ckpt["qkvmt"], and the type each must have.
+META = {"model_config": dict, "tokenizer": str, "src_lang": str, "tgt_lang": str}
+USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
+
+
+def load_checkpoint(path) -> dict:
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"ckpt_path={path} is a folder; set it to a .ckpt file in it (e.g. last.ckpt)")
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}; set ckpt_path to a .ckpt file")
+    try:
+        with warnings.catch_warnings():
+            # An unusual pickle protocol only means the load below fails, which is reported.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
+        if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
+            raise UserError(
+                f"{path} holds code or objects that are not plain data; refusing to load it ({_brief(e)}); {USE_ANOTHER}"
+            ) from None
+        raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}") from None
+    meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
+    bad = [k for k, kind in META.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
+    if bad or not isinstance(ckpt.get("state_dict"), dict):
+        what = f"no {', '.join(bad)} in its metadata" if isinstance(meta, dict) and bad else "no qkvmt metadata or weights"
+        raise UserError(f"{path} is not a qkvmt checkpoint ({what}); {USE_ANOTHER}")
+    return ckpt
+
+
+def _brief(e: Exception) -> str:
+    """One line about a loading error: torch's messages run over several lines and sentences."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    key = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
+    return f"{type(e).__name__}: {key.split('. ')[0]}" if key else type(e).__name__
+
+
+def model_weights(ckpt: dict) -> dict:
+    """The Transformer's own weights, without the LightningModule's `model.` prefix."""
+    return {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+
+
+def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
+    meta = ckpt["qkvmt"]
+    try:
+        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+    except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
+        raise UserError(f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}") from None
+    weights = model_weights(ckpt)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise UserError(
+            f"{path}: the weights do not fit the model configuration stored with them "
+            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); it was edited or belongs to another model; {USE_ANOTHER}"
+        ) from None
+    model.eval()
+    try:
+        tokenizer = Tokenizer.from_str(meta["tokenizer"])
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
+        raise UserError(f"{path}: the tokenizer stored in it is not readable ({_brief(e)}); {USE_ANOTHER}") from None
+    return model, tokenizer
+
+
+def _mismatch(expected: dict, found: dict) -> str:
+    """The first weight that is missing, extra or of another shape than the model expects ("" if none)."""
+    for name, tensor in expected.items():
+        if name not in found:
+            return f"no weight {name}"
+        shape = tuple(getattr(found[name], "shape", ()))
+        if shape != tuple(tensor.shape):
+            return f"{name} is {shape}, but the stored configuration needs {tuple(tensor.shape)}"
+    extra = sorted(set(found) - set(expected))
+    return f"unexpected weight {extra[0]}" if extra else ""
+
+
+def load_model(path) -> tuple[Transformer, Tokenizer, dict]:
+    """Model (in eval mode), tokenizer and metadata (languages, config) from one checkpoint file."""
+    ckpt = load_checkpoint(path)
+    model, tok = build_model(ckpt, path)
+    return model, tok, ckpt["qkvmt"]
+
+
+def resolve_average(ckpt_path, average=None) -> list[Path]:
+    """The checkpoint files an evaluation uses.
+
+    average=None: just ckpt_path. average="lastN": the N most recent step*.ckpt next to ckpt_path
+    (or in it, if it is a folder). average=[paths]: those files.
+    """
+    ckpt_path = Path(ckpt_path) if ckpt_path else None
+    if average is None:
+        if ckpt_path is None:
+            raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
+        return [ckpt_path]
+    if isinstance(average, str):
+        n = last_n(average)
+        if n is None:
+            raise UserError(f"average={average!r}: use lastN (e.g. last5) or a list of checkpoint paths")
+        if ckpt_path is None:
+            raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
+        folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
+        found = recent_checkpoints(folder, n)
+        if len(found) < n:
+            raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
+        return found
+    paths = [Path(p) for p in average]
+    seen = {}
+    for p in paths:
+        key = p.resolve()
+        if key in seen:
+            raise UserError(
+                f"average lists {seen[key]} more than once (as {p}): each checkpoint counts once; give distinct checkpoints"
+            )
+        seen[key] = p
+    return paths
+
+
+def check_resumable(path: Path, model_config: dict, setting: str = "resume") -> None:
+    """Refuse to resume from a checkpoint of another model, naming the settings that differ,
+    before the run writes anything (vocabulary size and special ids come from the tokenizer)."""
+    stored = load_checkpoint(path)["qkvmt"]["model_config"]
+    from_tokenizer = ("vocab_size", "pad_id", "bos_id", "eos_id")
+    differ = [k for k in model_config if k not in from_tokenizer and stored.get(k) != model_config[k]]
+    if differ:
+        raise UserError(
+            f"{setting}={path} holds a model with "
+            + ", ".join(f"model.{k}={stored.get(k)}" for k in differ)
+            + " but this run asks for "
+            + ", ".join(f"model.{k}={model_config[k]}" for k in differ)
+            + ": resume with the settings it was trained with, or start afresh in another folder (hydra.run.dir=...)"
+        )
+
+
+def last_n(spec: str) -> int | None:
+    """N of "lastN" (N > 0), else None."""
+    spec = str(spec)
+    return int(spec[4:]) if spec.startswith("last") and spec[4:].isdigit() and int(spec[4:]) > 0 else None
+
+
+def checkpoint_step(path: Path) -> int:
+    """The global step a checkpoint was saved at; memory-mapped, so no weights are read."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"]
+
+
+def recent_checkpoints(folder: Path, n: int) -> list[Path]:
+    """The (at most) n most recent step*.ckpt files a run's validations wrote, oldest first."""
+    return sorted(Path(folder).glob("step*.ckpt"))[-n:]  # zero-padded step numbers sort in order
+
+
+def average_checkpoints(paths: list[Path]) -> dict:
+    """A checkpoint whose weights are the mean of the given ones' (Vaswani et al. averaged 5-20)."""
+    first = load_checkpoint(paths[0])
+    meta = first["qkvmt"]
+    total = {k: v.double() for k, v in model_weights(first).items()}
+    for p in paths[1:]:
+        ckpt = load_checkpoint(p)
+        if ckpt["qkvmt"]["model_config"] != meta["model_config"] or ckpt["qkvmt"]["tokenizer"] != meta["tokenizer"]:
+            raise UserError(f"cannot average {p} with {paths[0]}: different model configuration or tokenizer")
+        for k, v in model_weights(ckpt).items():
+            total[k] += v.double()
+    weights = {f"model.{k}": (v / len(paths)).to(first["state_dict"][f"model.{k}"].dtype) for k, v in total.items()}
+    return {"state_dict": weights, "qkvmt": {**meta, "averaged_from": [str(p) for p in paths]}}

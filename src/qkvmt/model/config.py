@@ -1,0 +1,57 @@
+"""The model's configuration: one typed dataclass, stored as a plain dict inside every checkpoint."""
+
+from dataclasses import asdict, dataclass, fields
+
+from qkvmt.errors import UserError
+from qkvmt.model.inputs import Specials
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    ffn_dim: int = 2048
+    dropout: float = 0.1  # on residual branches and embeddings
+    attention_dropout: float = 0.0  # on attention weights
+    activation_dropout: float = 0.0  # inside the feed-forward block
+    norm_first: bool = False  # False: post-LN as in Vaswani et al.; True: pre-LN
+    tie_embeddings: bool = True  # one joint vocabulary: source, target and output share weights
+    max_positions: int = 256  # longest sequence, special tokens included
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in (int, "int") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise UserError(f"model.{f.name}={value!r}: give a whole number")
+        for name in ("vocab_size", "d_model", "n_heads", "encoder_layers", "decoder_layers", "ffn_dim"):
+            if getattr(self, name) < 1:
+                raise UserError(f"model.{name}={getattr(self, name)}: give a positive whole number")
+        if self.max_positions < 2:
+            raise UserError(f"model.max_positions={self.max_positions}: a sequence needs at least 2 positions (a token and </s>)")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise UserError(f"model.{name}={value!r}: give a probability in [0, 1)")
+        if self.d_model % self.n_heads:
+            raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
+
+    @property
+    def specials(self) -> Specials:
+        return Specials(pad=self.pad_id, bos=self.bos_id, eos=self.eos_id)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return cls(**d)

@@ -1,0 +1,107 @@
+"""Encoder and decoder layers of Vaswani et al. (2017): attention and feed-forward sub-layers,
+each wrapped in dropout, a residual connection and layer norm.
+
+Post-LN (the paper):  x = LN(x + Dropout(sublayer(x)))
+Pre-LN (option):      x = x + Dropout(sublayer(LN(x)))   -- steadier for deep stacks
+"""
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from qkvmt.model.attention import KVCache, MultiHeadAttention
+from qkvmt.model.config import ModelConfig
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.activation_dropout = activation_dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = F.dropout(F.relu(self.fc1(x)), self.activation_dropout, self.training)
+        return self.fc2(h)
+
+
+class Residual(nn.Module):
+    """Dropout, residual connection and layer norm around one sub-layer, post- or pre-LN."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = dropout
+        self.norm_first = norm_first
+
+    def sublayer_input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.norm_first else x
+
+    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
+        """`sublayer` maps the (normalised, for pre-LN) input to (output, attention weights or None)."""
+        out, weights = sublayer(self.sublayer_input(x))
+        x = x + F.dropout(out, self.dropout, self.training)
+        return (x if self.norm_first else self.norm(x)), weights
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(self, x: Tensor, src_mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D); src_mask: (B, 1, 1, S), True on real tokens."""
+        x, weights = self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask, need_weights=need_weights))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        need_weights: tuple[bool, bool] = (False, False),
+        cache: tuple[KVCache, KVCache] | None = None,
+        self_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B, T, D) target states; memory: (B, S, D) encoder output; src_mask: (B, 1, 1, S).
+
+        The self-attention needs no padding mask: targets are right-padded, so under the causal
+        mask a real token never sees a pad key, and pad positions are ignored by the loss. That
+        leaves `is_causal` alone, which lets SDPA pick its fastest kernel.
+        need_weights: (self-attention, cross-attention): which of the two return weights.
+        self_mask: (B, 1, 1, T), True on real target tokens, for a pass without the causal mask
+        (full-context alignment); there each token sees the whole target, so pads must be masked.
+        Returns x and the self- and cross-attention weights (None where not asked for).
+        """
+        need_self, need_cross = need_weights
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+        x, self_w = self.self_block(
+            x, lambda h: self.self_attn(
+                h, mask=self_mask, causal=self_mask is None, need_weights=need_self, cache=self_cache
+            )
+        )
+        x, cross_w = self.cross_block(
+            x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_cross, cache=cross_cache)
+        )
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, self_w, cross_w
+
+    def cross_head_weights(self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]) -> Tensor:
+        """Cross-attention weights (B, len(heads), T, S) of `heads` for target states x after a
+        self-attention under `self_mask` (no causal mask): the layer's outputs are not computed."""
+        x, _ = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask))
+        return self.cross_attn.head_weights(self.cross_block.sublayer_input(x), memory, heads, src_mask)

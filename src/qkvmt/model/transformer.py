@@ -1,0 +1,209 @@
+"""The encoder-decoder Transformer of Vaswani et al. (2017), built from qkvmt's own attention.
+
+Attention weights are returned, never stored: `encode(..., need_weights=True)` and
+`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer. A `Weights`
+request names the layers of each kind instead: only those run the explicit attention path
+(an alignment loss on one cross-attention layer leaves every other layer on the fast kernel),
+and the lists hold None for the layers not asked for.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from qkvmt.model.attention import KVCache
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.layers import DecoderLayer, EncoderLayer
+
+
+def sinusoidal_positions(n: int, d: int) -> Tensor:
+    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+    pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * inv_freq)
+    pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
+    return pe
+
+
+@dataclass
+class DecoderState:
+    """Incremental decoding state: one (self, cross) KV cache pair per decoder layer."""
+
+    caches: list[tuple[KVCache, KVCache]]
+    steps: int = 0  # target positions already decoded
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Row i takes row index[i]'s decoder self-attention history.
+
+        Beam search only moves a row within its own sentence's beams, and those share one
+        source, so the cross-attention caches (the same for every beam of a sentence) stay put.
+        """
+        caches = [self_cache for self_cache, _ in self.caches]
+        if caches[0].k is None:
+            return
+        if index.numel() == caches[0].k.size(0):  # same rows: copy only those that move
+            moved = (index != torch.arange(index.numel(), device=index.device)).nonzero()[:, 0]
+            if 2 * moved.numel() < index.numel():
+                src = index[moved]
+                for cache in caches:
+                    cache.copy_rows(moved, src)
+                return
+        for cache in caches:
+            cache.reorder(index)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Which layers return attention weights, per kind; negative indices count from the end."""
+
+    encoder: tuple[int, ...] = ()
+    decoder: tuple[int, ...] = ()
+    cross: tuple[int, ...] = ()
+
+    @staticmethod
+    def wanted(need: "bool | Weights", kind: str, n_layers: int) -> list[bool]:
+        """For each of a stack's `n_layers` layers, whether its `kind` weights are asked for."""
+        if isinstance(need, bool):
+            return [need] * n_layers
+        layers = {i % n_layers for i in getattr(need, kind) if -n_layers <= i < n_layers}
+        return [i in layers for i in range(n_layers)]
+
+
+@dataclass
+class Attention:
+    """Per-layer attention weights, each (B, H, T_q, T_k); lists are empty unless asked for,
+    and hold None for the layers a `Weights` request leaves out."""
+
+    encoder: list[Tensor] = field(default_factory=list)
+    decoder: list[Tensor] = field(default_factory=list)
+    cross: list[Tensor] = field(default_factory=list)
+
+
+class Embedding(nn.Module):
+    """Token embedding × √d_model plus sinusoidal positions, then dropout."""
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding):
+        super().__init__()
+        self.tokens = tokens
+        self.scale = math.sqrt(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        t = ids.size(1)
+        if offset + t > self.positions.size(0):
+            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions={self.positions.size(0)}")
+        return self.dropout(self.tokens(ids) * self.scale + self.positions[offset : offset + t])
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
+        self.src_embed = Embedding(cfg, src_tokens)
+        self.tgt_embed = Embedding(cfg, tgt_tokens)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # Pre-LN leaves the residual stream unnormalised, so each stack ends with a layer norm.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+        if cfg.tie_embeddings:
+            self.output.weight = tgt_tokens.weight
+
+    def reset_parameters(self) -> None:
+        # Xavier for projections (as in the paper); N(0, d^-1/2) for embeddings, so that
+        # embedding × √d has unit scale.
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "tokens" not in name:
+                # W_Q, W_K, W_V are stacked in w_qkv: each gets the init of its own (D, D) matrix
+                for block in p.split(self.cfg.d_model) if name.endswith("w_qkv.weight") else (p,):
+                    nn.init.xavier_uniform_(block)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        for emb in {self.src_embed.tokens, self.tgt_embed.tokens}:
+            nn.init.normal_(emb.weight, 0.0, self.cfg.d_model**-0.5)
+            nn.init.zeros_(emb.weight[self.cfg.pad_id])
+
+    def source_mask(self, src: Tensor) -> Tensor:
+        return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+    def encode(self, src: Tensor, need_weights: "bool | Weights" = False) -> tuple[Tensor, Tensor, list]:
+        """src: (B, S) ids. Returns memory (B, S, D), src_mask (B, 1, 1, S), per-layer weights."""
+        src_mask = self.source_mask(src)
+        x = self.src_embed(src)
+        wanted = Weights.wanted(need_weights, "encoder", len(self.encoder_layers))
+        weights = []
+        for layer, want in zip(self.encoder_layers, wanted):
+            x, w = layer(x, src_mask, want)
+            weights.append(w)
+        return self.encoder_norm(x), src_mask, weights if any(wanted) else []
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        state: DecoderState | None = None,
+        need_weights: "bool | Weights" = False,
+        last_only: bool = False,
+        project: bool = True,
+    ) -> tuple[Tensor, list, list]:
+        """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
+
+        Returns logits (B, T, V), or (B, 1, V) for the last position only with `last_only`
+        (search needs no others, and the output layer is the costliest matrix product), and, if
+        need_weights, per-layer self- and cross-attention weights. With project=False, the
+        final states (B, T, D) instead of logits: training's loss applies the output layer
+        itself, chunk by chunk (qkvmt.model.loss.output_loss).
+        """
+        offset = state.steps if state is not None else 0
+        x = self.tgt_embed(tgt, offset)
+        n = len(self.decoder_layers)
+        want_self, want_cross = Weights.wanted(need_weights, "decoder", n), Weights.wanted(need_weights, "cross", n)
+        self_ws, cross_ws = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            cache = state.caches[i] if state is not None else None
+            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache)
+            self_ws.append(self_w)
+            cross_ws.append(cross_w)
+        self_ws, cross_ws = (self_ws if any(want_self) else []), (cross_ws if any(want_cross) else [])
+        if state is not None:
+            state.steps += tgt.size(1)
+        if last_only:
+            x = x[:, -1:]
+        x = self.decoder_norm(x)
+        return (self.output(x) if project else x), self_ws, cross_ws
+
+    def full_context_cross(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int, heads: list[int] | None = None
+    ) -> Tensor:
+        """Cross-attention weights (B, H, T, S) of decoder `layer` (only `heads`, in that order,
+        if given) in a teacher-forced pass without the causal mask, so each row sees the whole
+        target (Garg et al.'s full-context alignment). Only the layers before `layer` run whole;
+        of `layer` itself, its self-attention and the asked heads' queries and keys. Nothing is
+        predicted from this pass."""
+        x = self.tgt_embed(tgt)
+        tgt_mask = (tgt != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, T)
+        for dec in self.decoder_layers[:layer]:
+            x, _, _ = dec(x, memory, src_mask, self_mask=tgt_mask)
+        heads = list(range(self.decoder_layers[layer].cross_attn.n_heads)) if heads is None else heads
+        return self.decoder_layers[layer].cross_head_weights(x, memory, src_mask, tgt_mask, heads)
+
+    def new_state(self) -> DecoderState:
+        return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, need_weights: "bool | Weights" = False, project: bool = True
+    ) -> tuple[Tensor, Attention]:
+        """Teacher-forced pass: logits (B, T, V) for every target position (the final states
+        (B, T, D) with project=False), and the attention."""
+        memory, src_mask, enc_w = self.encode(src, need_weights)
+        out, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights, project=project)
+        return out, Attention(enc_w, dec_w, cross_w)

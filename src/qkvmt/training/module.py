@@ -1,0 +1,165 @@
+"""The LightningModule: label-smoothed cross-entropy, Adam with a warmed-up lr schedule, and
+validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+import lightning as L
+from lightning.pytorch.callbacks import Timer
+import torch
+import torch.distributed as dist
+from tokenizers import Tokenizer
+
+from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
+from qkvmt.model.attention import attention_kernel
+from qkvmt.model.config import ModelConfig
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.model.loss import output_loss
+from qkvmt.training.lr_schedule import lr_factor
+from qkvmt.text.metrics import score
+from qkvmt.model.transformer import Transformer
+from qkvmt.decoding.lines import translate_lines
+
+
+class TranslationModule(L.LightningModule):
+    """optimizer: a partial taking the parameters (e.g. torch.optim.Adam with its lr, betas, eps).
+
+    sdpa_backend: the SDPA kernel for training (see qkvmt.model.attention.attention_kernel); decoding
+    lets torch choose, exactly as evaluation does.
+    """
+
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        tokenizer: Tokenizer,
+        optimizer: Callable,
+        warmup_steps: int = 4000,
+        lr_schedule: str = "inverse_sqrt",
+        label_smoothing: float = 0.1,
+        val_decode: DecodeConfig | None = None,
+        test_decode: DecodeConfig | None = None,
+        sdpa_backend: str | None = "auto",
+        src_lang: str = "",
+        tgt_lang: str = "",
+        alignment: AlignmentSupervision | None = None,
+    ):
+        super().__init__()
+        self.model_config = model_config
+        self.model = Transformer(model_config)
+        self.alignment = (alignment or AlignmentSupervision()).validated(model_config.decoder_layers, model_config.n_heads)
+        self.tokenizer = tokenizer
+        self.optimizer_fn = optimizer
+        self.warmup_steps, self.label_smoothing = warmup_steps, label_smoothing
+        self.lr_factor = lr_factor(lr_schedule, warmup_steps, self.budget_spent)  # checked now, not after setup
+        self.val_decode = val_decode or DecodeConfig(beam_size=1)
+        self.test_decode = test_decode or DecodeConfig()
+        self.sdpa_backend = sdpa_backend
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self._last_step_time: float | None = None
+        self.test_scores: dict = {}
+
+    def attention_kernel(self):
+        return attention_kernel(self.sdpa_backend, self.device)
+
+    def loss(self, batch: dict) -> torch.Tensor:
+        hidden, _ = self.model(batch["src"], batch["tgt_in"], project=False)  # (B, T, D)
+        return self.output_loss(hidden, batch["tgt_out"])
+
+    def output_loss(self, hidden: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing)
+
+    def supervised_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """(translation loss, alignment loss) of a batch with `align` labels."""
+        hidden, head = forward_with_head(self.model, batch["src"], batch["tgt_in"], self.alignment, project=False)
+        ce = self.output_loss(hidden, batch["tgt_out"])
+        return ce, alignment_loss(head, batch["align"])
+
+    def on_validation_start(self) -> None:
+        self._last_step_time = None  # tokens/s measures training steps, not validation
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        with self.attention_kernel():
+            if self.alignment.on:
+                translation, align = self.supervised_loss(batch)
+                loss = translation + self.alignment.weight * align
+                self.log("train/align_loss", align, batch_size=batch["ntokens"])
+            else:
+                loss = translation = self.loss(batch)
+        now = time.perf_counter()
+        if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
+            self.log("train/tgt_tok_s", batch["ntokens"] / (now - self._last_step_time), batch_size=batch["ntokens"])
+        self._last_step_time = now
+        self.log("train/loss", translation, prog_bar=True, batch_size=batch["ntokens"])  # as val/loss: no λ term
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True, batch_size=batch["ntokens"])
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        with self.attention_kernel():
+            self.log("val/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        with self.attention_kernel():
+            self.log("test/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
+
+    def translate_split(self, stage: str, cfg: DecodeConfig) -> dict:
+        """Scores of the whole split, translated by translate_lines exactly as evaluate.py does.
+
+        Each rank translates every world_size-th sentence; the pieces are gathered so every rank
+        holds the same scores. Decoding runs in float32 whatever the training precision, as in
+        evaluation, so a logged score is reproducible from the checkpoint.
+        """
+        sources, refs = self.trainer.datamodule.read(stage)
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        mine = list(range(rank, len(sources), world))
+        with torch.autocast(self.device.type, enabled=False):
+            hyps = translate_lines(self.model, self.tokenizer, [sources[i] for i in mine], cfg)
+        pairs = list(zip(mine, hyps))
+        if dist.is_available() and dist.is_initialized():
+            gathered = [None] * world
+            dist.all_gather_object(gathered, pairs)
+            pairs = [p for part in gathered for p in part]
+        pairs.sort()
+        return score([h for _, h in pairs], [refs[i] for i, _ in pairs])
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        s = self.translate_split("val", self.val_decode)
+        # Every rank holds the same gathered scores; syncing them changes nothing.
+        self.log_dict({"val/bleu": s["bleu"], "val/chrf": s["chrf"]}, prog_bar=True, sync_dist=True)
+
+    def on_test_epoch_end(self) -> None:
+        self.test_scores = self.translate_split("test", self.test_decode)
+        self.log_dict({"test/bleu": self.test_scores["bleu"], "test/chrf": self.test_scores["chrf"]}, sync_dist=True)
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_fn(self.parameters())
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def budget_spent(self, done: int) -> float:
+        """Fraction of the training budget spent after `done` steps: trainer.max_steps or
+        trainer.max_time, whichever is nearer its end. Rank 0's clock decides, so every rank
+        steps with the same lr."""
+        trainer = self.trainer
+        spent = done / trainer.max_steps if trainer.max_steps > 0 else 0.0
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        if timer is not None:
+            elapsed, remaining = timer.time_elapsed("train"), timer.time_remaining("train")
+            if remaining is not None and elapsed + remaining > 0:
+                spent = max(spent, trainer.strategy.broadcast(elapsed / (elapsed + remaining)))
+        return spent
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Plain data only (dicts, strings, numbers): the file alone rebuilds the model and
+        # tokenizer, and loads with torch.load(weights_only=True).
+        checkpoint["qkvmt"] = {
+            "model_config": self.model_config.to_dict(),
+            "tokenizer": self.tokenizer.to_str(),
+            "src_lang": self.src_lang,
+            "tgt_lang": self.tgt_lang,
+            "decode": asdict(self.test_decode),  # the run's test settings; align.py decodes with them
+        }
+        if self.alignment.on:  # align.py's default policy reads the supervised head
+            checkpoint["qkvmt"]["alignment"] = self.alignment.to_dict()

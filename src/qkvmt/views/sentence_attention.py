@@ -1,0 +1,119 @@
+"""Attention of every layer and head for one sentence pair, by forced decoding, as typed maps.
+
+A translation's attention is that of a teacher-forced pass over the ids decoding generated: the
+decoder is causal, so forcing them reproduces the states the search went through. Forcing a
+reference instead (align.py's `reference=`) is how alignments are evaluated against gold.
+
+One row convention from model to page: row t of the decoder's and the cross-attention's weights
+is the query at tgt_in[t] = `<s> y_1 .. y_m`[t], which predicts tgt_out[t] = `y_1 .. y_m </s>`[t].
+Pages, PNGs and align.py label those rows with the token they predict; the decoder's keys are
+what it read. Readers that want Shift-Att's reading rows take them from the policy
+(qkvmt.alignment.policy), never by relabelling.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import encode
+
+log = logging.getLogger(__name__)
+
+KINDS = ("encoder", "decoder", "cross")
+LABELS = {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}
+
+
+@dataclass(frozen=True)
+class AttentionMap:
+    """One kind of attention of one sentence: every layer and head, with its row and column labels."""
+
+    kind: str  # one of KINDS
+    weights: np.ndarray  # (L, H, rows, cols)
+    rows: list[str]  # the queries
+    cols: list[str]  # the keys
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.kind]
+
+    def __post_init__(self):
+        # Labels are drawn by position: a length mismatch would silently mislabel every map.
+        # An empty map (an empty translation: JSON gives [] whatever the other side) needs none.
+        if self.weights.size and self.weights.shape[2:] != (len(self.rows), len(self.cols)):
+            raise ValueError(f"{self.kind} attention is {self.weights.shape} but has {len(self.rows)} row and {len(self.cols)} column labels")
+
+
+@dataclass
+class SentenceAttention:
+    src_tokens: list[str]  # x_1 .. x_n </s>
+    tgt_tokens: list[str]  # <s> y_1 .. y_m: what the decoder read
+    out_tokens: list[str]  # y_1 .. y_m </s>: what each decoder row predicts
+    encoder: np.ndarray  # (L_enc, H, S, S)
+    decoder: np.ndarray  # (L_dec, H, T, T)
+    cross: np.ndarray  # (L_dec, H, T, S)
+
+    def map(self, kind: str) -> AttentionMap:
+        return AttentionMap(kind, getattr(self, kind), *row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens))
+
+    def maps(self) -> list[AttentionMap]:
+        return [self.map(kind) for kind in KINDS]
+
+
+def row_col_labels(kind: str, src_tokens: list[str], tgt_tokens: list[str], out_tokens: list[str]) -> tuple[list[str], list[str]]:
+    """The one row convention: decoder rows are named by what they predict, keys by what was read."""
+    return {
+        "encoder": (src_tokens, src_tokens),
+        "decoder": (out_tokens, tgt_tokens),
+        "cross": (out_tokens, src_tokens),
+    }[kind]
+
+
+def pair_ids(tokenizer: Tokenizer, source: str, target: str | list[int]) -> tuple[list[int], list[int]]:
+    """Subword ids of a source text and a target that is text (tokenized with the model's own
+    BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced."""
+    return encode(tokenizer, [source])[0], target if isinstance(target, list) else encode(tokenizer, [target])[0]
+
+
+def token_names(tokenizer: Tokenizer, ids) -> list[str]:
+    return [tokenizer.id_to_token(int(i)) for i in ids]
+
+
+@torch.no_grad()
+def forced_attention(
+    model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int], full_context_layer: int | None = None
+) -> SentenceAttention:
+    """Weights of one (source, target) pair, cut to the model's positions.
+    full_context_layer: that decoder layer's cross-attention comes from a pass without the
+    causal mask instead, as a head supervised with full context was trained to be read."""
+    c = model.cfg
+    device = next(model.parameters()).device
+    ids = pair_ids(tokenizer, source, target)
+    for side, n in zip(("source", "target"), map(len, ids)):
+        if not fits(n, c.max_positions):
+            log.warning(
+                "the %s has %d subwords, more than the model's max_positions=%d allow: its attention covers only the "
+                "first %d", side, n, c.max_positions, c.max_positions - 1,
+            )
+    x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
+    src_t, tgt_t = x.src.to(device), x.tgt_in.to(device)
+    _, att = model(src_t, tgt_t, need_weights=True)
+    if full_context_layer is not None:
+        memory, src_mask, _ = model.encode(src_t)
+        att.cross[full_context_layer] = model.full_context_cross(tgt_t, memory, src_mask, full_context_layer)
+
+    def stack(ws):  # per-layer (1, H, Tq, Tk) -> (L, H, Tq, Tk)
+        return torch.stack([w[0] for w in ws]).float().cpu().numpy()
+
+    return SentenceAttention(
+        src_tokens=token_names(tokenizer, x.src[0]),
+        tgt_tokens=token_names(tokenizer, x.tgt_in[0]),
+        out_tokens=token_names(tokenizer, x.tgt_out[0]),
+        encoder=stack(att.encoder),
+        decoder=stack(att.decoder),
+        cross=stack(att.cross),
+    )

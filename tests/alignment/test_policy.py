@@ -1,0 +1,73 @@
+"""Known answers for link extraction: rows (predicting vs reading), direction, head, layer."""
+
+import numpy as np
+import pytest
+
+from qkvmt.alignment.policy import AlignmentPolicy, directed_links
+from qkvmt.errors import UserError
+
+# One layer, two heads; a forced pass over <s> y1 y2 with source x1 x2 </s>.
+# Head 0 row t reads token t (<s>, y1, y2) and predicts token t+1 (y1, y2, </s>).
+HEAD0 = [
+    [0.1, 0.8, 0.1],  # reads <s>, predicts y1: looks at x2
+    [0.7, 0.2, 0.1],  # reads y1, predicts y2: looks at x1
+    [0.2, 0.3, 0.5],  # reads y2, predicts </s>: mostly </s>, then x2
+]
+HEAD1 = [[0.9, 0.05, 0.05]] * 3  # always x1
+CROSS = np.array([[HEAD0, HEAD1]])  # (L=1, H=2, T=3, S=3)
+TGT_GROUPS = [[0], [1]]  # y1, y2 as output tokens (</s> belongs to no word)
+SRC_GROUPS = [[0], [1]]  # x1, x2
+
+
+def test_predicting_rows_link_each_word_to_what_predicts_it():
+    assert AlignmentPolicy(0, 0, "predicting").links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(1, 0), (0, 1)}
+
+
+def test_reading_rows_are_one_step_later_shift_att():
+    # y1 is read by row 1 (-> x1), y2 by row 2 (-> x2, since </s> never links)
+    assert AlignmentPolicy(0, 0, "reading").links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (1, 1)}
+
+
+def test_head_mean_averages_the_heads_and_a_head_index_picks_one():
+    np.testing.assert_allclose(AlignmentPolicy(0, "mean").head_weights(CROSS), (np.array(HEAD0) + HEAD1) / 2)
+    assert AlignmentPolicy(0, 1).links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}
+
+
+def test_directions_on_a_hand_built_word_matrix():
+    m = np.array([[0.6, 0.3, 0.1], [0.5, 0.1, 0.4]])  # 2 target words × 3 source words
+    assert directed_links(m, "target_to_source") == {(0, 0), (0, 1)}
+    assert directed_links(m, "source_to_target") == {(0, 0), (1, 0), (2, 1)}
+    assert directed_links(m, "intersection") == {(0, 0)}
+
+
+def test_validated_normalises_the_layer_and_reads_the_head():
+    assert AlignmentPolicy.validated(-1, "mean", "reading", "intersection", 3, 4) == AlignmentPolicy(2, "mean", "reading", "intersection")
+    assert AlignmentPolicy.validated(1, "2", "predicting", "target_to_source", 3, 4).head == 2
+
+
+@pytest.mark.parametrize("layer, head, rows, direction, named", [
+    (3, 0, "predicting", "target_to_source", "alignment.layer=3"),
+    (-4, 0, "predicting", "target_to_source", "alignment.layer=-4"),
+    (0, 4, "predicting", "target_to_source", "alignment.head=4"),
+    (0, "max", "predicting", "target_to_source", "alignment.head=max"),
+    (0, 0, "writing", "target_to_source", "alignment.rows='writing'"),
+    (0, 0, "predicting", "both", "alignment.direction='both'"),
+])
+def test_bad_settings_are_user_errors_naming_the_setting(layer, head, rows, direction, named):
+    with pytest.raises(UserError, match=named.replace("(", r"\(")):
+        AlignmentPolicy.validated(layer, head, rows, direction, 3, 4)
+
+
+def test_without_supervision_the_default_is_the_penultimate_layers_average_or_a_single_layers_own():
+    assert AlignmentPolicy.default_for({}, n_layers=3, n_heads=4) == AlignmentPolicy(1, "mean")
+    assert AlignmentPolicy.default_for({}, n_layers=1, n_heads=4) == AlignmentPolicy(0, "mean")
+
+
+def test_a_supervised_head_is_read_in_both_directions_by_default_and_one_way_for_symmetrizing():
+    meta = {"alignment": {"layer": 0, "head": 1, "full_context": True}}
+    default = AlignmentPolicy.default_for(meta, n_layers=1, n_heads=2)
+    assert default == AlignmentPolicy(0, 1, "predicting", "intersection")
+    assert default.one_way() == AlignmentPolicy(0, 1, "predicting", "target_to_source")
+    # head 1 always looks at x1: y1 and y2 both link to it one way, only y1 both ways
+    assert default.one_way().links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}
+    assert default.links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0)}

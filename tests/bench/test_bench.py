@@ -1,0 +1,184 @@
+"""Tests for qkvmt.bench and scripts/benchmark.py: the peers are the same model, the work is
+equal, the FLOP formula is right, and benchmark.json carries every key."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from qkvmt.data.batching import Collate
+from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
+from qkvmt.bench.flops import peak_tflops, training_flops
+from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
+from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training
+from qkvmt.model.config import ModelConfig
+from qkvmt.text.tokenizer import encode, train_bpe
+
+from tests.conftest import ROOT, write_corpus
+
+HAS_HF = importlib.util.find_spec("transformers") is not None
+HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
+requires_hf = pytest.mark.skipif(not HAS_HF, reason="transformers not installed (pip install -e '.[bench]')")
+CFG = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0)
+
+
+def batches(n: int, seed: int = 0, pad: bool = True) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    collate = Collate(CFG.pad_id, CFG.bos_id, CFG.eos_id)
+    out = []
+    for _ in range(n):
+        lens = rng.integers(3, 9, size=(6, 2)) if pad else np.full((6, 2), 6)
+        out.append(collate([(i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t)) for i, (s, t) in enumerate(lens)]))
+    return out
+
+
+def systems() -> dict:
+    torch.manual_seed(0)
+    out = {"ours": Ours(CFG), "torch": TorchTransformer(CFG)}
+    if HAS_HF:
+        out["hf"] = marian(CFG)
+    return out
+
+
+def test_peers_have_our_size_and_give_logits_of_our_shape():
+    models = systems()
+    counts = check_same_size(models)
+    assert set(counts) == set(models)
+    b = batches(1)[0]
+    for name, m in models.items():
+        assert m.eval()(b["src"], b["tgt_in"]).shape == (*b["tgt_in"].shape, CFG.vocab_size), name
+
+
+def test_check_same_size_rejects_a_different_model():
+    wider = Ours(ModelConfig(**{**CFG.to_dict(), "ffn_dim": 128}))
+    with pytest.raises(RuntimeError, match="not the same model"):
+        check_same_size({"ours": Ours(CFG), "torch": wider})
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_training_flops_match_torch_flop_counter(pad):
+    """The analytic formula equals what torch's FlopCounterMode counts for a forward and
+    backward pass of our model on a batch without padding (matrix products only). With padding
+    the counter sees the padded work, which the formula leaves out, so it counts more."""
+    model = Ours(CFG)
+    b = batches(1, pad=pad)[0]
+    with FlopCounterMode(display=False) as counter:
+        model(b["src"], b["tgt_in"]).float().sum().backward()
+    counted, formula = counter.get_total_flops(), training_flops(CFG, b["src"], b["tgt_in"])
+    if pad:
+        assert counted > formula
+    else:
+        assert formula == pytest.approx(counted, rel=1e-6)
+
+
+def test_peak_tflops_known_gpus_and_override():
+    assert peak_tflops(torch.device("cpu")) == (None, "no known peak for this device: set peak_tflops")
+    assert peak_tflops(torch.device("cpu"), 123.0)[0] == 123.0
+
+
+def test_time_training_runs_full_steps_for_every_system():
+    """Every system takes the timed steps (its weights move) and gets a positive rate."""
+    models = systems()
+    before = {n: [p.detach().clone() for p in m.parameters()] for n, m in models.items()}
+    timers = {n: TrainTimer(m, torch.device("cpu"), None, CFG.pad_id) for n, m in models.items()}
+    data = batches(4)
+    rows = time_training(timers, data, warmup=1, steps=4, rounds=2, flops=[1e9] * len(data))
+    for name, m in models.items():
+        assert rows[name]["steps"] == 4 and rows[name]["tgt_tok_s"] > 0 and rows[name]["tflop_s"] > 0
+        assert rows[name]["tok_s"] > rows[name]["tgt_tok_s"]  # source tokens are added
+        assert any(not torch.equal(a, p) for a, p in zip(before[name], m.parameters())), name
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_ours_fixed_length_decodes_exactly_n_tokens(use_cache):
+    torch.manual_seed(0)
+    model = Ours(CFG).model.eval()
+    src = batches(1)[0]["src"]
+    hyps = ours_fixed_length(model, src, beam_size=3, length=9, use_cache=use_cache)()
+    assert len(hyps) == src.size(0) and all(len(h.tokens) == 8 for h in hyps)  # + EOS = 9
+
+
+@requires_hf
+def test_hf_fixed_length_generates_exactly_n_tokens():
+    src = batches(1)[0]["src"]
+    out = hf_fixed_length(marian(CFG).eval(), src, beam_size=3, length=9)()
+    assert out.shape == (src.size(0), 10)  # the start token, then 9
+
+
+def test_peak_memory_sees_what_is_allocated():
+    with PeakMemory() as mem:
+        block = np.ones(64 * 2**20, dtype=np.uint8)  # touched, so resident
+    del block
+    assert mem.delta >= 48 * 2**20
+
+
+def test_tokenize_scaling_caches_every_token(tmp_path):
+    src = ["ein Hund läuft", "zwei Katzen", "ein Mann isst"]
+    tgt = ["a dog runs", "two cats", "a man eats"]
+    tok = train_bpe(src + tgt, vocab_size=60)
+    (row,) = tokenize_scaling(tok, src, tgt, [40])
+    s, t = synthetic_pairs(src, tgt, 40)
+    expected = sum(len(x) for x in encode(tok, s + t))
+    assert row["pairs"] == 40 and row["tokens"] == expected
+    assert row["cache_mb"] * 2**20 >= 4 * expected  # int32 ids on disk
+
+
+def test_benchmark_script_writes_every_key(tmp_path):
+    """scripts/benchmark.py end to end on a tiny model: one process, every system, one JSON."""
+    corpus = write_corpus(tmp_path / "corpus")
+    out = tmp_path / "bench"
+    cmd = [
+        sys.executable, "scripts/benchmark.py", "model=tiny", "device=cpu", f"output_dir={out}",
+        f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=120",
+        "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1",
+        "decode.sentences=4", "decode.length=6", "decode.repeats=1",
+        "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]",
+        "memory.steps=6", "memory.every=2", 'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads((out / "benchmark.json").read_text())
+    for key in ("ours_tok_s", "torch_tok_s", "hf_tok_s", "ours_vs_torch", "ours_vs_hf", "mfu"):
+        assert key in r["train"]
+    for key in ("ours_sent_s", "uncached_sent_s", "hf_sent_s", "ours_vs_hf", "ours_vs_uncached"):
+        assert key in r["decode"]
+    assert r["train"]["ours_tok_s"] > 0 and r["train"]["torch_tok_s"] > 0
+    assert r["train"]["ours_vs_torch"] == pytest.approx(r["train"]["ours_tok_s"] / r["train"]["torch_tok_s"])
+    if HAS_HF:
+        assert r["train"]["hf_tok_s"] > 0 and r["decode"]["hf_sent_s"] > 0
+    else:  # reported as missing, not faked
+        assert r["train"]["hf_tok_s"] is None and "transformers" in r["train"]["hf_missing"]
+    if HAS_CT2:  # our trained weights, exported, on the same sentences
+        for kind in ("float32", "int8"):
+            assert r["decode"][f"ct2_{kind}_sent_s"] > 0 and r["decode"]["seconds"][f"ct2_{kind}"] > 0
+            assert r["decode"][f"ours_vs_ct2_{kind}"] == pytest.approx(r["decode"]["ours_sent_s"] / r["decode"][f"ct2_{kind}_sent_s"])
+        assert "ours/ct2" in proc.stdout
+    else:
+        assert "ctranslate2" in r["decode"]["ctranslate2_missing"]
+    assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
+    assert r["scaling"]["tokenize"][0]["pairs"] == 500
+    assert "train ours/torch" in proc.stdout  # the printed table
+    memory = r["memory"]  # the CPU recipe's own settings, trained in a fresh process
+    assert memory["experiment"] == "multi30k_de_en_cpu" and memory["max_tokens"] == 256
+    assert [step for step, _ in memory["rss_mb"]] == [2, 4, 6]
+    # the kernel updates the high-water mark lazily: it may trail a reading by a few pages
+    assert memory["peak_rss_mb"] >= max(mb for _, mb in memory["rss_mb"]) - 4 > 100
+    assert memory["growth_mb_per_1k_steps"] is not None and "host memory of multi30k_de_en_cpu" in proc.stdout
+    # committed beside the results: no path of this machine in it
+    text = (out / "benchmark.json").read_text()
+    assert str(tmp_path) not in text and r["config"]["data"]["root"] == "<data.root>"
+
+
+def test_growth_is_the_slope_after_the_warm_up():
+    from qkvmt.bench.memory import growth_per_1k_steps
+
+    warm_then_flat = [(100, 900.0), (200, 1300.0), (300, 1400.0), (400, 1400.0), (500, 1400.0), (600, 1400.0)]
+    assert growth_per_1k_steps(warm_then_flat) == pytest.approx(0.0, abs=1e-9)
+    leaking = [(s, 1000.0 + 0.5 * s) for s in range(100, 1300, 100)]  # 0.5 MB a step
+    assert growth_per_1k_steps(leaking) == pytest.approx(500.0)
+    assert growth_per_1k_steps([(100, 900.0)]) is None

@@ -1,0 +1,179 @@
+"""align.py: one sentence's cross-attention alignment, and AER against gold links."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from qkvmt.errors import UserError
+from qkvmt.pipeline import align
+from qkvmt.pipeline.align import training_pairs_of
+from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.text.tokenizer import train_bpe
+from tests.conftest import ROOT, compose_inference
+
+SCRIPT = "w1 w2, <script>alert(1)</script> ä w3"  # typed as is: comma, tag, umlaut
+
+
+def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    r = subprocess.run(
+        [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    translation, pharaoh = r.stdout.splitlines()[-2:]
+    data = json.loads((tmp_path / "alignment.json").read_text())
+    n_src, n_tgt = len(data["src_words"]), len(data["tgt_words"])
+    assert n_src == len(SCRIPT.split()) and n_tgt == len(translation.split())
+    for item in pharaoh.split():
+        i, j = map(int, item.split("-"))
+        assert 0 <= i < n_src and 0 <= j < n_tgt
+    n_layers, n_heads = 2, 4  # model=tiny
+    assert len(data["cross"]) == n_layers and all(len(layer) == n_heads for layer in data["cross"])
+    for layer in data["cross"]:
+        for head in layer:
+            assert len(head) == len(data["tgt_tokens"]) and all(len(row) == len(data["src_tokens"]) for row in head)
+            assert all(abs(sum(row) - 1) < 1e-4 for row in head)
+    assert data["policy"] == {"layer": 0, "head": "mean", "rows": "predicting", "direction": "target_to_source"}
+    html = (tmp_path / "alignment.html").read_text()
+    assert "<script>alert(1)</script>" not in html and (tmp_path / "alignment.png").stat().st_size > 0
+
+
+def test_forced_reference_aligns_the_given_words(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    cfg = compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1 t9'", f"output_dir={tmp_path}")
+    assert align(cfg)["translation"] == "t3 t2 t1 t9"
+    data = json.loads((tmp_path / "alignment.json").read_text())
+    assert data["forced"] and data["tgt_words"] == ["t3", "t2", "t1", "t9"]
+    assert sorted(j for _, j in data["links"]) == [0, 1, 2, 3]  # every target word gets one link
+
+
+def write_gold(folder, pairs):
+    """pairs: (German words, English words, talp line)."""
+    folder.mkdir()
+    (folder / "de").write_text("".join(" ".join(d) + "\n" for d, _, _ in pairs))
+    (folder / "en").write_text("".join(" ".join(e) + "\n" for _, e, _ in pairs))
+    (folder / "alignment.talp").write_text("".join(t + "\n" for _, _, t in pairs))
+    return folder
+
+
+def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path):
+    # The toy target reverses the source, so word i of n links to target word n-1-i (1-based in talp).
+    gold = write_gold(tmp_path / "gold", [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+    ])
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    out = tmp_path / "aer"
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}"))
+    written = json.loads((out / "aer.json").read_text())
+    assert written["n"] == 2 and set(written["layers"]) == {"layer0", "layer1"}
+    for layer in written["layers"].values():
+        assert set(layer) == {"head0", "head1", "head2", "head3", "mean"}
+        for head in layer.values():
+            assert set(head) == {"predicting", "reading"}
+            for by_direction in head.values():
+                assert set(by_direction) == {"target_to_source", "source_to_target", "intersection"}
+                for s in by_direction.values():
+                    assert 0.0 <= s["aer"] <= 1.0 and 0.0 <= s["precision"] <= 1.0
+    best = result["best"]
+    every = [s for l in written["layers"].values() for h in l.values() for r in h.values() for s in r.values()]
+    assert best["aer"] == min(s["aer"] for s in every)
+    assert (out / "aer.png").stat().st_size > 0
+    reuse = align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2'", "reference='t2 t1'", "alignment.head=best", f"output_dir={tmp_path / 'b'}"))
+    used = json.loads((tmp_path / "b" / "alignment.json").read_text())["policy"]
+    assert all(used[k] == best[k] for k in ("layer", "head", "rows", "direction"))
+    assert reuse["pharaoh"]
+
+
+@pytest.mark.skipif(not os.environ.get("QKVMT_RWTH"), reason="RWTH gold alignments not configured: set QKVMT_RWTH (.ci/run does)")
+def test_aer_on_the_real_rwth_set_has_every_layer_and_head(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={os.environ['QKVMT_RWTH']}", f"output_dir={tmp_path}"))
+    assert result["n"] + result["skipped_too_long"] == 508 and result["n"] > 400
+    assert all(len(layer) == 5 for layer in result["layers"].values())
+
+
+def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_beside_it(supervised_run, tmp_path, capsys):
+    ckpt = supervised_run["run"] / "checkpoints" / "last.ckpt"
+    align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    one = json.loads((tmp_path / "one" / "alignment.json").read_text())
+    assert (one["policy"]["layer"], one["policy"]["head"], one["full_context_layer"]) == (1, 1, 1)
+    assert one["policy"]["direction"] == "intersection"
+    items = [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4-1"),
+        (["w8", "w9"], ["t9", "t8"], "1-2 2-1"),
+    ]
+    gold = write_gold(tmp_path / "gold", items)
+    training = set(zip(*training_pairs_of(ckpt)))
+    out = tmp_path / "aer"
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal"))
+    written = json.loads((out / "aer.json").read_text())
+    default, reference = written["default"], written["reference"]
+    assert (default["layer"], default["head"], default["supervised"]) == (1, 1, True)
+    assert default["direction"] == "intersection"
+    assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["intersection"]["aer"]
+    assert reference["aligner"] == "eflomal" and reference["training_pairs"] == 300
+    assert reference["gold_pairs_in_training"] == sum((" ".join(s), " ".join(t)) in training for s, t, _ in items)
+    assert set(reference["variants"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert reference["aer"] < 0.2  # the toy corpus is easy for a statistical aligner
+    printed = capsys.readouterr().out
+    assert "default: layer 1 the supervised head" in printed and "reference: eflomal (grow-diag-final-and): AER" in printed
+    assert result["reference"] == reference
+
+
+def test_two_models_one_per_direction_give_symmetrized_links(trained_run, reverse_run, tmp_path, capsys):
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    reverse = reverse_run["run"] / "checkpoints" / "last.ckpt"
+    both = [f"ckpt_path={forward}", f"reverse_ckpt_path={reverse}"]
+    result = align(compose_inference("align", *both, "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    one = json.loads((tmp_path / "one" / "alignment.json").read_text())
+    f, r = ({tuple(p) for p in one[k]} for k in ("forward_links", "reverse_links"))
+    assert {tuple(p) for p in one["links"]} == symmetrize(f, r, "grow-diag-final-and")
+    assert all(i < 3 and j < 3 for i, j in f | r) and result["pharaoh"] == one["pharaoh"]
+    gold = write_gold(tmp_path / "gold", [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+    ])
+    out = tmp_path / "aer"
+    scored = align(compose_inference("align", *both, f"gold_dir={gold}", "symmetrize=intersection", f"output_dir={out}"))
+    written = json.loads((out / "aer.json").read_text())
+    assert set(written["by_method"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert written["symmetrized"] == written["by_method"]["intersection"] == scored["symmetrized"]
+    assert len((out / "alignment.pharaoh").read_text().splitlines()) == written["n"] == 2
+    assert "intersection: AER" in capsys.readouterr().out
+
+
+def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_vocabularies(trained_run, reverse_run, tmp_path):
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    with pytest.raises(UserError, match=r"translates de->en, but ckpt_path=.* translates de->en: give a checkpoint of the reverse direction, en->de"):
+        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={forward}", "sentence='w1'", f"output_dir={tmp_path / 'a'}"))
+    other = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    vocab_size = other["qkvmt"]["model_config"]["vocab_size"]
+    other["qkvmt"]["tokenizer"] = train_bpe([f"x{i} y{i % 7}" for i in range(400)], vocab_size).to_str()
+    torch.save(other, tmp_path / "other.ckpt")
+    with pytest.raises(UserError, match=r"have different vocabularies"):
+        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'other.ckpt'}", "sentence='w1'", f"output_dir={tmp_path / 'b'}"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_aligners_runs(trained_run, reverse_run, tmp_path):
+    # alone, a supervised head is read in both directions and intersected; two models give
+    # their own direction each (target->source), and the symmetrization combines them
+    marked = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    marked["qkvmt"]["alignment"] = {"weight": 1.0, "layer": 1, "head": 0, "full_context": False, "labels": "grow-diag-final-and"}
+    torch.save(marked, tmp_path / "supervised.ckpt")
+    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", f"output_dir={tmp_path / 'a'}"))
+    assert json.loads((tmp_path / "a" / "alignment.json").read_text())["policy"]["direction"] == "intersection"
+    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", "alignment.direction=target_to_source", f"output_dir={tmp_path / 'c'}"))
+    assert json.loads((tmp_path / "c" / "alignment.json").read_text())["policy"]["direction"] == "target_to_source"
+    forward = trained_run["run"] / "checkpoints" / "last.ckpt"
+    align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='w1 w2'", "reference='t2 t1'", f"output_dir={tmp_path / 'b'}"))
+    policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
+    assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source"}
+    assert policies["forward"]["direction"] == "target_to_source"

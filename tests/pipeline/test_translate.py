@@ -1,0 +1,72 @@
+"""Translating stdin or one sentence; the shared translate_lines path."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from qkvmt.model.checkpoint import load_model
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
+from qkvmt.pipeline import translate
+from qkvmt.decoding.lines import translate_lines
+from tests.conftest import ROOT, compose_inference
+
+LINES = ["w1 w2 w3", "", "w7 w8 w9 w10 w11 w12", "w4", "", "w5 w6"]
+
+
+def test_translate_lines_keeps_order_and_empty_lines_and_ignores_batching(trained_run):
+    model, tok, _ = load_model(trained_run["run"] / "checkpoints" / "last.ckpt")
+    cfg = DecodeConfig(beam_size=3, max_tokens=8)  # several small batches
+    batched = translate_lines(model, tok, LINES, cfg)
+    one_by_one = [translate_lines(model, tok, [line], cfg)[0] for line in LINES]
+    assert batched == one_by_one
+    assert len(batched) == len(LINES) and batched[1] == batched[4] == ""
+
+
+def test_translate_stdin_round_trips_in_order(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    cfg = compose_inference("translate", f"ckpt_path={ckpt}", "batch_lines=2")
+    out = io.StringIO()
+    assert translate(cfg, stdin=io.StringIO("\n".join(LINES) + "\n"), stdout=out) == {"sentences": len(LINES)}
+    model, tok, _ = load_model(ckpt)
+    expected = translate_lines(model, tok, LINES, DecodeConfig(beam_size=5))
+    assert out.getvalue().split("\n")[:-1] == expected
+
+
+def test_translate_one_sentence_and_refuse_an_empty_one(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    out = io.StringIO()
+    translate(compose_inference("translate", f"ckpt_path={ckpt}", "sentence='w1 w2'"), stdout=out)
+    assert len(out.getvalue().splitlines()) == 1
+    with pytest.raises(UserError, match="empty"):
+        translate(compose_inference("translate", f"ckpt_path={ckpt}", "sentence=' '"), stdout=io.StringIO())
+
+
+def test_translate_script_prints_only_translations_on_stdout(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    r = subprocess.run(
+        [sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "decode.beam_size=2"],
+        input="\n".join(LINES) + "\n", capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout.split("\n")
+    assert len(out) == len(LINES) + 1 and out[1] == "" and out[4] == ""
+
+
+def test_translate_stdin_that_is_not_utf8_names_the_line_after_writing_earlier_chunks(trained_run):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    cfg = compose_inference("translate", f"ckpt_path={ckpt}", "batch_lines=1", "decode.beam_size=1")
+    out = io.StringIO()
+    with pytest.raises(UserError, match=r"^stdin, line 2: not valid UTF-8 .*; re-encode it as UTF-8$"):
+        translate(cfg, stdin=io.BytesIO(b"w1 w2\nw3 \xff\nw4\n"), stdout=out)
+    assert len(out.getvalue().splitlines()) == 1  # the chunk before the bad line, complete
+
+
+def test_translate_checks_the_sentence_before_loading_the_checkpoint(tmp_path):
+    cfg = compose_inference("translate", f"ckpt_path={tmp_path / 'nope.ckpt'}", "sentence=' '")
+    with pytest.raises(UserError, match="sentence is empty"):  # not "checkpoint not found"
+        translate(cfg, stdout=io.StringIO())

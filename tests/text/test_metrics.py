@@ -1,0 +1,28 @@
+"""Scores come from sacreBLEU, with signatures."""
+
+import sacrebleu
+
+from qkvmt.text.metrics import score
+
+HYP = ["A man rides a bike.", "Two dogs play in the SNOW."]
+REF = ["A man is riding a bike.", "Two dogs play in the snow."]
+
+
+def test_scores_match_sacrebleu_and_carry_signatures():
+    s = score(HYP, REF)
+    assert s["bleu"] == sacrebleu.corpus_bleu(HYP, [REF]).score
+    assert s["chrf"] == sacrebleu.corpus_chrf(HYP, [REF]).score
+    assert s["bleu_lc"] == sacrebleu.corpus_bleu(HYP, [REF], lowercase=True).score > s["bleu"]
+    assert s["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert "case:lc" in s["signatures"]["bleu_lc"]
+
+
+def test_sentence_scores_are_sacrebleus_sentence_scores_with_signatures():
+    from qkvmt.text.metrics import sentence_scores
+
+    scores, signatures = sentence_scores(HYP, REF)
+    for (h, r), s in zip(zip(HYP, REF), scores):
+        assert s["bleu"] == sacrebleu.sentence_bleu(h, [r]).score  # effective order, as sacreBLEU's own
+        assert s["chrf"] == sacrebleu.sentence_chrf(h, [r]).score
+    assert "eff:yes" in signatures["sentence_bleu"] and "nc:6" in signatures["sentence_chrf"]
+    assert sentence_scores([], []) == ([], {})
