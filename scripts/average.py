@@ -1,16 +1,9 @@
 """Average checkpoints: python scripts/average.py ckpt_path=<ckpt> average=last5 [output=<file>]"""
 
-import hydra
-
-from qkvmt.errors import report_user_errors
+from qkvmt.cli import hydra_command
 from qkvmt.pipeline import average
 
-
-@hydra.main(config_path="../conf", config_name="average", version_base="1.3")
-@report_user_errors
-def main(cfg) -> None:
-    average(cfg)
-
+main = hydra_command(average, "average", __file__)
 
 if __name__ == "__main__":
     main()

@@ -4,23 +4,12 @@ Without experiment=, a machine with a GPU runs multi30k_de_en and one without ru
 recipe, multi30k_de_en_cpu.
 """
 
-import sys
-
-import hydra
 import torch
 
-from qkvmt.cli import with_default_experiment
-from qkvmt.errors import report_user_errors
-from qkvmt.pipeline import train
-from qkvmt.pipeline.train import optimized_value
+from qkvmt.cli import hydra_command, with_default_experiment
+from qkvmt.pipeline.train import train_command
 
-
-@hydra.main(config_path="../conf", config_name="train", version_base="1.3")
-@report_user_errors
-def main(cfg) -> float | None:
-    return optimized_value(train(cfg), cfg.optimized_metric)  # what Hydra's sweepers optimize
-
+main = hydra_command(train_command, "train", __file__, argv=lambda argv: with_default_experiment(argv, torch.cuda.is_available()))
 
 if __name__ == "__main__":
-    sys.argv = with_default_experiment(sys.argv, torch.cuda.is_available())
     main()

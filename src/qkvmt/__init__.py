@@ -1,3 +1,39 @@
-"""qkvmt: encoder-decoder Transformers for machine translation, with attention as a first-class output."""
+"""qkvmt: encoder-decoder Transformers for machine translation, with attention as a first-class output.
+
+    import qkvmt
+    model = qkvmt.load("<run>/checkpoints/best.ckpt")
+    model.translate(["Ein Mann fährt Fahrrad ."])
+    model.attention("Ein Mann fährt Fahrrad .")     # shows itself in a notebook; .save(folder)
+
+The names below are imported on first use, so `import qkvmt` stays light for the commands
+whose worker processes only need a submodule.
+"""
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load": "qkvmt.api",
+    "Model": "qkvmt.api",
+    "CTranslate2Model": "qkvmt.export.ctranslate2_engine",
+    "DecodeConfig": "qkvmt.decoding.search",
+    "AlignmentPolicy": "qkvmt.alignment.policy",
+    "Translations": "qkvmt.views.translations",
+    "SentenceAttention": "qkvmt.views.sentence_attention",
+    "AttentionMap": "qkvmt.views.sentence_attention",
+    "SentenceAlignment": "qkvmt.views.sentence_alignment",
+    "HeadInspection": "qkvmt.views.inspection",
+    "UserError": "qkvmt.errors",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'qkvmt' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

@@ -4,6 +4,7 @@ Entry points print them as one line, with no traceback, and exit non-zero.
 """
 
 import functools
+import importlib
 import sys
 
 from qkvmt.console import quiet_known_noise
@@ -11,6 +12,15 @@ from qkvmt.console import quiet_known_noise
 
 class UserError(ValueError):
     """A problem with the user's input; the message names the file or value and says what to do."""
+
+
+def optional_import(module: str, install: str, name: str | None = None):
+    """`module` imported, for a feature that needs an optional package; if it is missing, a
+    UserError naming it (as `name`, default the module) and saying how to `install` it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UserError(f"{name or module} is not installed: {install}") from None
 
 
 def report_user_errors(fn):

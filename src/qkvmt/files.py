@@ -4,6 +4,8 @@ flushed to disk, then renamed over the target (an atomic step on POSIX filesyste
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from qkvmt.errors import UserError
@@ -62,3 +64,37 @@ def check_new_output(path: Path, setting: str, folder: bool) -> None:
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UserError(f"{setting}={path}: {parent} is a file, not a folder")
+
+
+class StagedFolder:
+    """A folder that appears whole or not at all: files are written into a hidden folder in
+    `parent` and moved into place only if the block ends without an error (or Ctrl-C).
+
+        with StagedFolder(parent, "align", final=lambda: parent / "align_1") as tmp:
+            write_json(tmp / "alignment.json", data)
+
+    `final` is asked for only at the end, so a caller can reserve a fresh name then; an empty
+    folder already at that name is replaced, never one with files."""
+
+    def __init__(self, parent: Path, name: str, final):
+        self.parent, self.name, self.final_of = Path(parent), name, final
+        self.final: Path | None = None
+
+    def __enter__(self) -> Path:
+        self.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=self.parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        self.tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return False
+        final = Path(self.final_of())
+        if final.is_dir():
+            final.rmdir()
+        self.tmp.rename(final)
+        self.final = final
+        return False

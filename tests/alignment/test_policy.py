@@ -5,6 +5,7 @@ import pytest
 
 from qkvmt.alignment.policy import AlignmentPolicy, directed_links
 from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import CheckpointMeta
 
 # One layer, two heads; a forced pass over <s> y1 y2 with source x1 x2 </s>.
 # Head 0 row t reads token t (<s>, y1, y2) and predicts token t+1 (y1, y2, </s>).
@@ -58,14 +59,19 @@ def test_bad_settings_are_user_errors_naming_the_setting(layer, head, rows, dire
         AlignmentPolicy.validated(layer, head, rows, direction, 3, 4)
 
 
+def meta(**changes):
+    return CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en", **changes)
+
+
 def test_without_supervision_the_default_is_the_penultimate_layers_average_or_a_single_layers_own():
-    assert AlignmentPolicy.default_for({}, n_layers=3, n_heads=4) == AlignmentPolicy(1, "mean")
-    assert AlignmentPolicy.default_for({}, n_layers=1, n_heads=4) == AlignmentPolicy(0, "mean")
+    assert AlignmentPolicy.default_for(meta(), n_layers=3, n_heads=4) == AlignmentPolicy(1, "mean")
+    assert AlignmentPolicy.default_for(meta(), n_layers=1, n_heads=4) == AlignmentPolicy(0, "mean")
 
 
 def test_a_supervised_head_is_read_in_both_directions_by_default_and_one_way_for_symmetrizing():
-    meta = {"alignment": {"layer": 0, "head": 1, "full_context": True}}
-    default = AlignmentPolicy.default_for(meta, n_layers=1, n_heads=2)
+    supervised = meta(alignment={"layer": 0, "head": 1, "full_context": True})
+    assert supervised.full_context_layer == 0 and meta().full_context_layer is None
+    default = AlignmentPolicy.default_for(supervised, n_layers=1, n_heads=2)
     assert default == AlignmentPolicy(0, 1, "predicting", "intersection")
     assert default.one_way() == AlignmentPolicy(0, 1, "predicting", "target_to_source")
     # head 1 always looks at x1: y1 and y2 both link to it one way, only y1 both ways

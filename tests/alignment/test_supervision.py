@@ -7,18 +7,19 @@ import torch
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, label_matrix, subword_links
 from qkvmt.data.batching import Collate
 from qkvmt.errors import UserError
+from qkvmt.text.tokenizer import Specials
 
 
 def test_word_links_become_links_between_every_piece_of_the_two_words():
     src = ["▁Ein", "▁Haus", "boot", "▁.", "</s>"]  # words: Ein | Hausboot | .
     tgt = ["▁A", "▁house", "▁boat", "▁.", "</s>"]  # words: A | house | boat | .
     links = {(0, 0), (1, 1), (1, 2), (2, 3)}
-    pairs = subword_links(links, src, tgt, n_src_words=3, n_tgt_words=4)
+    pairs = subword_links(links, src, tgt, "Ein Hausboot .", "A house boat .")
     assert sorted(map(tuple, pairs.tolist())) == [(0, 0), (1, 1), (1, 2), (2, 1), (2, 2), (3, 3)]
 
 
 def test_a_pair_whose_pieces_do_not_make_the_aligners_words_is_left_unlabelled():
-    assert subword_links({(0, 0)}, ["▁Ein", "▁Haus"], ["▁A", "▁house"], n_src_words=3, n_tgt_words=2) is None
+    assert subword_links({(0, 0)}, ["▁Ein", "▁Haus"], ["▁A", "▁house"], "Ein Haus boot", "A house") is None
 
 
 def test_labels_index_target_rows_then_source_columns_and_drop_links_past_a_cut():
@@ -30,10 +31,10 @@ def test_labels_index_target_rows_then_source_columns_and_drop_links_past_a_cut(
 
 def test_collate_carries_the_labels_of_items_with_links_over_tgt_out_and_src():
     items = [(0, np.array([5, 6]), np.array([7, 8, 9]), np.array([[0, 2], [1, 0]])), (1, np.array([5]), np.array([7]), np.zeros((0, 2)))]
-    batch = Collate(pad_id=0, bos_id=1, eos_id=2)(items)
+    batch = Collate(Specials(pad=0, bos=1, eos=2))(items)
     assert batch["align"].shape == (2, 4, 3)  # tgt_out: y1 y2 y3 </s>; src: x1 x2 </s>
     assert batch["align"][0].nonzero().tolist() == [[0, 1], [2, 0]] and not batch["align"][1].any()
-    assert "align" not in Collate(pad_id=0, bos_id=1, eos_id=2)([it[:3] for it in items])
+    assert "align" not in Collate(Specials(pad=0, bos=1, eos=2))([it[:3] for it in items])
 
 
 def test_the_loss_is_the_cross_entropy_with_the_uniform_distribution_over_linked_sources():

@@ -29,7 +29,7 @@ CFG = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decode
 
 def batches(n: int, seed: int = 0, pad: bool = True) -> list[dict]:
     rng = np.random.default_rng(seed)
-    collate = Collate(CFG.pad_id, CFG.bos_id, CFG.eos_id)
+    collate = Collate(CFG.specials)
     out = []
     for _ in range(n):
         lens = rng.integers(3, 9, size=(6, 2)) if pad else np.full((6, 2), 6)

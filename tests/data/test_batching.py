@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, token_budget_batches
-from qkvmt.text.tokenizer import encode, train_bpe
+from qkvmt.text.tokenizer import Specials, encode, train_bpe
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_every_rank_gets_evaluation_work_even_from_a_tiny_set():
 
 
 def test_collate_pads_and_shifts_targets():
-    collate = Collate(pad_id=0, bos_id=1, eos_id=2)
+    collate = Collate(Specials(pad=0, bos=1, eos=2))
     items = [(7, np.array([5, 6, 7]), np.array([8, 9])), (3, np.array([5]), np.array([8, 9, 10, 11]))]
     batch = collate(items)
     assert batch["index"].tolist() == [7, 3]

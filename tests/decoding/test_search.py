@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.positions import POSITIONS
 from qkvmt.decoding.search import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
 from qkvmt.model.transformer import Transformer
 
@@ -27,12 +28,13 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def tiny_model(seed: int = 0, layers: int = 1, vocab: int = 16, d_model: int = 16, n_heads: int = 2,
-               max_positions: int = 64, scale: float = 3.0) -> Transformer:
+               max_positions: int = 64, scale: float = 3.0, positions: str = "sinusoidal") -> Transformer:
     """A tiny random Transformer in eval mode; the (tied) output layer is scaled up so that
     next-token distributions are peaky and near-ties (which could flip on rounding) are rare."""
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=vocab, d_model=d_model, n_heads=n_heads, encoder_layers=layers,
-                      decoder_layers=layers, ffn_dim=2 * d_model, dropout=0.0, max_positions=max_positions)
+                      decoder_layers=layers, ffn_dim=2 * d_model, dropout=0.0, max_positions=max_positions,
+                      positions=positions)
     model = Transformer(cfg).eval()
     with torch.no_grad():
         model.output.weight.mul_(scale)
@@ -129,10 +131,11 @@ def assert_same_hyps(got, want, atol=1e-4):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_cached_decoding_matches_uncached(seed, beam_size):
-    model = tiny_model(seed, layers=2)
+def test_cached_decoding_matches_uncached(seed, beam_size, positions):
+    model = tiny_model(seed, layers=2, positions=positions)
     src, _ = padded_batch([3, 6, 2, 5], model.cfg.vocab_size, seed=seed)
     common = dict(beam_size=beam_size, max_len_a=1.0, max_len_b=2)
     cached = generate(model, src, DecodeConfig(**common, use_cache=True))
@@ -184,11 +187,12 @@ def test_beam_size_one_equals_greedy(seed):
     assert any(h.tokens for h in greedy)
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("seed", [0, 3])
-def test_scores_are_teacher_forced_logprobs(seed):
+def test_scores_are_teacher_forced_logprobs(seed, positions):
     """Scores equal the log-probability of the returned tokens + EOS, recomputed by one
     teacher-forced forward pass (beam normalised by length^alpha)."""
-    model = tiny_model(seed)
+    model = tiny_model(seed, positions=positions)
     src, rows = padded_batch([3, 5, 2], model.cfg.vocab_size, seed=seed)
     greedy = greedy_search(model, src, DecodeConfig(beam_size=1, max_len_a=0, max_len_b=6))
     beam = beam_search(model, src, DecodeConfig(beam_size=3, max_len_a=0, max_len_b=6, len_penalty=1.0))

@@ -11,31 +11,48 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
-from qkvmt.pipeline import export, translate
+from qkvmt.pipeline import export, train, translate
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.decoding.lines import translate_ids
-from tests.conftest import compose_inference
+from tests.conftest import compose_inference, compose_train, tiny_overrides
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
 
 from qkvmt.export.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2  # noqa: E402
 from qkvmt.export.to_ctranslate2 import export_ctranslate2  # noqa: E402
+from qkvmt.model.checkpoint import CheckpointMeta
 
-META = {"src_lang": "de", "tgt_lang": "en", "decode": {}}
+META = CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en")
 
 
 def toy_test_sources(corpus_root) -> list[str]:
     return gzip.decompress((corpus_root / "test_2016_flickr.de.gz").read_bytes()).decode().splitlines()
 
 
-@pytest.fixture(scope="module")
-def exported(trained_run, tmp_path_factory):
-    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+def export_run(run, tmp_path_factory):
+    """The run's last checkpoint exported by scripts/export.py: our model, tokenizer, and CTranslate2's."""
+    ckpt = run / "checkpoints" / "last.ckpt"
     out = tmp_path_factory.mktemp("ct2") / "model"
     result = export(compose_inference("export", f"ckpt_path={ckpt}", f"output_dir={out}"))
     assert result["output_dir"] == str(out)
     model, tok, _ = load_model(ckpt)
     return model, tok, load_ctranslate2(out)
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+    return export_run(trained_run["run"], tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def exported_rotary(trained_run, tmp_path_factory):
+    """trained_run's recipe with model.positions=rotary, exported."""
+    run = tmp_path_factory.mktemp("rotary") / "run"
+    overrides = tiny_overrides(trained_run["corpus"], run, steps=40, val_every=20)
+    train(compose_train(*overrides, "model.positions=rotary", "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
+    model, tok, engine = export_run(run, tmp_path_factory)
+    assert model.cfg.positions == "rotary"
+    return model, tok, engine
 
 
 def teacher_forced(model, tok, sources, targets):
@@ -52,16 +69,20 @@ def ct2_scores(translator, tok, sources, targets):
     return [r.log_probs for r in translator.score_batch(tokens(sources), tokens(targets))]
 
 
-@pytest.mark.parametrize("norm_first, tied", [(False, True), (True, True), (True, False)])
-def test_every_layout_scores_like_ours(tmp_path, norm_first, tied):
-    # Post- and pre-LN, tied and separate embeddings: the spec must reproduce the whole network,
-    # which teacher-forced log-probabilities of random weights test more strictly than outputs.
+@pytest.mark.parametrize("norm_first, tied, positions", [
+    (False, True, "sinusoidal"), (True, True, "sinusoidal"), (True, False, "sinusoidal"),
+    (False, True, "rotary"), (True, False, "rotary"),
+])
+def test_every_layout_scores_like_ours(tmp_path, norm_first, tied, positions):
+    # Post- and pre-LN, tied and separate embeddings, sinusoidal and rotary positions: the spec
+    # must reproduce the whole network, which teacher-forced log-probabilities of random weights
+    # test more strictly than outputs.
     torch.manual_seed(0)
     sources = ["a b c d", "b a", "c c d a b a"]
     targets = ["d c b a", "a b", "a b a d c c"]
     tok = train_bpe(sources + targets, vocab_size=20, min_frequency=1)
     cfg = ModelConfig(vocab_size=tok.get_vocab_size(), d_model=16, n_heads=2, encoder_layers=2, decoder_layers=3,
-                      ffn_dim=24, norm_first=norm_first, tie_embeddings=tied, max_positions=32)
+                      ffn_dim=24, norm_first=norm_first, tie_embeddings=tied, max_positions=32, positions=positions)
     model = Transformer(cfg).eval()
     with torch.no_grad():  # non-trivial norms and biases, so a misplaced one shows
         for name, p in model.named_parameters():
@@ -74,8 +95,9 @@ def test_every_layout_scores_like_ours(tmp_path, norm_first, tied):
 
 
 @pytest.mark.parametrize("beam_size", [1, 5])
-def test_trained_model_translates_token_for_token_like_ours(exported, trained_run, beam_size):
-    model, tok, engine = exported
+@pytest.mark.parametrize("which", ["exported", "exported_rotary"], ids=["sinusoidal", "rotary"])
+def test_trained_model_translates_token_for_token_like_ours(which, request, trained_run, beam_size):
+    model, tok, engine = request.getfixturevalue(which)
     lines = toy_test_sources(trained_run["corpus"])
     cfg = DecodeConfig(beam_size=beam_size)
     ours = translate_ids(model, tok, lines, cfg)

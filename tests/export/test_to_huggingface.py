@@ -9,10 +9,12 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import check_exportable, export_huggingface, residual_permutation
 from qkvmt.model.inputs import build_inputs
-from qkvmt.model.transformer import Transformer, sinusoidal_positions
+from qkvmt.model.positions import sinusoidal_positions
+from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline import export
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.decoding.lines import translate_ids
+from qkvmt.model.checkpoint import CheckpointMeta
 from tests.conftest import compose_inference
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -38,7 +40,7 @@ def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline
         for name, p in model.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.3)
-    export_huggingface(model, tok, {"src_lang": "de", "tgt_lang": "en"}, tmp_path)
+    export_huggingface(model, tok, CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en"), tmp_path)
     # eager attention returns weights: what bertviz shows (README)
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path, local_files_only=True, attn_implementation="eager").eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
@@ -74,7 +76,9 @@ def test_trained_model_greedy_generate_equals_ours(trained_run, tmp_path):
     assert texts == tok.decode_batch(ours, skip_special_tokens=True)
 
 
-def test_pre_ln_and_untied_models_are_refused_with_the_format_that_takes_them():
-    for kw in ({"norm_first": True}, {"tie_embeddings": False}):
-        with pytest.raises(UserError, match="format=ctranslate2"):
+def test_pre_ln_untied_and_rotary_models_are_refused_with_the_format_that_takes_them():
+    for kw in ({"norm_first": True}, {"tie_embeddings": False}, {"positions": "rotary"}):
+        with pytest.raises(UserError, match="format=ctranslate2") as e:
             check_exportable(Transformer(ModelConfig(vocab_size=10, d_model=8, n_heads=2, **kw)))
+        setting, value = next(iter(kw.items()))
+        assert f"model.{setting}={str(value).lower()}" in str(e.value) and "\n" not in str(e.value)

@@ -4,10 +4,18 @@ import pytest
 import torch
 from torch import nn
 
-from qkvmt.model.attention import KVCache, MultiHeadAttention, causal_mask
+from qkvmt.model.attention import KVCache, MultiHeadAttention, attention_weights, causal_mask
+from qkvmt.model.positions import RotaryPositions
 
 D, H, B = 16, 4, 3
 ATOL = 1e-5
+ROTARY = pytest.mark.parametrize("rotary", [False, True], ids=["no_positions", "rotary"])
+
+
+def new_mha(dropout: float = 0.0, rotary: bool = False) -> MultiHeadAttention:
+    """Fresh projections handed in, as the layers do; rotary: RoPE on the queries and keys."""
+    positions = RotaryPositions(D // H, max_positions=32) if rotary else None
+    return MultiHeadAttention(H, nn.Linear(D, 3 * D), nn.Linear(D, D), dropout, positions)
 
 
 def make_pair(seed: int = 0) -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
@@ -17,7 +25,7 @@ def make_pair(seed: int = 0) -> tuple[MultiHeadAttention, nn.MultiheadAttention]
     with torch.no_grad():
         ref.in_proj_bias.normal_()
         ref.out_proj.bias.normal_()
-    ours = MultiHeadAttention(D, H, dropout=0.0)
+    ours = new_mha()
     with torch.no_grad():  # both stack W_Q, W_K, W_V in one (3D, D) matrix, in that order
         ours.w_qkv.weight.copy_(ref.in_proj_weight)
         ours.w_qkv.bias.copy_(ref.in_proj_bias)
@@ -26,9 +34,9 @@ def make_pair(seed: int = 0) -> tuple[MultiHeadAttention, nn.MultiheadAttention]
     return ours.eval(), ref.eval()
 
 
-def make_mha(seed: int = 0, dropout: float = 0.0) -> MultiHeadAttention:
+def make_mha(seed: int = 0, dropout: float = 0.0, rotary: bool = False) -> MultiHeadAttention:
     torch.manual_seed(seed)
-    return MultiHeadAttention(D, H, dropout=dropout).eval()
+    return new_mha(dropout, rotary).eval()
 
 
 def key_padding(lengths: list[int], t_k: int) -> torch.Tensor:
@@ -83,13 +91,16 @@ def test_parity_cross_attention_with_key_padding():
 # --- 2. SDPA path == explicit path -----------------------------------------------------------
 
 
+SELF_KINDS = ["self_masked", "causal", "causal_masked"]
+
+
 @pytest.mark.parametrize(
-    "kind",
-    ["self_masked", "causal", "causal_masked", "cross_masked", "cross_per_query_mask"],
+    "kind, rotary",  # rotary positions are for self-attention only
+    [(k, False) for k in [*SELF_KINDS, "cross_masked", "cross_per_query_mask"]] + [(k, True) for k in SELF_KINDS],
 )
-def test_fast_path_equals_explicit_path(kind):
+def test_fast_path_equals_explicit_path(kind, rotary):
     """need_weights=False (fused SDPA) gives the same output as the explicit softmax path."""
-    mha = make_mha(3)
+    mha = make_mha(3, rotary=rotary)
     torch.manual_seed(4)
     x = torch.randn(B, 6, D)
     y, kwargs = None, {}
@@ -150,10 +161,12 @@ def test_causal_mask_is_bottom_right_aligned():
 # --- 4. KV cache -------------------------------------------------------------------------------
 
 
+@ROTARY
 @pytest.mark.parametrize("need_weights", [False, True])
-def test_kv_cache_one_token_at_a_time_matches_full_causal_pass(need_weights):
-    """Step-by-step decoding with a KVCache equals the full causal pass, past the initial capacity."""
-    mha = make_mha(7)
+def test_kv_cache_one_token_at_a_time_matches_full_causal_pass(need_weights, rotary):
+    """Step-by-step decoding with a KVCache equals the full causal pass, past the initial capacity;
+    with rotary positions, each step's query and key sit at the cache's length."""
+    mha = make_mha(7, rotary=rotary)
     T = 20  # > 16, the initial capacity, so the buffer must grow
     x = torch.randn(B, T, D)
     full, _ = mha(x, causal=True, need_weights=need_weights)
@@ -168,9 +181,10 @@ def test_kv_cache_one_token_at_a_time_matches_full_causal_pass(need_weights):
     assert cache.length == T
 
 
-def test_kv_cache_chunked_prefix_uses_bottom_right_causal_mask():
+@ROTARY
+def test_kv_cache_chunked_prefix_uses_bottom_right_causal_mask(rotary):
     """Feeding a prefix then a multi-token chunk (T_q < T_k) equals the full causal pass."""
-    mha = make_mha(8)
+    mha = make_mha(8, rotary=rotary)
     x = torch.randn(B, 19, D)
     full, _ = mha(x, causal=True)
     cache = KVCache()
@@ -213,11 +227,12 @@ def test_cross_attention_cache_reuses_first_keys():
     assert cache.length == 5  # filled once, not appended again
 
 
+@ROTARY
 @pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad"])
-def test_kv_cache_reorder_selects_batch_rows(grad):
+def test_kv_cache_reorder_selects_batch_rows(grad, rotary):
     """reorder(index) keeps batch rows `index`, and decoding continues as if run on those rows.
     Without autograd it gathers into a spare buffer and swaps; reordering twice exercises both."""
-    mha = make_mha(11)
+    mha = make_mha(11, rotary=rotary)
     x = torch.randn(B, 6, D)
     cache = KVCache()
     with torch.set_grad_enabled(grad):
@@ -265,16 +280,49 @@ def test_memory_shared_by_groups_of_query_rows_equals_repeated_memory(need_weigh
         torch.testing.assert_close(shared_w, ref_w, atol=ATOL, rtol=0)
 
 
-# --- 5. head splitting ---------------------------------------------------------------------------
+# --- 5. per-head projections ------------------------------------------------------------------
 
 
-def test_split_heads_equals_per_head_slices():
-    """split_heads puts feature slice [h*d_k:(h+1)*d_k] of the projection into head h."""
+def test_head_projections_put_feature_slice_h_of_each_projection_into_head_h():
+    """Head h of Q, K, V is slice [h*d_k:(h+1)*d_k] of x W_Q + b_Q, y W_K + b_K, y W_V + b_V, the
+    stacked w_qkv read in blocks of D rows; asking for some heads gives those, in that order."""
     mha = make_mha(12)
-    x = torch.randn(B, 5, D)
-    proj = mha.project_q(x)
-    heads = mha.split_heads(proj)
+    x, y = torch.randn(B, 5, D), torch.randn(B, 7, D)
     d_k = D // H
-    assert heads.shape == (B, H, 5, d_k)
-    for h in range(H):
-        assert torch.equal(heads[:, h], proj[:, :, h * d_k : (h + 1) * d_k])
+    for inputs in ((x, None), (x, y)):
+        q, k, v = mha.head_projections(*inputs)
+        keys_input = x if inputs[1] is None else y
+        for i, (got, t) in enumerate(zip((q, k, v), (x, keys_input, keys_input))):
+            full = t @ mha.w_qkv.weight[i * D : (i + 1) * D].T + mha.w_qkv.bias[i * D : (i + 1) * D]  # (B, T, D)
+            assert got.shape == (B, H, t.size(1), d_k)
+            for h in range(H):
+                torch.testing.assert_close(got[:, h], full[:, :, h * d_k : (h + 1) * d_k], atol=ATOL, rtol=0)
+        for whole, picked in zip((q, k, v), mha.head_projections(*inputs, heads=[3, 1])):
+            torch.testing.assert_close(picked, whole[:, [3, 1]], atol=ATOL, rtol=0)
+    q_only, k_none, v_none = mha.head_projections(x, y, kv=False)
+    assert torch.equal(q_only, mha.head_projections(x, y)[0]) and k_none is None and v_none is None
+
+
+def test_head_projections_are_what_forward_attends_with_positions_applied():
+    """The explicit path's weights are softmax(QKᵀ/√d_k) of head_projections' Q and K, rotated:
+    with a cache, the new rows' projections at offset cache.length. head_weights agrees."""
+    mha = make_mha(15, rotary=True)
+    x = torch.randn(B, 6, D)
+    q, k, _ = mha.head_projections(x)
+    plain_q, _, _ = make_mha(15).head_projections(x)  # the same weights, no positions
+    assert not torch.allclose(q[:, :, 1:], plain_q[:, :, 1:], atol=1e-3)  # position 0 turns by 0
+    _, w = mha(x, causal=True, need_weights=True)
+    torch.testing.assert_close(w, attention_weights(q, k, causal_mask(6, 6)), atol=ATOL, rtol=0)
+    torch.testing.assert_close(mha.head_weights(x, None, [2, 0]), attention_weights(q, k)[:, [2, 0]], atol=ATOL, rtol=0)
+    cache = KVCache()
+    mha(x[:, :4], causal=True, cache=cache)
+    q_step, k_step, _ = mha.head_projections(x[:, 4:], offset=cache.length)
+    torch.testing.assert_close(q_step, q[:, :, 4:], atol=ATOL, rtol=0)
+    torch.testing.assert_close(k_step, k[:, :, 4:], atol=ATOL, rtol=0)
+
+
+def test_cross_attention_with_positions_is_refused():
+    """Rotary positions relate rows of one sequence; a cross-attention given them says so."""
+    mha = make_mha(16, rotary=True)
+    with pytest.raises(ValueError, match="cross-attention takes none"):
+        mha(torch.randn(B, 2, D), torch.randn(B, 5, D))

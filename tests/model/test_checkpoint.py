@@ -27,7 +27,7 @@ def test_average_script_writes_a_checkpoint_that_loads(trained_run, tmp_path):
     out = tmp_path / "avg.ckpt"
     average(compose_inference("average", f"ckpt_path={folder / 'last.ckpt'}", "average=last2", f"output={out}"))
     model, tok, meta = load_model(out)
-    assert meta["averaged_from"] == [str(folder / "step0000020.ckpt"), str(folder / "step0000040.ckpt")]
+    assert meta.averaged_from == [str(folder / "step0000020.ckpt"), str(folder / "step0000040.ckpt")]
     assert model(torch.tensor([[5, 6, 2]]), torch.tensor([[1]]))[0].shape[-1] == tok.get_vocab_size()
 
 
@@ -124,3 +124,32 @@ def test_a_checkpoint_with_an_unreadable_tokenizer_is_a_user_error(trained_run, 
     torch.save(raw, tmp_path / "edited.ckpt")
     with pytest.raises(UserError, match=r"edited\.ckpt: the tokenizer stored in it is not readable"):
         load_model(tmp_path / "edited.ckpt")
+
+
+def test_a_checkpoint_from_before_positions_were_configurable_loads_as_sinusoidal(trained_run, tmp_path):
+    """Checkpoints written before model.positions existed store no such key: the same model loads."""
+    last = trained_run["run"] / "checkpoints" / "last.ckpt"
+    raw = torch.load(last, weights_only=True)
+    del raw["qkvmt"]["model_config"]["positions"]
+    torch.save(raw, tmp_path / "old.ckpt")
+    old, _, _ = load_model(tmp_path / "old.ckpt")
+    new, _, _ = load_model(last)
+    assert old.cfg == new.cfg and old.cfg.positions == "sinusoidal"
+    src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    with torch.no_grad():
+        assert torch.equal(old(src, tgt)[0], new(src, tgt)[0])
+
+
+def test_a_checkpoint_from_before_a_setting_existed_averages_and_resumes_with_a_current_one(trained_run, tmp_path):
+    from qkvmt.model.checkpoint import check_resumable
+
+    folder = trained_run["run"] / "checkpoints"
+    old = torch.load(folder / "step0000020.ckpt", weights_only=True)
+    del old["qkvmt"]["model_config"]["positions"]  # as written before model.positions existed
+    torch.save(old, tmp_path / "old.ckpt")
+    averaged = average_checkpoints([tmp_path / "old.ckpt", folder / "step0000040.ckpt"])
+    assert averaged["qkvmt"]["averaged_from"][0] == str(tmp_path / "old.ckpt")
+    current = load_checkpoint(folder / "step0000040.ckpt")["qkvmt"]["model_config"]
+    check_resumable(tmp_path / "old.ckpt", current)  # the same model: no error
+    with pytest.raises(UserError, match="model.positions=sinusoidal but this run asks for model.positions=rotary"):
+        check_resumable(tmp_path / "old.ckpt", current | {"positions": "rotary"})

@@ -3,7 +3,8 @@
 import torch
 
 from qkvmt.data.batching import Collate
-from qkvmt.model.inputs import Specials, build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.text.tokenizer import Specials
 from qkvmt.text.tokenizer import BOS, EOS, PAD, encode, train_bpe
 
 SPECIALS = Specials(pad=0, bos=1, eos=2)
@@ -45,7 +46,7 @@ def test_build_inputs_cuts_to_max_len_with_the_special_token_inside():
 
 def test_training_batches_are_built_by_the_same_function():
     items = [(0, [5, 6, 7, 8], [9]), (1, [8], [10, 11, 12])]
-    batch = Collate(pad_id=0, bos_id=1, eos_id=2, max_len=3)(items)
+    batch = Collate(SPECIALS, max_len=3)(items)
     x = build_inputs([i[1] for i in items], [i[2] for i in items], SPECIALS, max_len=3)
     for name in ("src", "tgt_in", "tgt_out"):
         assert torch.equal(batch[name], getattr(x, name))

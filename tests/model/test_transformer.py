@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from qkvmt.model.config import ModelConfig
-from qkvmt.model.transformer import Embedding, Transformer, Weights, sinusoidal_positions
+from qkvmt.model.positions import POSITIONS, sinusoidal_positions
+from qkvmt.model.transformer import Embedding, Transformer, WeightRequest
 
 V, PAD = 23, 0
 ATOL = 1e-5
@@ -38,11 +39,12 @@ def pad_right(ids: torch.Tensor, extra: int) -> torch.Tensor:
 # --- 1. decoder causality -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("need_weights", [False, True])
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_is_causal(norm_first, need_weights):
+def test_decoder_is_causal(norm_first, need_weights, positions):
     """Changing target token j leaves logits at positions < j unchanged, and changes position j."""
-    model = make_model(1, norm_first=norm_first)
+    model = make_model(1, norm_first=norm_first, positions=positions)
     torch.manual_seed(2)
     src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 7)
     j = 4
@@ -58,12 +60,13 @@ def test_decoder_is_causal(norm_first, need_weights):
 # --- 2. padding invariance ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("need_weights", [False, True])
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("src_extra,tgt_extra", [(3, 0), (0, 4), (3, 4)])
-def test_padding_invariance(src_extra, tgt_extra, norm_first, need_weights):
+def test_padding_invariance(src_extra, tgt_extra, norm_first, need_weights, positions):
     """Extra right padding on source and/or target leaves logits of real target positions unchanged."""
-    model = make_model(3, norm_first=norm_first)
+    model = make_model(3, norm_first=norm_first, positions=positions)
     torch.manual_seed(4)
     src = random_ids(3, 6, [6, 3, 5])
     tgt = random_ids(3, 5, [5, 2, 4])
@@ -107,7 +110,7 @@ def test_encode_decode_return_empty_weight_lists_by_default():
 
 @pytest.mark.parametrize("layer", [1, -1, 0])
 def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path(layer, monkeypatch):
-    """Weights(cross=(layer,)) returns that layer's cross-attention, the same tensor a full
+    """WeightRequest(cross=(layer,)) returns that layer's cross-attention, the same tensor a full
     request gives, None for the other layers, no other kind, and unchanged logits; only one
     attention call takes the explicit path."""
     import qkvmt.model.attention
@@ -120,7 +123,7 @@ def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path
         explicit = []
         real = qkvmt.model.attention.attend
         monkeypatch.setattr(qkvmt.model.attention, "attend", lambda *a: explicit.append(a[5]) or real(*a))
-        logits, att = model(src, tgt, need_weights=Weights(cross=(layer,)))
+        logits, att = model(src, tgt, need_weights=WeightRequest(cross=(layer,)))
     assert sum(explicit) == 1 and len(explicit) == 2 + 2 * 3  # every attention ran, one with weights
     assert att.encoder == [] and att.decoder == []
     wanted = layer % 3
@@ -129,11 +132,12 @@ def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path
     torch.testing.assert_close(logits, plain, atol=ATOL, rtol=0)
 
 
-def test_full_context_cross_attention_sees_the_whole_target_but_never_its_padding():
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_full_context_cross_attention_sees_the_whole_target_but_never_its_padding(positions):
     """Against the causal pass as a reference: layer 0's last row sees the whole target in both
     passes, so it agrees; an earlier row depends on later tokens only without the causal mask;
     padding the target changes nothing."""
-    model = make_model(8, decoder_layers=3)
+    model = make_model(8, decoder_layers=3, positions=positions)
     src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
@@ -152,11 +156,12 @@ def test_full_context_cross_attention_sees_the_whole_target_but_never_its_paddin
             torch.testing.assert_close(padded[:, :, :5], w, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first):
+def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first, positions):
     """The alignment pass computes only the asked heads' queries and keys of the last layer it
     reaches; the reference runs every layer whole, the explicit path returning all heads."""
-    model = make_model(8, decoder_layers=3, n_heads=4, norm_first=norm_first)
+    model = make_model(8, decoder_layers=3, n_heads=4, norm_first=norm_first, positions=positions)
     src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
@@ -173,10 +178,11 @@ def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first):
 # --- 4. incremental decoding -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_incremental_decode_matches_teacher_forcing(norm_first):
+def test_incremental_decode_matches_teacher_forcing(norm_first, positions):
     """Decoding one token at a time with new_state() equals the full teacher-forced decode."""
-    model = make_model(7, norm_first=norm_first)
+    model = make_model(7, norm_first=norm_first, positions=positions)
     torch.manual_seed(8)
     src, tgt = random_ids(3, 6, [6, 2, 4]), random_ids(3, 18)  # > 16: caches must grow
     with torch.no_grad():
@@ -188,9 +194,10 @@ def test_incremental_decode_matches_teacher_forcing(norm_first):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
 
 
-def test_incremental_decode_in_chunks_with_weights():
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_incremental_decode_in_chunks_with_weights(positions):
     """A multi-token prefix then single steps, with need_weights, equals the full decode."""
-    model = make_model(9)
+    model = make_model(9, positions=positions)
     src, tgt = random_ids(2, 5, [5, 3]), random_ids(2, 7)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
@@ -211,10 +218,11 @@ def test_incremental_decode_in_chunks_with_weights():
     [[1, 1, 3, 2], [0, 0, 2, 3], [0, 1, 2, 3]],
     ids=["most-rows-move", "one-row-moves", "none-moves"],  # a full gather, or copies of moved rows only
 )
-def test_decoder_state_reorder_beams_continues_selected_hypotheses(index):
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_decoder_state_reorder_beams_continues_selected_hypotheses(index, positions):
     """reorder_beams (beam search) continues decoding as if the chosen rows ran throughout; rows
     move only among the beams of their own sentence, whose cross-attention caches are equal."""
-    model = make_model(10)
+    model = make_model(10, positions=positions)
     src, tgt = random_ids(2, 5, [5, 3]), random_ids(4, 6)  # 2 sentences, 2 beams each, sharing memory
     index = torch.tensor(index)
     with torch.no_grad():
@@ -263,21 +271,32 @@ def test_embedding_scales_tokens_and_adds_positions(offset):
     torch.testing.assert_close(emb(ids, offset), expected, atol=1e-6, rtol=0)
 
 
-def test_sinusoidal_positions_match_formula():
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
-    n, d = 50, 16
-    pe = sinusoidal_positions(n, d)
-    assert pe.shape == (n, d)
-    for pos in [0, 1, 7, 49]:
-        for i in range(d // 2):
-            angle = pos / 10000 ** (2 * i / d)
-            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-5)
-            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
+def test_rotary_embedding_only_scales_tokens():
+    """positions=rotary: nothing is added to the embeddings, self-attention places the tokens."""
+    cfg = ModelConfig(vocab_size=V, d_model=16, n_heads=2, max_positions=32, dropout=0.5, positions="rotary")
+    emb = Embedding(cfg, nn.Embedding(V, 16, padding_idx=PAD)).eval()
+    ids = random_ids(2, 5)
+    assert emb.positions is None
+    torch.testing.assert_close(emb(ids, 3), emb.tokens(ids) * math.sqrt(16), atol=0, rtol=0)
 
 
-def test_sequence_longer_than_max_positions_raises():
+def test_rotary_and_sinusoidal_models_hold_the_same_weights():
+    """Rotary positions add no weight: the two models' state dicts load into each other, strictly."""
+    sinusoidal, rotary = make_model(16), make_model(17, positions="rotary")
+    assert sinusoidal.state_dict().keys() == rotary.state_dict().keys()
+    rotary.load_state_dict(sinusoidal.state_dict())
+    src, tgt = random_ids(2, 5, [5, 3]), random_ids(2, 4)
+    with torch.no_grad():
+        assert not torch.allclose(rotary(src, tgt)[0], sinusoidal(src, tgt)[0], atol=1e-3)  # positions differ
+    layer = rotary.decoder_layers[0]
+    assert layer.self_attn.positions is rotary.encoder_layers[0].self_attn.positions is not None
+    assert layer.cross_attn.positions is None
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_sequence_longer_than_max_positions_raises(positions):
     """Sources or targets longer than max_positions (including via the decode offset) raise ValueError."""
-    model = make_model(14, max_positions=8)
+    model = make_model(14, max_positions=8, positions=positions)
     ok = random_ids(1, 8)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(ok)  # exactly max_positions is fine

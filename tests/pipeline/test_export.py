@@ -1,6 +1,5 @@
 """scripts/export.py: formats, averages, output folders and the errors a user can make."""
 
-import builtins
 import io
 import subprocess
 import sys
@@ -54,15 +53,8 @@ def test_an_output_dir_that_holds_files_is_refused(trained_run, tmp_path):
 
 
 def test_missing_ctranslate2_says_how_to_install_it(trained_run, tmp_path, monkeypatch):
-    real_import = builtins.__import__
-
-    def no_ctranslate2(name, *args, **kwargs):
-        if name == "ctranslate2":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_ctranslate2)
-    with pytest.raises(UserError, match="pip install"):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
+    with pytest.raises(UserError, match="CTranslate2 is not installed: pip install ctranslate2"):
         export(compose_inference("export", f"ckpt_path={ckpt_of(trained_run)}", f"output_dir={tmp_path / 'o'}"))
 
 

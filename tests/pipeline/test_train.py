@@ -18,6 +18,7 @@ from qkvmt.errors import UserError
 from qkvmt.training.hardware import Hardware, choose_precision, detect
 from qkvmt.pipeline import train
 from qkvmt.training.progress import StepProgress
+from qkvmt.text.tokenizer import Specials
 from tests.conftest import MULTI30K, ROOT, compose_inference, compose_train, requires_multi30k, tiny_overrides, write_corpus
 
 
@@ -204,7 +205,7 @@ def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
     cfg = compose_train(*tiny_overrides(corpus, tmp_path))
     dm = instantiate(cfg.data)
     tok = dm.load_tokenizer(tmp_path / "tokenizer.json")
-    model_cfg = instantiate(cfg.model)(vocab_size=tok.get_vocab_size(), **dm.tokenizer_ids())
+    model_cfg = instantiate(cfg.model)(vocab_size=tok.get_vocab_size(), **Specials.of(tok).config_fields())
     module = instantiate(cfg.module)(model_config=model_cfg, tokenizer=tok)
     seen: dict[int, list] = {}
 
@@ -319,5 +320,17 @@ def test_alignment_supervision_teaches_one_head_eflomal_links_and_the_checkpoint
     align_loss = logged(read_csv(run), "train/align_loss")
     assert len(align_loss) == 60 and sum(align_loss[-10:]) < sum(align_loss[:10])  # the head learns the links
     meta = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["qkvmt"]
-    assert meta["alignment"] == {"weight": 1.0, "layer": 1, "head": 1, "full_context": True, "labels": "grow-diag-final-and"}
+    assert meta["alignment"] == {"weight": 1.0, "layer": 1, "head": 1, "full_context": True, "labels": "grow-diag-final-and",
+                                 "aligner": "eflomal"}
     assert len(list((run / "cache").glob("links_*.npz"))) == 1  # eflomal ran once, its links kept beside the ids
+
+
+def test_rotary_positions_train_through_the_pipeline(corpus, tmp_path):
+    """model.positions=rotary, set as on the command line: the run trains and tests, and its
+    checkpoint rebuilds a rotary model, with no table added to its embeddings."""
+    out = tmp_path / "run"
+    metrics = train(compose_train(*tiny_overrides(corpus, out, steps=4, val_every=4), "model.positions=rotary"))
+    assert metrics["steps"] == 4 and 0.0 <= metrics["test_bleu"] <= 100.0
+    model, _, _ = load_model(out / "checkpoints" / "last.ckpt")
+    assert model.cfg.positions == "rotary" and model.src_embed.positions is None
+    assert all(layer.self_attn.positions is not None for layer in [*model.encoder_layers, *model.decoder_layers])

@@ -1,6 +1,7 @@
-"""Attention PNGs and HTML pages: pictures of the right size, hostile text shown as text, and
-(in headless Chromium, where installed) maps that the page's script really draws."""
+"""The HTML pages (report.html, the alignment and inspector pages): hostile text shown as
+text, and (in headless Chromium, where installed) maps that the page's script really draws."""
 
+import dataclasses
 import json
 import os
 import re
@@ -8,11 +9,12 @@ import shutil
 import signal
 import subprocess
 
-import matplotlib.image
 import numpy as np
 import pytest
 
-from qkvmt.views.report import aer_heatmap, alignment_page, attention_report, heatmap_grid, inspector_page
+from qkvmt.views.inspection import HeadInspection, TopKey
+from qkvmt.views.report import ReportSample, attention_report
+from qkvmt.views.sentence_alignment import SentenceAlignment
 from qkvmt.views.sentence_attention import AttentionMap
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -40,22 +42,23 @@ def report_inputs():
         "decode": {"beam": 4, "alpha": 0.6},
         "checkpoints": [{"path": "runs/a/<b>best</b>.ckpt", "sha256": "ab" * 32}],
     }
-    sample = {
-        "source": f"Ein Mann {PWN_IMG} & {ALERT_SCRIPT}", "reference": f"A man {PWN_SCRIPT}",
-        "hypothesis": f"A man {BREAKOUT} & co",
-        "maps": [AttentionMap("encoder", weights(L, H, 5, 5), SRC, SRC), AttentionMap("decoder", weights(L, H, 4, 4), OUT, TGT),
-                 AttentionMap("cross", weights(L, H, 4, 5), OUT, SRC)],
-    }
-    return metrics, [sample, dict(sample, source="second")]
+    sample = ReportSample(
+        source=f"Ein Mann {PWN_IMG} & {ALERT_SCRIPT}", reference=f"A man {PWN_SCRIPT}",
+        target=f"A man {BREAKOUT} & co",
+        maps=[AttentionMap("encoder", weights(L, H, 5, 5), SRC, SRC), AttentionMap("decoder", weights(L, H, 4, 4), OUT, TGT),
+              AttentionMap("cross", weights(L, H, 4, 5), OUT, SRC)],
+    )
+    return metrics, [sample, dataclasses.replace(sample, source="second")]
 
 
-def alignment_inputs():
-    return {
-        "source": f"Ein {PWN_IMG} {ALERT_SCRIPT}", "translation": f"A {BREAKOUT} & {PWN_SCRIPT}",
-        "src_tokens": SRC, "tgt_tokens": OUT, "src_words": ["Ein", PWN_IMG, ALERT_SCRIPT],
-        "tgt_words": ["A", BREAKOUT, PWN_SCRIPT], "cross": weights(L, H, 4, 5).tolist(),
-        "word_matrix": weights(3, 3), "links": [[0, 0], [1, 2], [2, 1]], "policy": {"layer": 0, "head": 2, "rows": "predicting"},
-    }
+def alignment_inputs(**changes):
+    return SentenceAlignment(
+        source=f"Ein {PWN_IMG} {ALERT_SCRIPT}", translation=f"A {BREAKOUT} & {PWN_SCRIPT}", forced=False,
+        src_tokens=SRC, tgt_tokens=OUT, src_words=["Ein", PWN_IMG, ALERT_SCRIPT],
+        tgt_words=["A", BREAKOUT, PWN_SCRIPT], src_word_groups=[[0], [1], [4]], tgt_word_groups=[[0], [1], [2]],
+        cross=weights(L, H, 4, 5), full_context_layer=None, policy={"layer": 0, "head": 2, "rows": "predicting"},
+        word_matrix=weights(3, 3), links=[(0, 0), (1, 2), (2, 1)],
+    ) if not changes else dataclasses.replace(alignment_inputs(), **changes)
 
 
 def inspector_inputs():
@@ -64,14 +67,13 @@ def inspector_inputs():
     scores[0, 3:] = -np.inf  # masked positions must survive as null (None), not break the JSON
     w = np.exp(scores - scores.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
-    return {
-        "kind": "cross", "layer": 0, "head": 2, "query_tokens": OUT, "key_tokens": SRC,
-        "q": rng.normal(size=(4, 8)), "k": rng.normal(size=(5, 8)), "v": rng.normal(size=(5, 8)),
-        "scores": [[None if np.isinf(x) else x for x in row] for row in scores.tolist()],  # as inspection writes
-        "weights": w, "output": rng.normal(size=(4, 8)),
-        "top_k": [[{"key": int(j), "token": SRC[j], "weight": float(row[j])} for j in np.argsort(-row)[:2]]
-                  for row in w],
-    }
+    return HeadInspection(
+        kind="cross", layer=0, head=2, d_k=8, source="Ein Mann", target="A man", query_tokens=OUT, key_tokens=SRC,
+        q=rng.normal(size=(4, 8)), k=rng.normal(size=(5, 8)), v=rng.normal(size=(5, 8)),
+        scores=scores, weights=w, output=rng.normal(size=(4, 8)),
+        top_k=[[TopKey(int(j), SRC[j], float(row[j])) for j in np.argsort(-row)[:2]] for row in w],
+        check={"weights_max_abs_diff": 0.0, "output_max_abs_diff": 0.0},
+    )
 
 
 def defang(x):
@@ -80,8 +82,8 @@ def defang(x):
         return x.replace("alert(1)", MARK.format(3)).replace("alert(2)", '"' + MARK.format(4) + '"')
     if isinstance(x, (list, tuple)):
         return type(x)(defang(v) for v in x)
-    if isinstance(x, AttentionMap):
-        return AttentionMap(x.kind, x.weights, defang(x.rows), defang(x.cols))
+    if dataclasses.is_dataclass(x):
+        return dataclasses.replace(x, **{f.name: defang(getattr(x, f.name)) for f in dataclasses.fields(x) if f.init})
     return {k: defang(v) for k, v in x.items()} if isinstance(x, dict) else x
 
 
@@ -90,44 +92,13 @@ def write_page(kind, path, browser=False):
     inputs = defang(inputs) if browser else inputs
     if kind == "report":
         attention_report(path, *inputs)
-    elif kind == "alignment":
-        alignment_page(path, inputs)
     else:
-        inspector_page(path, inputs)
+        inputs.save(path)  # the .html of the result's files
     return path.read_text(encoding="utf-8")
 
 
 def data_block(page: str):
     return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
-
-
-# ---------------------------------------------------------------- PNG
-
-
-def test_heatmap_grid_writes_png_growing_with_layers_and_heads(tmp_path):
-    import matplotlib.pyplot as plt
-
-    figures_before = plt.get_fignums()
-    heatmap_grid(weights(1, 1, 4, 5), TGT, SRC, tmp_path / "one.png", title="one")
-    heatmap_grid(weights(L, H, 4, 5), TGT, SRC, tmp_path / "grid.png")
-    for name in ("one.png", "grid.png"):
-        assert (tmp_path / name).read_bytes().startswith(PNG_SIGNATURE)
-    one, grid = matplotlib.image.imread(tmp_path / "one.png"), matplotlib.image.imread(tmp_path / "grid.png")
-    assert 150 < one.shape[0] < 1000 and 150 < one.shape[1] < 1000
-    assert grid.shape[0] > 1.5 * one.shape[0] and grid.shape[1] > 2 * one.shape[1]
-    assert plt.get_fignums() == figures_before  # nothing left in pyplot's registry
-    aer_heatmap(np.random.default_rng(0).random((L, H + 1)), ["head 0", "head 1", "head 2", "mean"],
-                tmp_path / "aer.png", title="AER")
-    assert (tmp_path / "aer.png").read_bytes().startswith(PNG_SIGNATURE)
-
-
-def test_heatmap_grid_rejects_labels_that_do_not_fit(tmp_path):
-    with pytest.raises(ValueError, match="labels"):
-        heatmap_grid(weights(1, 1, 4, 5), SRC, TGT, tmp_path / "x.png")
-    with pytest.raises(ValueError, match="AER grid"):
-        aer_heatmap(np.zeros((L, H)), ["head 0", "mean"], tmp_path / "x.png")
-    with pytest.raises(ValueError, match="layers, heads"):
-        heatmap_grid(weights(4, 5), TGT, SRC, tmp_path / "x.png")
 
 
 # ---------------------------------------------------------------- HTML, statically
@@ -159,7 +130,7 @@ def test_report_json_is_rounded_and_metrics_carry_signatures(tmp_path):
     cross = np.asarray(sample["attention"]["cross"]["maps"])
     assert cross.shape == (L, H, 4, 5) and sample["attention"]["cross"]["rows"] == OUT
     assert sample["attention"]["decoder"]["rows"] == OUT and sample["attention"]["decoder"]["cols"] == TGT
-    np.testing.assert_allclose(cross, report_inputs()[1][0]["maps"][2].weights, atol=5e-5)
+    np.testing.assert_allclose(cross, report_inputs()[1][0].maps[2].weights, atol=5e-5)
     json_text = re.search(r'id="data">(.*?)</script>', page, re.S).group(1)
     assert re.search(r"\d\.\d{4}", json_text) and not re.search(r"\d\.\d{5}", json_text)
     for text in ("35.12", "60.50", "38.25", "nrefs:1|case:mixed|eff:no|tok:13a", "case:lc",
@@ -172,19 +143,19 @@ def test_alignment_page_shows_pharaoh_links_and_policy(tmp_path):
     assert "0-0 1-2 2-1" in page and "layer 0, head 2, rows predicting" in page
     data = data_block(page)
     assert data["links"] == [[0, 0], [1, 2], [2, 1]] and np.asarray(data["attention"]["cross"]["maps"]).shape == (L, H, 4, 5)
-    bad = dict(alignment_inputs(), word_matrix=weights(2, 3))
     with pytest.raises(ValueError, match="word_matrix"):
-        alignment_page(tmp_path / "bad.html", bad)
+        alignment_inputs(word_matrix=weights(2, 3)).save(tmp_path / "bad.html")
+    assert not (tmp_path / "bad.html").exists()
 
 
 def test_inspector_page_tables_topk_and_masked_scores(tmp_path):
     inputs = inspector_inputs()
     page = write_page("inspector", tmp_path / "inspector.html")
-    assert f"<td>{inputs['v'][4][7]:.3f}</td>" in page and f"<td>{inputs['output'][3][0]:.3f}</td>" in page
-    top = inputs["top_k"][1][0]
-    assert f"({top['weight']:.3f})" in page
+    assert f"<td>{inputs.v[4][7]:.3f}</td>" in page and f"<td>{inputs.output[3][0]:.3f}</td>" in page
+    assert f"({inputs.top_k[1][0].weight:.3f})" in page
     data = data_block(page)
-    assert data["scores"][0][3] is None and data["scores"][0][0] == round(float(inputs["scores"][0][0]), 4)
+    assert data["scores"][0][3] is None and data["scores"][0][0] == round(float(inputs.scores[0][0]), 4)
+    assert inputs.to_dict()["scores"][0][3] is None  # inspect.json: null where masked
 
 
 # ---------------------------------------------------------------- HTML, in a browser
@@ -257,12 +228,12 @@ def test_alignment_and_inspector_draw_in_chromium(tmp_path):
 
 def test_empty_translation_still_gives_pictures_and_page(tmp_path):
     """An empty translation has no target tokens; JSON then holds [] for its matrices."""
-    heatmap_grid(np.zeros((L, H, 0, 5)), [], SRC, tmp_path / "empty.png")
-    assert (tmp_path / "empty.png").read_bytes().startswith(PNG_SIGNATURE)
-    empty = dict(alignment_inputs(), translation="", tgt_tokens=[], tgt_words=[], links=[],
-                 cross=np.zeros((L, H, 0, 5)).tolist(), word_matrix=[])
-    alignment_page(tmp_path / "empty.html", empty)
-    assert data_block((tmp_path / "empty.html").read_text())["word_matrix"] == []
+    empty = alignment_inputs(translation="", tgt_tokens=[], tgt_words=[], tgt_word_groups=[], links=[],
+                             cross=np.zeros((L, H, 0, 5)), word_matrix=np.zeros((0, 3)))
+    empty.save(tmp_path / "empty")
+    assert (tmp_path / "empty" / "alignment.png").read_bytes().startswith(b"\x89PNG")
+    assert data_block((tmp_path / "empty" / "alignment.html").read_text())["word_matrix"] == []
+    assert json.loads((tmp_path / "empty" / "alignment.json").read_text())["pharaoh"] == ""
 
 
 def test_report_shows_sentence_scores_links_and_the_validation_curve_in_chromium(tmp_path):
@@ -271,7 +242,7 @@ def test_report_shows_sentence_scores_links_and_the_validation_curve_in_chromium
     metrics, samples = report_inputs()
     words = WordAlignment(src_words=["Ein", PWN_IMG, "Mann"], tgt_words=["A", PWN_SCRIPT], src_groups=[[0], [1], [2]],
                           tgt_groups=[[0], [1]], matrix=weights(2, 3), links=[(0, 0), (2, 1)])
-    samples = [dict(s, scores={"bleu": 12.345, "chrf": 45.678}, alignment=words) for s in defang(samples)]
+    samples = [dataclasses.replace(s, scores={"bleu": 12.345, "chrf": 45.678}, alignment=words) for s in defang(samples)]
     curve = [{"step": 500, "bleu": 13.4, "chrf": 31.5}, {"step": 1000, "bleu": 30.2, "chrf": 49.6},
              {"step": 1500, "bleu": 35.2, "chrf": None}]
     policy = {"layer": 0, "head": 2, "rows": "predicting", "direction": "target_to_source"}

@@ -36,8 +36,8 @@ def test_the_inspector_labels_rows_as_the_maps_do(loaded, kind):
     model, tok = loaded
     d = inspect_head(model, tok, "w1 w2 w3", "t4 t3 t2", kind, 0, 1)
     m = forced_attention(model, tok, "w1 w2 w3", "t4 t3 t2").map(kind)
-    assert (d["query_tokens"], d["key_tokens"]) == (m.rows, m.cols)
-    np.testing.assert_allclose(np.array(d["weights"]), m.weights[0, 1], atol=1e-5)
+    assert (d.query_tokens, d.key_tokens) == (m.rows, m.cols)
+    np.testing.assert_allclose(d.weights, m.weights[0, 1], atol=1e-5)
 
 
 def test_a_map_refuses_labels_that_do_not_fit():

@@ -65,6 +65,14 @@ def word_groups(tokens: list[str]) -> list[list[int]]:
     return groups
 
 
+def pair_word_groups(src_tokens: list[str], tgt_tokens: list[str], source: str, target: str):
+    """(source groups, target groups) when the subwords group into exactly the whitespace words
+    of `source` and `target`, else None: a pair cut at the model's positions no longer lines
+    up with its words, and is left out rather than mislabelled or misscored."""
+    sg, tg = word_groups(src_tokens), word_groups(tgt_tokens)
+    return (sg, tg) if (len(sg), len(tg)) == (len(source.split()), len(target.split())) else None
+
+
 def group_words(tokens: list[str], groups: list[list[int]]) -> list[str]:
     """Each group's subwords joined into its word, word-start marks removed."""
     return ["".join(tokens[p] for p in g).replace(WORD_START, "") for g in groups]

@@ -20,6 +20,7 @@ import numpy as np
 
 from qkvmt.alignment.links import Link, group_words, hard_links, word_groups, word_matrix
 from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import CheckpointMeta
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
@@ -32,13 +33,6 @@ def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
         return t2s
     s2t = {(i, j) for j, i in hard_links(matrix.T)}
     return s2t if direction == "source_to_target" else t2s & s2t
-
-
-def full_context_layer(meta: dict) -> int | None:
-    """The decoder layer a checkpoint's supervised head must be read from without the causal
-    mask (it was trained with full context), else None."""
-    sup = meta.get("alignment")
-    return sup["layer"] if sup and sup.get("full_context") else None
 
 
 @dataclass(frozen=True)
@@ -64,15 +58,15 @@ class AlignmentPolicy:
         return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction)
 
     @classmethod
-    def default_for(cls, meta: dict, n_layers: int, n_heads: int) -> "AlignmentPolicy":
-        """The policy for a checkpoint (its ckpt["qkvmt"] metadata): its supervised head read
+    def default_for(cls, meta: CheckpointMeta, n_layers: int, n_heads: int) -> "AlignmentPolicy":
+        """The policy for a checkpoint (its metadata): its supervised head read
         in both directions and intersected if it was trained with one, else the penultimate
         layer's head average, target→source (Garg et al.'s choice for plain attention).
 
         Why the intersection for a supervised head: of the directions, it reproduces the
         head's own training labels best on training pairs (docs/results.md), a choice made
         without the gold links. The links then lean to precision, as eflomal's do."""
-        sup = meta.get("alignment")
+        sup = meta.alignment
         if sup:
             return cls.validated(sup["layer"], sup["head"], "predicting", "intersection", n_layers, n_heads)
         return cls.validated(max(-2, -n_layers), "mean", "predicting", "target_to_source", n_layers, n_heads)  # a 1-layer decoder: its only layer

@@ -1,7 +1,10 @@
-"""A statistical word aligner beside attention: eflomal (Östling & Tiedemann 2016).
+"""Statistical word aligners beside attention, by name: today eflomal (Östling & Tiedemann 2016).
 
-It serves twice: as the reference row of align.py's AER report, and as the teacher of
-alignment-supervised training (Garg et al. 2019), whose word links are cached per corpus.
+A reference aligner serves twice: as the reference row of align.py's AER report
+(`reference_aligner=NAME`), and as the teacher of alignment-supervised training (Garg et al.
+2019; `module.alignment.aligner=NAME`), whose word links are cached per corpus. Both, and the
+data module that labels batches, find it in ALIGNERS: a new aligner is a class with
+`require()` and `directional(src, tgt, langs)`, added there.
 
 Links are between whitespace words, the ones attention alignments are made of
 (qkvmt.alignment.links groups subwords by their "▁"). eflomal itself learns from those words
@@ -21,32 +24,22 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.alignment.links import Link, parse_pharaoh
-from qkvmt.errors import UserError
+from qkvmt.errors import UserError, optional_import
 from qkvmt.files import hash_lines
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 
 log = logging.getLogger(__name__)
 
-ALIGNERS = ("eflomal",)
-
-
-def check_aligner(name: str, symmetrization: str, setting: str) -> None:
-    """Fails early, before any training or decoding, on a name we do not know or a missing package."""
+def reference_aligner(name: str, symmetrization: str, setting: str):
+    """The aligner called `name`, its package checked: fails early, before any training or
+    decoding, on a name we do not know, an unknown symmetrization or a missing package."""
     if name not in ALIGNERS:
         raise UserError(f"{setting}={name!r}: the reference aligner is one of {', '.join(ALIGNERS)}")
     if symmetrization not in METHODS:
         raise UserError(f"symmetrization {symmetrization!r}: use one of {', '.join(METHODS)}")
-    _eflomal()
-
-
-def _eflomal():
-    try:
-        import eflomal
-    except ImportError:
-        raise UserError(
-            "eflomal is not installed: pip install eflomal (or pip install -e '.[align]'); it builds with a C compiler"
-        ) from None
-    return eflomal
+    aligner = ALIGNERS[name]()
+    aligner.require()
+    return aligner
 
 
 class AlignerWords:
@@ -69,30 +62,41 @@ class AlignerWords:
         return " ".join(tokens), owner
 
 
-def eflomal_directional(src: list[str], tgt: list[str], langs: tuple[str, str]) -> tuple[list[set[Link]], list[set[Link]]]:
-    """eflomal's forward and reverse links of each pair, both as (source word, target word) of
-    whitespace words. langs: the source and target language codes, for Moses' rules."""
-    eflomal = _eflomal()
-    if len(src) != len(tgt):
-        raise ValueError(f"{len(src)} source and {len(tgt)} target sentences")
-    # One line per sentence (a newline inside one would shift every pair), of tokens that each
-    # remember their whitespace word.
-    src_words, tgt_words = AlignerWords(langs[0]), AlignerWords(langs[1])
-    src_lines, src_owner = zip(*map(src_words, src)) if src else ((), ())
-    tgt_lines, tgt_owner = zip(*map(tgt_words, tgt)) if tgt else ((), ())
-    log.info("eflomal: aligning %d sentence pairs", len(src))
-    with tempfile.TemporaryDirectory() as d:
-        fwd, rev = Path(d) / "forward", Path(d) / "reverse"
-        eflomal.Aligner().align(list(src_lines), list(tgt_lines), links_filename_fwd=str(fwd), links_filename_rev=str(rev), quiet=True)
-        forward = [parse_pharaoh(line) for line in fwd.read_text().splitlines()]
-        reverse = [parse_pharaoh(line) for line in rev.read_text().splitlines()]
-    if len(forward) != len(src) or len(reverse) != len(src):
-        raise RuntimeError(f"eflomal wrote {len(forward)}/{len(reverse)} link lines for {len(src)} pairs")
+class Eflomal:
+    """eflomal's forward and reverse models, learning from words lowercased and Moses-tokenized."""
 
-    def words(links: list[set[Link]]) -> list[set[Link]]:
-        return [{(so[i], to[j]) for i, j in pairs} for pairs, so, to in zip(links, src_owner, tgt_owner)]
+    name = "eflomal"
 
-    return words(forward), words(reverse)
+    def require(self):
+        return optional_import("eflomal", "pip install eflomal (or pip install -e '.[align]'); it builds with a C compiler")
+
+    def directional(self, src: list[str], tgt: list[str], langs: tuple[str, str]) -> tuple[list[set[Link]], list[set[Link]]]:
+        """The forward and reverse links of each pair, both as (source word, target word) of
+        whitespace words. langs: the source and target language codes, for Moses' rules."""
+        eflomal = self.require()
+        if len(src) != len(tgt):
+            raise ValueError(f"{len(src)} source and {len(tgt)} target sentences")
+        # One line per sentence (a newline inside one would shift every pair), of tokens that each
+        # remember their whitespace word.
+        src_words, tgt_words = AlignerWords(langs[0]), AlignerWords(langs[1])
+        src_lines, src_owner = zip(*map(src_words, src)) if src else ((), ())
+        tgt_lines, tgt_owner = zip(*map(tgt_words, tgt)) if tgt else ((), ())
+        log.info("eflomal: aligning %d sentence pairs", len(src))
+        with tempfile.TemporaryDirectory() as d:
+            fwd, rev = Path(d) / "forward", Path(d) / "reverse"
+            eflomal.Aligner().align(list(src_lines), list(tgt_lines), links_filename_fwd=str(fwd), links_filename_rev=str(rev), quiet=True)
+            forward = [parse_pharaoh(line) for line in fwd.read_text().splitlines()]
+            reverse = [parse_pharaoh(line) for line in rev.read_text().splitlines()]
+        if len(forward) != len(src) or len(reverse) != len(src):
+            raise RuntimeError(f"eflomal wrote {len(forward)}/{len(reverse)} link lines for {len(src)} pairs")
+
+        def words(links: list[set[Link]]) -> list[set[Link]]:
+            return [{(so[i], to[j]) for i, j in pairs} for pairs, so, to in zip(links, src_owner, tgt_owner)]
+
+        return words(forward), words(reverse)
+
+
+ALIGNERS = {"eflomal": Eflomal}
 
 
 def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: list[str]) -> tuple[list[str], list[str], list[int]]:
@@ -116,20 +120,23 @@ def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: lis
     return src, tgt, positions
 
 
-def eflomal_links(src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str = "grow-diag-final-and") -> list[set[Link]]:
-    """Links (source word, target word) of each pair: eflomal's two directions combined by
+def symmetrized_links(aligner, src: list[str], tgt: list[str], langs: tuple[str, str],
+                      symmetrization: str = "grow-diag-final-and") -> list[set[Link]]:
+    """Links (source word, target word) of each pair: the aligner's two directions combined by
     `symmetrization` (qkvmt.alignment.symmetrize.METHODS)."""
     if symmetrization not in METHODS:
         raise ValueError(f"unknown symmetrization {symmetrization!r}")
-    forward, reverse = eflomal_directional(src, tgt, langs)
+    forward, reverse = aligner.directional(src, tgt, langs)
     return [symmetrize(f, r, symmetrization) for f, r in zip(forward, reverse)]
 
 
-def cached_links(src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str, cache_dir: Path) -> list[set[Link]]:
-    """eflomal_links, computed once per corpus and symmetrization and kept in `cache_dir` (beside
-    the id cache), so a rerun or a resume does not realign. eflomal is stochastic: reusing the
-    cached links is also what keeps a resumed run's labels the same."""
-    h = hashlib.sha256(f"eflomal-v2\0{langs[0]}-{langs[1]}\0{symmetrization}\0".encode())
+def cached_links(aligner, src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str,
+                 cache_dir: Path) -> list[set[Link]]:
+    """symmetrized_links, computed once per aligner, corpus and symmetrization and kept in
+    `cache_dir` (beside the id cache), so a rerun or a resume does not realign. Aligners such as
+    eflomal are stochastic: reusing the cached links is also what keeps a resumed run's labels
+    the same."""
+    h = hashlib.sha256(f"{aligner.name}-v2\0{langs[0]}-{langs[1]}\0{symmetrization}\0".encode())
     for side in (src, tgt):
         hash_lines(h, side)
     path = Path(cache_dir) / f"links_{h.hexdigest()[:20]}.npz"
@@ -137,7 +144,7 @@ def cached_links(src: list[str], tgt: list[str], langs: tuple[str, str], symmetr
         data = np.load(path)
         pairs, offsets = data["pairs"], data["offsets"]
         return [set(map(tuple, pairs[offsets[k] : offsets[k + 1]].tolist())) for k in range(len(offsets) - 1)]
-    links = eflomal_links(src, tgt, langs, symmetrization)
+    links = symmetrized_links(aligner, src, tgt, langs, symmetrization)
     offsets = np.zeros(len(links) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(x) for x in links])
     pairs = np.array([p for x in links for p in sorted(x)], dtype=np.int32).reshape(-1, 2)

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from qkvmt.alignment.links import Link, word_groups
+from qkvmt.alignment.links import Link, pair_word_groups
 from qkvmt.errors import UserError
-from qkvmt.model.transformer import Weights
+from qkvmt.model.transformer import WeightRequest
 from qkvmt.alignment.symmetrize import METHODS
 
 
@@ -30,7 +30,8 @@ class AlignmentSupervision:
     layer: int = -2  # decoder layer, 0-based; negative counts from the end (Garg et al.: the penultimate)
     head: int = 0
     full_context: bool = False
-    labels: str = "grow-diag-final-and"  # how eflomal's two directions are combined into labels
+    labels: str = "grow-diag-final-and"  # how the aligner's two directions are combined into labels
+    aligner: str = "eflomal"  # the reference aligner that makes the labels (qkvmt.alignment.reference.ALIGNERS)
 
     def validated(self, n_layers: int, n_heads: int) -> "AlignmentSupervision":
         """The same settings with the layer made non-negative; a UserError names a bad one.
@@ -46,7 +47,8 @@ class AlignmentSupervision:
             raise UserError(f"module.alignment.head={self.head}: the model has {n_heads} heads (0..{n_heads - 1})")
         if self.labels not in METHODS:
             raise UserError(f"module.alignment.labels={self.labels!r}: use one of {', '.join(METHODS)}")
-        return AlignmentSupervision(float(self.weight), self.layer % n_layers, self.head, bool(self.full_context), self.labels)
+        return AlignmentSupervision(float(self.weight), self.layer % n_layers, self.head, bool(self.full_context), self.labels,
+                                    self.aligner)
 
     @property
     def on(self) -> bool:
@@ -56,15 +58,14 @@ class AlignmentSupervision:
         return asdict(self)
 
 
-def subword_links(
-    links: set[Link], src_tokens: list[str], tgt_tokens: list[str], n_src_words: int, n_tgt_words: int
-) -> np.ndarray | None:
+def subword_links(links: set[Link], src_tokens: list[str], tgt_tokens: list[str], source: str, target: str) -> np.ndarray | None:
     """Word links as (source position, target position) pairs of subword tokens, every piece of
     a linked word to every piece of the other; None when the tokens do not group into the words
-    the aligner saw (then the pair is left unlabelled, never mislabelled)."""
-    sg, tg = word_groups(src_tokens), word_groups(tgt_tokens)
-    if len(sg) != n_src_words or len(tg) != n_tgt_words:
+    of `source` and `target`, which the aligner saw (then the pair is left unlabelled, never mislabelled)."""
+    groups = pair_word_groups(src_tokens, tgt_tokens, source, target)
+    if groups is None:
         return None
+    sg, tg = groups
     pairs = [(s, t) for i, j in sorted(links) if i < len(sg) and j < len(tg) for s in sg[i] for t in tg[j]]
     return np.array(pairs, dtype=np.int32).reshape(-1, 2)
 
@@ -90,7 +91,7 @@ def forward_with_head(model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervis
         memory, src_mask, _ = model.encode(src)
         out, _, _ = model.decode(tgt_in, memory, src_mask, project=project)
         return out, model.full_context_cross(tgt_in, memory, src_mask, sup.layer, heads=[sup.head])[:, 0]
-    out, att = model(src, tgt_in, need_weights=Weights(cross=(sup.layer,)), project=project)
+    out, att = model(src, tgt_in, need_weights=WeightRequest(cross=(sup.layer,)), project=project)
     return out, att.cross[sup.layer][:, sup.head]  # (B, T, S)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.training.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, keep_freed_host_memory, peak_resident_bytes, resident_bytes
+from qkvmt.text.tokenizer import Specials
 
 
 def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
@@ -90,7 +91,7 @@ def _measure(conf_dir: str, experiment: str, out: str, overrides: list[str], ste
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))  # as Lightning gives each DDP process
     L.seed_everything(cfg.seed)
     dm, tokenizer = _data(cfg, out)
-    model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
+    model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
     module = instantiate(cfg.module)(model_config=model_config, tokenizer=tokenizer, alignment=None)
     precision, _ = choose_precision(cfg.trainer.precision, detect("cpu"))
     trainer = L.Trainer(

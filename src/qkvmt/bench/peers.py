@@ -13,6 +13,8 @@ from torch import Tensor, nn
 
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.model.attention import attention_kernel
+from qkvmt.errors import UserError
+from qkvmt.export.to_huggingface import marian_config
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import output_loss
 from qkvmt.model.transformer import Embedding, Transformer
@@ -105,36 +107,14 @@ class Marian(nn.Module):
 
 
 def marian(cfg: ModelConfig):
-    """MarianMTModel with the same d_model, layers, heads, FFN size, vocabulary and special ids;
-    None when transformers is not installed."""
+    """MarianMTModel of the same shape as ours, as the Hugging Face export builds it
+    (qkvmt.export.to_huggingface.marian_config); None when transformers is not installed."""
     try:
-        from transformers import MarianConfig, MarianMTModel
-    except ImportError:
+        config = marian_config(cfg)
+    except UserError:
         return None
-    config = MarianConfig(
-        vocab_size=cfg.vocab_size,
-        d_model=cfg.d_model,
-        encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers,
-        encoder_attention_heads=cfg.n_heads,
-        decoder_attention_heads=cfg.n_heads,
-        encoder_ffn_dim=cfg.ffn_dim,
-        decoder_ffn_dim=cfg.ffn_dim,
-        max_position_embeddings=cfg.max_positions,
-        activation_function="relu",
-        dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout,
-        activation_dropout=cfg.activation_dropout,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=cfg.tie_embeddings,
-        pad_token_id=cfg.pad_id,
-        bos_token_id=cfg.bos_id,
-        eos_token_id=cfg.eos_id,
-        decoder_start_token_id=cfg.bos_id,
-        forced_eos_token_id=None,
-        init_std=cfg.d_model**-0.5,
-    )
+    from transformers import MarianMTModel
+
     return Marian(MarianMTModel(config))
 
 

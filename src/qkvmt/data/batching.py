@@ -18,7 +18,8 @@ from torch.utils.data import Dataset, Sampler
 
 from qkvmt.alignment.supervision import label_matrix
 from qkvmt.files import hash_lines
-from qkvmt.model.inputs import Specials, build_inputs
+from qkvmt.model.inputs import build_inputs
+from qkvmt.text.tokenizer import Specials
 from qkvmt.text.tokenizer import encode
 
 
@@ -157,8 +158,8 @@ class Collate:
     test pair is scored whole, and only its loss sees the cut). Items that carry subword links
     (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int, max_len: int | None = None):
-        self.specials, self.max_len = Specials(pad=pad_id, bos=bos_id, eos=eos_id), max_len
+    def __init__(self, specials: Specials, max_len: int | None = None):
+        self.specials, self.max_len = specials, max_len
 
     def __call__(self, items) -> dict:
         x = build_inputs([item[1] for item in items], [item[2] for item in items], self.specials, self.max_len)

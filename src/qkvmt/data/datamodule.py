@@ -13,9 +13,9 @@ from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
-from qkvmt.alignment.reference import cached_links
+from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.text.sources import read_parallel
-from qkvmt.text.tokenizer import SPECIALS, load_or_train
+from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,11 @@ class TranslationDataModule(L.LightningDataModule):
         joins the training split for the BPE, the id cache and the batches. An entry's optional
         `repeat: N` puts its pairs N times into every epoch's batches (a small corpus weighted up,
         as fairseq's upsampling does); the tokenizer and the aligner still see each pair once.
-    alignment_links: None, or how to symmetrize eflomal's word links of the training pairs
-        (e.g. grow-diag-final-and): then each training batch carries them as `align`, (B, T, S)
-        subword labels for alignment-supervised training. Computed once, cached in cache_dir.
+    alignment_links: None, or how to symmetrize the reference aligner's word links of the
+        training pairs (e.g. grow-diag-final-and): then each training batch carries them as
+        `align`, (B, T, S) subword labels for alignment-supervised training. Computed once,
+        cached in cache_dir.
+    aligner: the reference aligner that makes them (a name of qkvmt.alignment.reference.ALIGNERS).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class TranslationDataModule(L.LightningDataModule):
         seed: int = 0,
         extra_train=(),
         alignment_links: str | None = None,
+        aligner: str = "eflomal",
     ):
         super().__init__()
         for name, value, least in (("vocab_size", vocab_size, len(SPECIALS) + 1), ("min_frequency", min_frequency, 1),
@@ -68,7 +71,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_positions = max_positions
         self.num_workers, self.seed = num_workers, seed
-        self.alignment_links = alignment_links
+        self.alignment_links, self.aligner = alignment_links, aligner
         self.tokenizer = None
         self.links: list[np.ndarray | None] | None = None
         self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
@@ -135,20 +138,21 @@ class TranslationDataModule(L.LightningDataModule):
         return self.corpora[stage]
 
     def training_links(self) -> list[np.ndarray | None]:
-        """Subword (source, target) position pairs of each training pair's eflomal word links;
-        None for a pair whose subwords do not group into the whitespace words eflomal saw."""
+        """Subword (source, target) position pairs of each training pair's reference word links;
+        None for a pair whose subwords do not group into the whitespace words the aligner saw."""
         if self.links is None:
             src, tgt = self.training_pairs()
-            words = cached_links(src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir)
+            aligner = ALIGNERS[self.aligner]()
+            words = cached_links(aligner, src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir)
             corpus = self.corpus("train")
             names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
             self.links = []
             for k, (i, s_ids, t_ids) in enumerate(corpus):
                 tokens = [names[t] for t in s_ids], [names[t] for t in t_ids]
-                self.links.append(subword_links(words[k], *tokens, len(src[k].split()), len(tgt[k].split())))
+                self.links.append(subword_links(words[k], *tokens, src[k], tgt[k]))
             unlabelled = sum(x is None for x in self.links)
             log.info(
-                "eflomal links (%s) label %d of %d training pairs%s", self.alignment_links, len(self.links) - unlabelled,
+                "%s links (%s) label %d of %d training pairs%s", self.aligner, self.alignment_links, len(self.links) - unlabelled,
                 len(self.links), f"; {unlabelled} whose subwords do not group into their words are left unlabelled" if unlabelled else "",
             )
         return self.links
@@ -237,22 +241,16 @@ class TranslationDataModule(L.LightningDataModule):
         return {"rank": t.global_rank, "world_size": t.world_size} if t is not None else {}
 
     def _loader(self, dataset, sampler) -> DataLoader:
-        cfg = self.tokenizer_ids()
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=Collate(**cfg, max_len=self.max_positions),
+            collate_fn=Collate(Specials.of(self.tokenizer), max_len=self.max_positions),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
             # Its own generator: otherwise every new iterator (each epoch, each validation) draws
             # from the global RNG that dropout uses, and a resumed run's masks would shift.
             generator=torch.Generator().manual_seed(self.seed),
         )
-
-    def tokenizer_ids(self) -> dict:
-        tok = self.tokenizer
-        return {"pad_id": tok.token_to_id("<pad>"), "bos_id": tok.token_to_id("<s>"), "eos_id": tok.token_to_id("</s>")}
-
 
 def _extra_files(i: int, entry) -> tuple[Path, Path, int]:
     if not hasattr(entry, "keys") or not {"src", "tgt"} <= set(entry.keys()) <= {"src", "tgt", "repeat"}:

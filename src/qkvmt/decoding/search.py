@@ -6,7 +6,7 @@ layer, and cross-attention keys and values are computed once per source sentence
 is tested against, and benchmarked against).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -33,6 +33,16 @@ class DecodeConfig:
             raise UserError(f"decode.min_len must be at least 1 (EOS counts), got {self.min_len}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+
+    @classmethod
+    def merged(cls, stored: dict, given: dict) -> "DecodeConfig":
+        """`stored` settings (a checkpoint's own) with every field `given` sets (not None)
+        taking precedence; a name that is no setting is a UserError."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise UserError(f"{unknown[0]!r} is no decoding setting: use {', '.join(names)}")
+        return cls(**(stored | {k: v for k, v in given.items() if v is not None}))
 
 
 @dataclass

@@ -14,8 +14,7 @@ stays: at the limit our search forces </s> and counts its probability, CTranslat
 so a beam that reaches the limit may rank differently (README, "Deploying").
 """
 
-import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,20 +23,41 @@ from tokenizers import Tokenizer
 
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
-from qkvmt.export.to_ctranslate2 import METADATA, TOKENIZER, require_ctranslate2
+from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
+from qkvmt.export.to_ctranslate2 import require_ctranslate2
 from qkvmt.text.tokenizer import BOS, PAD, decode
 from qkvmt.decoding.lines import encode_sources
+from qkvmt.views.translations import Translations
+
+
+FILES = ("model.bin", METADATA, TOKENIZER)
 
 
 @dataclass
 class CTranslate2Model:
+    """An exported folder, as `qkvmt.load` returns it: it translates (with our text handling and
+    search settings); attention, alignment and inspection need the checkpoint itself."""
+
     translator: object  # ctranslate2.Translator
     tokenizer: Tokenizer
-    meta: dict  # qkvmt.json: languages, the run's decoding settings, the model config
+    meta: ExportMetadata  # qkvmt.json: languages, the run's decoding settings, the model config
 
-    @property
-    def max_positions(self) -> int:
-        return self.meta["model_config"]["max_positions"]
+    def translate(self, sentences, settings: DecodeConfig | None = None, **decode) -> Translations:
+        """As `qkvmt.api.Model.translate`: `settings` (default: the run's own) with any
+        DecodeConfig field given as a keyword overriding it."""
+        lines = [sentences] if isinstance(sentences, str) else list(sentences)
+        cfg = DecodeConfig.merged(asdict(settings) if settings is not None else self.meta.decode, decode)
+        return Translations(translate_lines_ctranslate2(self, lines, cfg), lines, settings=asdict(cfg))
+
+    def _checkpoint_only(self, *args, **kwargs):
+        raise UserError("an exported CTranslate2 folder only translates: load the checkpoint it was exported from "
+                        "(qkvmt.load(<file.ckpt>)) to see attention, align or inspect")
+
+    attention = align = inspect = _checkpoint_only
+
+
+def is_ctranslate2_folder(folder: Path) -> bool:
+    return all((Path(folder) / n).is_file() for n in FILES)
 
 
 def load_ctranslate2(model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0) -> CTranslate2Model:
@@ -46,7 +66,7 @@ def load_ctranslate2(model_dir, device: str = "cpu", compute_type: str = "defaul
     folder = Path(model_dir) if model_dir else None
     if folder is None:
         raise UserError("engine=ctranslate2 needs model_dir=<folder written by scripts/export.py format=ctranslate2>")
-    missing = [n for n in ("model.bin", METADATA, TOKENIZER) if not (folder / n).is_file()]
+    missing = [n for n in FILES if not (folder / n).is_file()]
     if not folder.is_dir() or missing:
         what = "is not a folder" if not folder.is_dir() else f"has no {', '.join(missing)}"
         raise UserError(f"model_dir={folder} {what}: give a folder written by scripts/export.py format=ctranslate2")
@@ -54,8 +74,7 @@ def load_ctranslate2(model_dir, device: str = "cpu", compute_type: str = "defaul
         translator = ct2.Translator(str(folder), device=device, compute_type=compute_type, intra_threads=threads)
     except (RuntimeError, ValueError) as e:
         raise UserError(f"model_dir={folder}: CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
-    meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
-    return CTranslate2Model(translator, Tokenizer.from_file(str(folder / TOKENIZER)), meta)
+    return CTranslate2Model(translator, Tokenizer.from_file(str(folder / TOKENIZER)), ExportMetadata.read(folder))
 
 
 def search_options(cfg: DecodeConfig) -> dict:
@@ -79,9 +98,9 @@ def search_options(cfg: DecodeConfig) -> dict:
 def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg: DecodeConfig) -> list[str]:
     """Detokenized translations of `lines`, in order; an empty line stays empty."""
     tok = engine.tokenizer
-    ids = encode_sources(tok, lines, engine.max_positions)  # warns of sentences cut to fit
-    src = [[tok.id_to_token(i) for i in x[: engine.max_positions - 1]] for x in ids]
-    limits = max_lengths(torch.tensor([len(x) + 1 for x in src]), cfg, engine.max_positions).numpy()
+    ids = encode_sources(tok, lines, engine.meta.max_positions)  # warns of sentences cut to fit
+    src = [[tok.id_to_token(i) for i in x[: engine.meta.max_positions - 1]] for x in ids]
+    limits = max_lengths(torch.tensor([len(x) + 1 for x in src]), cfg, engine.meta.max_positions).numpy()
     options = search_options(cfg)
     out: list[list[int]] = [[] for _ in lines]
     for limit in np.unique(limits):

@@ -7,6 +7,9 @@ Our layers map one to one onto `ctranslate2.specs.TransformerSpec`:
     sinusoidal_positions(max_positions)    position_encodings.encodings, stored explicitly:
                                            CTranslate2's own table puts all sines before all
                                            cosines, ours interleaves them
+    RotaryPositions (positions=rotary)     rotary_dim=0 (all of d_k), rotary_interleave=True
+                                           (pairs 2i, 2i+1), rotary_base: on the self-attention
+                                           of encoder and decoder, none on cross-attention
     self_attn.w_qkv (3D, D)                self_attention.linear[0] (fused Q, K, V)
     cross_attn.w_qkv                       attention.linear[0] = the W_Q rows, linear[1] = W_K, W_V
     w_o, fc1, fc2                          linear[-1], ffn.linear_0, ffn.linear_1
@@ -24,22 +27,18 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from qkvmt.errors import UserError
-from qkvmt.files import write_json
-from qkvmt.model.transformer import Transformer, sinusoidal_positions
+from qkvmt.errors import UserError, optional_import
+from qkvmt.export.metadata import TOKENIZER, ExportMetadata
+from qkvmt.model.checkpoint import CheckpointMeta
+from qkvmt.model.positions import ROTARY_BASE, sinusoidal_positions
+from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import BOS, EOS, UNK
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
-METADATA = "qkvmt.json"
-TOKENIZER = "tokenizer.json"
 
 
 def require_ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UserError("CTranslate2 is not installed: pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)") from None
-    return ctranslate2
+    return optional_import("ctranslate2", "pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)", "CTranslate2")
 
 
 def check_quantization(quantization: str) -> None:
@@ -62,16 +61,19 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     from ctranslate2.specs import common_spec, transformer_spec
 
     c = model.cfg
-    spec = transformer_spec.TransformerSpec.from_config(
-        (c.encoder_layers, c.decoder_layers), c.n_heads, pre_norm=c.norm_first,
-        activation=common_spec.Activation.RELU,
+    layout = dict(pre_norm=c.norm_first, activation=common_spec.Activation.RELU)
+    if c.positions == "rotary":
+        layout.update(rotary_dim=0, rotary_interleave=True, rotary_base=ROTARY_BASE)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(c.encoder_layers, c.n_heads, **layout),
+        transformer_spec.TransformerDecoderSpec(c.decoder_layers, c.n_heads, **layout),
     )
-    positions = sinusoidal_positions(c.max_positions, c.d_model)
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _np(model.src_embed.tokens.weight)
     dec.embeddings.weight = _np(model.tgt_embed.tokens.weight)
-    enc.position_encodings.encodings = _np(positions)
-    dec.position_encodings.encodings = _np(positions)
+    if c.positions == "sinusoidal":
+        positions = _np(sinusoidal_positions(c.max_positions, c.d_model))
+        enc.position_encodings.encodings = dec.position_encodings.encodings = positions
     enc.scale_embeddings = dec.scale_embeddings = True
     for layer, ours in zip(enc.layer, model.encoder_layers):
         _linear(layer.self_attention.linear[0], ours.self_attn.w_qkv)
@@ -104,7 +106,7 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     return ct2, spec
 
 
-def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: dict, out: Path, quantization: str = "float32") -> None:
+def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path, quantization: str = "float32") -> None:
     """Write the CTranslate2 model folder into `out` (an empty folder)."""
     check_quantization(quantization)
     _, spec = build_spec(model, tokenizer)
@@ -112,16 +114,7 @@ def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: dict, out
     spec.optimize(quantization=quantization)
     spec.save(str(out))
     tokenizer.save(str(out / TOKENIZER))
-    write_metadata(out, "ctranslate2", model, meta, quantization=quantization)
-
-
-def write_metadata(out: Path, fmt: str, model: Transformer, meta: dict, **extra) -> None:
-    """qkvmt.json of an export folder: its format, the languages, the run's decoding settings
-    and the model config, read back by translate.py engine=ctranslate2."""
-    write_json(out / METADATA, {
-        "format": fmt, **extra, "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
-        "decode": meta.get("decode", {}), "model_config": model.cfg.to_dict(),
-    })
+    ExportMetadata.of("ctranslate2", model.cfg, meta, quantization=quantization).write(out)
 
 
 def _np(t: torch.Tensor):
@@ -142,3 +135,20 @@ def _ffn(spec, ffn, norm: torch.nn.LayerNorm) -> None:
     _linear(spec.linear_0, ffn.fc1)
     _linear(spec.linear_1, ffn.fc2)
     _norm(spec.layer_norm, norm)
+
+
+class CTranslate2Format:
+    """format=ctranslate2 (quantization=...): everything about the format is checked when it is
+    made, before the checkpoint is loaded; it holds any model qkvmt trains."""
+
+    def __init__(self, cfg):
+        require_ctranslate2()
+        check_quantization(cfg.quantization)
+        self.quantization = cfg.quantization
+
+    def check(self, model: Transformer) -> None:
+        """Nothing to refuse: CTranslate2 holds every layout qkvmt trains (post- or pre-LN, tied or
+        separate embeddings, sinusoidal or rotary positions)."""
+
+    def write(self, model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path) -> None:
+        export_ctranslate2(model, tokenizer, meta, out, self.quantization)

@@ -20,17 +20,16 @@ from pathlib import Path
 import torch
 from tokenizers import Regex, Tokenizer, normalizers, processors
 
-from qkvmt.errors import UserError
-from qkvmt.export.to_ctranslate2 import write_metadata
+from qkvmt.errors import UserError, optional_import
+from qkvmt.export.metadata import ExportMetadata
+from qkvmt.model.checkpoint import CheckpointMeta
+from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import BOS, EOS, PAD, UNK
 
+
 def require_transformers():
-    try:
-        import transformers
-    except ImportError:
-        raise UserError("transformers is not installed: pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)") from None
-    return transformers
+    return optional_import("transformers", "pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)")
 
 
 def residual_permutation(d_model: int) -> torch.Tensor:
@@ -89,6 +88,8 @@ def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
 
 def check_exportable(model: Transformer) -> None:
     c = model.cfg
+    if c.positions != "sinusoidal":
+        raise UserError(f"format=huggingface: Marian has only sinusoidal positions, this model has model.positions={c.positions}; use format=ctranslate2")
     if c.norm_first:
         raise UserError("format=huggingface: Marian is post-LN, this model is pre-LN (model.norm_first=true); use format=ctranslate2")
     if not c.tie_embeddings:
@@ -97,19 +98,21 @@ def check_exportable(model: Transformer) -> None:
         raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
 
 
-def marian_config(model: Transformer):
+def marian_config(c: ModelConfig):
+    """The MarianConfig of our model's shape: the export's, and the benchmark's Hugging Face peer.
+    It forces </s> at the length limit, as our search does; init_std is our embeddings' scale,
+    for a peer that starts from random weights."""
     transformers = require_transformers()
-    c = model.cfg
     return transformers.MarianConfig(
         vocab_size=c.vocab_size, decoder_vocab_size=c.vocab_size, d_model=c.d_model,
         encoder_layers=c.encoder_layers, decoder_layers=c.decoder_layers,
         encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads,
         encoder_ffn_dim=c.ffn_dim, decoder_ffn_dim=c.ffn_dim, activation_function="relu",
         max_position_embeddings=c.max_positions, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=c.tie_embeddings,
         dropout=c.dropout, attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
         pad_token_id=c.pad_id, bos_token_id=c.bos_id, eos_token_id=c.eos_id,
-        decoder_start_token_id=c.bos_id, forced_eos_token_id=c.eos_id,
+        decoder_start_token_id=c.bos_id, forced_eos_token_id=c.eos_id, init_std=c.d_model**-0.5,
     )
 
 
@@ -125,18 +128,30 @@ def fast_tokenizer(tokenizer: Tokenizer):
     )
 
 
-def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: dict, out: Path) -> None:
+def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path) -> None:
     """Write the MarianMTModel folder into `out` (an empty folder)."""
     check_exportable(model)
     transformers = require_transformers()
-    hf = transformers.MarianMTModel(marian_config(model))
+    hf = transformers.MarianMTModel(marian_config(model.cfg))
     missing, unexpected = hf.load_state_dict(marian_state_dict(model), strict=False)
     if unexpected or [k for k in missing if not k.endswith("embed_positions.weight")]:
         raise RuntimeError(f"Marian weights do not match: missing {missing}, unexpected {unexpected}")
     hf.generation_config.bad_words_ids = [[model.cfg.pad_id], [model.cfg.bos_id]]  # as our search: never generated
-    hf.generation_config.num_beams = meta.get("decode", {}).get("beam_size", 1)
+    hf.generation_config.num_beams = meta.decode.get("beam_size", 1)
     hf.generation_config.max_length = model.cfg.max_positions
     transformers.utils.logging.disable_progress_bar()  # a bar for writing one small file is noise
     hf.save_pretrained(str(out))
     fast_tokenizer(tokenizer).save_pretrained(str(out))
-    write_metadata(out, "huggingface", model, meta)
+    ExportMetadata.of("huggingface", model.cfg, meta).write(out)
+
+
+class HuggingFaceFormat:
+    """format=huggingface: a MarianMTModel folder; `check` refuses what Marian cannot hold."""
+
+    def __init__(self, cfg):
+        require_transformers()
+
+    check = staticmethod(check_exportable)
+
+    def write(self, model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path) -> None:
+        export_huggingface(model, tokenizer, meta, out)

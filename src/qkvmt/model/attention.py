@@ -2,7 +2,9 @@
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V,  Q = x W_Q,  K = y W_K,  V = y W_V
 
-Self-attention is `forward(x)` (y = x); cross-attention is `forward(x, memory)`.
+Self-attention is `forward(x)` (y = x); cross-attention is `forward(x, memory)`. Q, K and V
+are made in one place, `head_projections`, which also applies the module's position transform
+(RotaryPositions, if the model uses rotary positions) to self-attention's queries and keys.
 
 Masks are boolean and True means "this query may attend to this key", the convention of
 `F.scaled_dot_product_attention`. By default the fused SDPA kernel runs; the explicit
@@ -157,45 +159,78 @@ def unfold_beams(t: Tensor, groups: int, t_q: int) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Projections and caching around `attend`. W_Q, W_K and W_V are stacked in one (3D, D)
-    projection, as in nn.MultiheadAttention: self-attention projects Q, K and V in one matrix
-    product, cross-attention K and V in one."""
+    """Projections, positions and caching around `attend`. The projections are given, as to
+    torchtune's MultiHeadAttention: w_qkv (3D, D) stacks W_Q, W_K and W_V, as in
+    nn.MultiheadAttention, so self-attention projects Q, K and V in one matrix product and
+    cross-attention K and V in one; w_o (D, D) maps the heads' outputs, side by side, back.
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+    positions: a transform of per-head queries and keys, `positions(t, offset)` for rows t
+    (B, H, T, d_k) at positions offset.., e.g. RotaryPositions; self-attention only, since it
+    relates the rows of one sequence. None where positions come with the inputs (sinusoidal).
+    """
+
+    def __init__(
+        self, n_heads: int, w_qkv: nn.Linear, w_o: nn.Linear, dropout: float = 0.0, positions: nn.Module | None = None
+    ):
         super().__init__()
+        d_model = w_qkv.in_features
+        assert w_qkv.out_features == 3 * d_model and w_o.in_features == d_model, "w_qkv must be (3D, D), w_o (·, D)"
         assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
         self.n_heads = n_heads
         self.d_k = d_model // n_heads
         self.d_model = d_model
         self.dropout = dropout
-        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows: W_Q, W_K, W_V
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.w_qkv = w_qkv  # rows: W_Q, W_K, W_V
+        self.w_o = w_o
+        self.positions = positions
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, D) -> (B, H, T, d_k)
-        return x.view(b, t, self.n_heads, self.d_k).transpose(1, 2)
+    def _rows(self, first: int, n: int, heads: list[int] | None) -> slice | Tensor:
+        """The rows of w_qkv in its blocks first .. first+n-1 (0 W_Q, 1 W_K, 2 W_V) that `heads`
+        read, in that order; all of them (a slice, so no weight is copied) if heads is None."""
+        d = self.d_model
+        if heads is None:
+            return slice(first * d, (first + n) * d)
+        dims = (torch.tensor(heads)[:, None] * self.d_k + torch.arange(self.d_k)).flatten()
+        return torch.cat([block * d + dims for block in range(first, first + n)]).to(self.w_qkv.weight.device)
 
-    def _project(self, x: Tensor, rows: slice) -> Tensor:
+    def _heads(self, x: Tensor, rows: slice | Tensor) -> Tensor:
+        """x (B, T, D) times the `rows` of w_qkv, bias added, split into heads: (B, n·H', T, d_k)."""
         bias = self.w_qkv.bias[rows] if self.w_qkv.bias is not None else None
-        return F.linear(x, self.w_qkv.weight[rows], bias)
+        out = F.linear(x, self.w_qkv.weight[rows], bias)  # (B, T, n·H'·d_k)
+        return out.view(out.size(0), out.size(1), -1, self.d_k).transpose(1, 2)
 
-    def project_q(self, x: Tensor) -> Tensor:
-        """x W_Q + b_Q: (B, T, D), heads side by side."""
-        return self._project(x, slice(0, self.d_model))
+    def head_projections(
+        self, x: Tensor, y: Tensor | None = None, offset: int = 0, heads: list[int] | None = None, kv: bool = True,
+        values: bool = True,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Q, K and V per head, exactly as forward uses them: positions applied, here and only here.
 
-    def project_kv(self, y: Tensor) -> tuple[Tensor, Tensor]:
-        """y W_K + b_K and y W_V + b_V, each (B, T, D), from one matrix product."""
-        return self._project(y, slice(self.d_model, None)).chunk(2, dim=-1)
+        x: (B, T_q, D), the queries' input. y: (B', T_k, D), the keys' and values' input of
+        cross-attention; None for self-attention (y = x). offset: the position of x's first row
+        (in cached decoding, the rows already cached). heads: only these heads, in this order.
+        kv=False: Q alone, K and V None (a cross-attention whose cache holds them).
+        values=False: no V (None), and its rows of the projection are not computed.
+        Returns q (B, H', T_q, d_k), k and v (B', H', T_k, d_k); H' = len(heads), else n_heads.
+        """
+        blocks = 3 if values else 2  # W_Q, W_K[, W_V]
+        if y is None:
+            q, k, *v = self._heads(x, self._rows(0, blocks, heads)).chunk(blocks, dim=1)  # one matrix product
+            if self.positions is not None:
+                q, k = self.positions(q, offset), self.positions(k, offset)
+            return q, k, (v[0] if v else None)
+        if self.positions is not None:
+            raise ValueError("positions relate the rows of one sequence: cross-attention takes none")
+        q = self._heads(x, self._rows(0, 1, heads))
+        if not kv:
+            return q, None, None
+        k, *v = self._heads(y, self._rows(1, blocks - 1, heads)).chunk(blocks - 1, dim=1)
+        return q, k, (v[0] if v else None)
 
-    def head_weights(self, x: Tensor, y: Tensor, heads: list[int], mask: Tensor | None = None) -> Tensor:
-        """The weights (B, len(heads), T_q, T_k) of cross-attention `heads` alone: only their rows
-        of W_Q and W_K are projected, and no values are read (an alignment loss needs nothing else)."""
-        rows = torch.cat([torch.arange(h * self.d_k, (h + 1) * self.d_k, device=x.device) for h in heads])
-        w, b = self.w_qkv.weight, self.w_qkv.bias
-        q = F.linear(x, w[rows], None if b is None else b[rows])
-        k = F.linear(y, w[self.d_model + rows], None if b is None else b[self.d_model + rows])
-        split = lambda t: t.view(t.size(0), t.size(1), len(heads), self.d_k).transpose(1, 2)  # noqa: E731
-        return attention_weights(split(q), split(k), mask)
+    def head_weights(self, x: Tensor, y: Tensor | None, heads: list[int], mask: Tensor | None = None) -> Tensor:
+        """The weights (B, len(heads), T_q, T_k) of `heads` alone: only their rows of W_Q and W_K
+        are projected, and no values are read (an alignment loss needs nothing else)."""
+        q, k, _ = self.head_projections(x, y, heads=heads, values=False)
+        return attention_weights(q, k, mask)
 
     def forward(
         self,
@@ -215,18 +250,17 @@ class MultiHeadAttention(nn.Module):
             `y` on the first call and reuses them afterwards.
         Returns the output (B, T_q, D) and, if need_weights, the weights (B, H, T_q, T_k).
         """
-        if y is None:
-            q, k, v = map(self.split_heads, self.w_qkv(x).chunk(3, dim=-1))  # each (B, H, T, d_k)
+        if y is None:  # self-attention: this step's rows follow the cached ones
+            q, k, v = self.head_projections(x, offset=cache.length if cache is not None else 0)  # each (B, H, T, d_k)
             if cache is not None:
                 k, v = cache.append(k, v)
+        elif cache is not None and cache.length:  # cross-attention, the memory's keys and values cached
+            q, _, _ = self.head_projections(x, y, kv=False)
+            k, v = cache.get()
         else:
-            q = self.split_heads(self.project_q(x))  # (B, H, T_q, d_k)
-            if cache is not None and cache.length:
-                k, v = cache.get()
-            else:
-                k, v = map(self.split_heads, self.project_kv(y))
-                if cache is not None:
-                    cache.append(k, v)
+            q, k, v = self.head_projections(x, y)
+            if cache is not None:
+                cache.append(k, v)
         rows, t_q = q.size(0), q.size(2)
         if rows % k.size(0):
             raise ValueError(f"{rows} query rows cannot share {k.size(0)} memory rows: give a multiple of them")

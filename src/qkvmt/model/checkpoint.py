@@ -6,6 +6,7 @@ A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is 
 
 import pickle
 import warnings
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -16,9 +17,46 @@ from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
 
 
-# What inference reads from ckpt["qkvmt"], and the type each must have.
-META = {"model_config": dict, "tokenizer": str, "src_lang": str, "tgt_lang": str}
 USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """What a checkpoint says about itself. The file holds it as the plain dict
+    ckpt["qkvmt"] (`to_dict`), so it loads with weights_only=True; code reads it typed."""
+
+    model_config: dict  # ModelConfig.to_dict(); ModelConfig.from_dict fills what older files lack
+    tokenizer: str  # the run's joint BPE, as JSON
+    src_lang: str
+    tgt_lang: str
+    decode: dict = field(default_factory=dict)  # the run's test decoding settings (DecodeConfig's fields)
+    alignment: dict | None = None  # the supervised head (AlignmentSupervision.to_dict()), if trained with one
+    averaged_from: list[str] | None = None  # the files an averaged checkpoint was made from
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckpointMeta":
+        """Keys a later version may add are ignored, so a newer checkpoint still loads."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @property
+    def settings(self) -> dict:
+        """model_config with every setting added since the file was written at its default, so
+        two checkpoints of the same model compare equal whichever version wrote them."""
+        return {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING} | self.model_config
+
+    @property
+    def full_context_layer(self) -> int | None:
+        """The decoder layer whose supervised head must be read without the causal mask (it
+        was trained with full context), else None."""
+        sup = self.alignment
+        return sup["layer"] if sup and sup.get("full_context") else None
+
+
+# What inference needs of ckpt["qkvmt"], and the type each must have.
+REQUIRED = {f.name: f.type for f in fields(CheckpointMeta) if f.default is MISSING and f.default_factory is MISSING}
 
 
 def load_checkpoint(path) -> dict:
@@ -39,7 +77,7 @@ def load_checkpoint(path) -> dict:
             ) from None
         raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}") from None
     meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
-    bad = [k for k, kind in META.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
+    bad = [k for k, kind in REQUIRED.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
     if bad or not isinstance(ckpt.get("state_dict"), dict):
         what = f"no {', '.join(bad)} in its metadata" if isinstance(meta, dict) and bad else "no qkvmt metadata or weights"
         raise UserError(f"{path} is not a qkvmt checkpoint ({what}); {USE_ANOTHER}")
@@ -59,9 +97,9 @@ def model_weights(ckpt: dict) -> dict:
 
 
 def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
-    meta = ckpt["qkvmt"]
+    meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
     try:
-        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+        model = Transformer(ModelConfig.from_dict(meta.model_config))
     except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
         raise UserError(f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}") from None
     weights = model_weights(ckpt)
@@ -74,7 +112,7 @@ def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
         ) from None
     model.eval()
     try:
-        tokenizer = Tokenizer.from_str(meta["tokenizer"])
+        tokenizer = Tokenizer.from_str(meta.tokenizer)
     except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
         raise UserError(f"{path}: the tokenizer stored in it is not readable ({_brief(e)}); {USE_ANOTHER}") from None
     return model, tokenizer
@@ -92,11 +130,11 @@ def _mismatch(expected: dict, found: dict) -> str:
     return f"unexpected weight {extra[0]}" if extra else ""
 
 
-def load_model(path) -> tuple[Transformer, Tokenizer, dict]:
+def load_model(path) -> tuple[Transformer, Tokenizer, CheckpointMeta]:
     """Model (in eval mode), tokenizer and metadata (languages, config) from one checkpoint file."""
     ckpt = load_checkpoint(path)
     model, tok = build_model(ckpt, path)
-    return model, tok, ckpt["qkvmt"]
+    return model, tok, CheckpointMeta.from_dict(ckpt["qkvmt"])
 
 
 def resolve_average(ckpt_path, average=None) -> list[Path]:
@@ -136,7 +174,7 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
 def check_resumable(path: Path, model_config: dict, setting: str = "resume") -> None:
     """Refuse to resume from a checkpoint of another model, naming the settings that differ,
     before the run writes anything (vocabulary size and special ids come from the tokenizer)."""
-    stored = load_checkpoint(path)["qkvmt"]["model_config"]
+    stored = CheckpointMeta.from_dict(load_checkpoint(path)["qkvmt"]).settings
     from_tokenizer = ("vocab_size", "pad_id", "bos_id", "eos_id")
     differ = [k for k in model_config if k not in from_tokenizer and stored.get(k) != model_config[k]]
     if differ:
@@ -168,13 +206,14 @@ def recent_checkpoints(folder: Path, n: int) -> list[Path]:
 def average_checkpoints(paths: list[Path]) -> dict:
     """A checkpoint whose weights are the mean of the given ones' (Vaswani et al. averaged 5-20)."""
     first = load_checkpoint(paths[0])
-    meta = first["qkvmt"]
+    meta = CheckpointMeta.from_dict(first["qkvmt"])
     total = {k: v.double() for k, v in model_weights(first).items()}
     for p in paths[1:]:
         ckpt = load_checkpoint(p)
-        if ckpt["qkvmt"]["model_config"] != meta["model_config"] or ckpt["qkvmt"]["tokenizer"] != meta["tokenizer"]:
+        other = CheckpointMeta.from_dict(ckpt["qkvmt"])
+        if (other.settings, other.tokenizer) != (meta.settings, meta.tokenizer):
             raise UserError(f"cannot average {p} with {paths[0]}: different model configuration or tokenizer")
         for k, v in model_weights(ckpt).items():
             total[k] += v.double()
     weights = {f"model.{k}": (v / len(paths)).to(first["state_dict"][f"model.{k}"].dtype) for k, v in total.items()}
-    return {"state_dict": weights, "qkvmt": {**meta, "averaged_from": [str(p) for p in paths]}}
+    return {"state_dict": weights, "qkvmt": replace(meta, averaged_from=[str(p) for p in paths]).to_dict()}

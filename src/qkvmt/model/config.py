@@ -3,7 +3,8 @@
 from dataclasses import asdict, dataclass, fields
 
 from qkvmt.errors import UserError
-from qkvmt.model.inputs import Specials
+from qkvmt.text.tokenizer import Specials
+from qkvmt.model.positions import POSITIONS
 
 
 @dataclass
@@ -20,6 +21,7 @@ class ModelConfig:
     norm_first: bool = False  # False: post-LN as in Vaswani et al.; True: pre-LN
     tie_embeddings: bool = True  # one joint vocabulary: source, target and output share weights
     max_positions: int = 256  # longest sequence, special tokens included
+    positions: str = "sinusoidal"  # or "rotary" (qkvmt.model.positions); checkpoints without it are sinusoidal
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -40,6 +42,13 @@ class ModelConfig:
                 raise UserError(f"model.{name}={value!r}: give a probability in [0, 1)")
         if self.d_model % self.n_heads:
             raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
+        if self.positions not in POSITIONS:
+            raise UserError(f"model.positions={self.positions!r}: use one of {', '.join(POSITIONS)}")
+        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise UserError(
+                f"model.positions=rotary turns pairs of dimensions, but each head has an odd number: "
+                f"model.d_model={self.d_model} / model.n_heads={self.n_heads} = {self.d_model // self.n_heads}"
+            )
 
     @property
     def specials(self) -> Specials:

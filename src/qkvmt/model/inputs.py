@@ -18,12 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
-@dataclass(frozen=True)
-class Specials:
-    pad: int
-    bos: int
-    eos: int
+from qkvmt.text.tokenizer import Specials
 
 
 @dataclass

@@ -43,10 +43,18 @@ class Residual(nn.Module):
         return (x if self.norm_first else self.norm(x)), weights
 
 
+def attention(cfg: ModelConfig, positions: nn.Module | None = None) -> MultiHeadAttention:
+    """Multi-head attention of cfg's width and heads, with fresh biased projections."""
+    d = cfg.d_model
+    return MultiHeadAttention(cfg.n_heads, nn.Linear(d, 3 * d), nn.Linear(d, d), cfg.attention_dropout, positions)
+
+
 class EncoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """positions: the transform of self-attention's queries and keys (RotaryPositions), or None."""
+
+    def __init__(self, cfg: ModelConfig, positions: nn.Module | None = None):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = attention(cfg, positions)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
         self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -59,10 +67,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """positions: the transform of self-attention's queries and keys (RotaryPositions), or None.
+    Cross-attention takes none: it compares target with source positions, which rotary
+    positions do not relate (CTranslate2 leaves it alone too)."""
+
+    def __init__(self, cfg: ModelConfig, positions: nn.Module | None = None):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = attention(cfg, positions)
+        self.cross_attn = attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
         self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)

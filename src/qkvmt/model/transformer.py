@@ -1,8 +1,8 @@
 """The encoder-decoder Transformer of Vaswani et al. (2017), built from qkvmt's own attention.
 
 Attention weights are returned, never stored: `encode(..., need_weights=True)` and
-`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer. A `Weights`
-request names the layers of each kind instead: only those run the explicit attention path
+`decode(..., need_weights=True)` give one (B, H, T_q, T_k) tensor per layer. A `WeightRequest`
+names the layers of each kind instead: only those run the explicit attention path
 (an alignment loss on one cross-attention layer leaves every other layer on the fast kernel),
 and the lists hold None for the layers not asked for.
 """
@@ -16,16 +16,7 @@ from torch import Tensor, nn
 from qkvmt.model.attention import KVCache
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.layers import DecoderLayer, EncoderLayer
-
-
-def sinusoidal_positions(n: int, d: int) -> Tensor:
-    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
-    pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
-    inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
-    pe = torch.zeros(n, d)
-    pe[:, 0::2] = torch.sin(pos * inv_freq)
-    pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
-    return pe
+from qkvmt.model.positions import RotaryPositions, sinusoidal_positions
 
 
 @dataclass
@@ -56,7 +47,7 @@ class DecoderState:
 
 
 @dataclass(frozen=True)
-class Weights:
+class WeightRequest:
     """Which layers return attention weights, per kind; negative indices count from the end."""
 
     encoder: tuple[int, ...] = ()
@@ -64,7 +55,7 @@ class Weights:
     cross: tuple[int, ...] = ()
 
     @staticmethod
-    def wanted(need: "bool | Weights", kind: str, n_layers: int) -> list[bool]:
+    def wanted(need: "bool | WeightRequest", kind: str, n_layers: int) -> list[bool]:
         """For each of a stack's `n_layers` layers, whether its `kind` weights are asked for."""
         if isinstance(need, bool):
             return [need] * n_layers
@@ -73,9 +64,9 @@ class Weights:
 
 
 @dataclass
-class Attention:
+class AttentionWeights:
     """Per-layer attention weights, each (B, H, T_q, T_k); lists are empty unless asked for,
-    and hold None for the layers a `Weights` request leaves out."""
+    and hold None for the layers a `WeightRequest` leaves out."""
 
     encoder: list[Tensor] = field(default_factory=list)
     decoder: list[Tensor] = field(default_factory=list)
@@ -83,20 +74,27 @@ class Attention:
 
 
 class Embedding(nn.Module):
-    """Token embedding × √d_model plus sinusoidal positions, then dropout."""
+    """Token embedding × √d_model plus sinusoidal positions, then dropout. With rotary
+    positions nothing is added: self-attention places the tokens instead."""
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding):
         super().__init__()
         self.tokens = tokens
         self.scale = math.sqrt(cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.max_positions = cfg.max_positions
+        table = sinusoidal_positions(cfg.max_positions, cfg.d_model) if cfg.positions == "sinusoidal" else None
+        self.register_buffer("positions", table, persistent=False)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """ids (B, T) at positions offset .. offset+T-1 -> (B, T, D)."""
         t = ids.size(1)
-        if offset + t > self.positions.size(0):
-            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions={self.positions.size(0)}")
-        return self.dropout(self.tokens(ids) * self.scale + self.positions[offset : offset + t])
+        if offset + t > self.max_positions:
+            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions={self.max_positions}")
+        x = self.tokens(ids) * self.scale
+        if self.positions is not None:
+            x = x + self.positions[offset : offset + t]
+        return self.dropout(x)
 
 
 class Transformer(nn.Module):
@@ -107,8 +105,10 @@ class Transformer(nn.Module):
         tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
         self.src_embed = Embedding(cfg, src_tokens)
         self.tgt_embed = Embedding(cfg, tgt_tokens)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # One rotation table serves every self-attention layer (its buffers are not saved).
+        rotary = RotaryPositions(cfg.d_model // cfg.n_heads, cfg.max_positions) if cfg.positions == "rotary" else None
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg, rotary) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg, rotary) for _ in range(cfg.decoder_layers))
         # Pre-LN leaves the residual stream unnormalised, so each stack ends with a layer norm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
@@ -134,11 +134,11 @@ class Transformer(nn.Module):
     def source_mask(self, src: Tensor) -> Tensor:
         return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
-    def encode(self, src: Tensor, need_weights: "bool | Weights" = False) -> tuple[Tensor, Tensor, list]:
+    def encode(self, src: Tensor, need_weights: "bool | WeightRequest" = False) -> tuple[Tensor, Tensor, list]:
         """src: (B, S) ids. Returns memory (B, S, D), src_mask (B, 1, 1, S), per-layer weights."""
         src_mask = self.source_mask(src)
         x = self.src_embed(src)
-        wanted = Weights.wanted(need_weights, "encoder", len(self.encoder_layers))
+        wanted = WeightRequest.wanted(need_weights, "encoder", len(self.encoder_layers))
         weights = []
         for layer, want in zip(self.encoder_layers, wanted):
             x, w = layer(x, src_mask, want)
@@ -151,7 +151,7 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_mask: Tensor,
         state: DecoderState | None = None,
-        need_weights: "bool | Weights" = False,
+        need_weights: "bool | WeightRequest" = False,
         last_only: bool = False,
         project: bool = True,
     ) -> tuple[Tensor, list, list]:
@@ -166,7 +166,7 @@ class Transformer(nn.Module):
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
         n = len(self.decoder_layers)
-        want_self, want_cross = Weights.wanted(need_weights, "decoder", n), Weights.wanted(need_weights, "cross", n)
+        want_self, want_cross = WeightRequest.wanted(need_weights, "decoder", n), WeightRequest.wanted(need_weights, "cross", n)
         self_ws, cross_ws = [], []
         for i, layer in enumerate(self.decoder_layers):
             cache = state.caches[i] if state is not None else None
@@ -200,10 +200,10 @@ class Transformer(nn.Module):
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
 
     def forward(
-        self, src: Tensor, tgt: Tensor, need_weights: "bool | Weights" = False, project: bool = True
-    ) -> tuple[Tensor, Attention]:
+        self, src: Tensor, tgt: Tensor, need_weights: "bool | WeightRequest" = False, project: bool = True
+    ) -> tuple[Tensor, AttentionWeights]:
         """Teacher-forced pass: logits (B, T, V) for every target position (the final states
         (B, T, D) with project=False), and the attention."""
         memory, src_mask, enc_w = self.encode(src, need_weights)
         out, dec_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=need_weights, project=project)
-        return out, Attention(enc_w, dec_w, cross_w)
+        return out, AttentionWeights(enc_w, dec_w, cross_w)

@@ -12,18 +12,18 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh, word_groups
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links, full_context_layer
-from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links
+from qkvmt.alignment.reference import reference_aligner, with_gold
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
-from qkvmt.pipeline.runs import (
-    StagedOutput, check_output_dir, load_for_inference, required_text, run_data, run_folder, target_of,
-)
-from qkvmt.alignment.reference import check_aligner, eflomal_directional, with_gold
-from qkvmt.views.report import aer_heatmap, alignment_page, heatmap_grid
-from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference, run_data, run_folder
+from qkvmt.text.sources import required_text
+from qkvmt.views.figures import aer_heatmap
+from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +62,22 @@ def record_best(path: Path, result: dict, copy: Path) -> None:
         log.warning("could not record the best head beside the checkpoint (%s); use alignment.aer_file=%s", e, copy)
 
 
-def policy(cfg: DictConfig, meta: dict, n_layers: int, n_heads: int, paths: list[Path]) -> tuple[AlignmentPolicy, dict]:
+def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
     """The policy to extract links with, and what alignment.json records of it; head=best
     reads an AER run's result (its scores and file are recorded too)."""
-    a = cfg.alignment
+    a, paths, c = cfg.alignment, model.paths, model.transformer.cfg
     if str(a.head) == "best":
         aer_file = Path(a.aer_file) if a.aer_file else best_file(paths)
         if not aer_file.is_file():
             raise UserError(f"alignment.head=best needs {aer_file}: run align.py gold_dir=... with this checkpoint first, or set alignment.aer_file")
         best = json.loads(aer_file.read_text())["best"]
-        if best["layer"] >= n_layers or (best["head"] != "mean" and best["head"] >= n_heads):
+        if best["layer"] >= c.decoder_layers or (best["head"] != "mean" and best["head"] >= c.n_heads):
             raise UserError(f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})")
-        pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], n_layers, n_heads)
+        pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], c.decoder_layers, c.n_heads)
         return pol, best | {"from": str(aer_file)}
-    default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+    default = model.default_policy
     given = lambda name: getattr(default, name) if a[name] is None else a[name]  # null: the checkpoint's default
-    pol = AlignmentPolicy.validated(given("layer"), given("head"), a.rows, given("direction"), n_layers, n_heads)
+    pol = AlignmentPolicy.validated(given("layer"), given("head"), a.rows, given("direction"), c.decoder_layers, c.n_heads)
     return pol, pol.to_dict()
 
 
@@ -96,7 +96,8 @@ def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, pos
     """AER of the statistical aligner on the gold pairs the attention was scored on, having
     learned from the training pairs plus the gold sentences (never their links), each once."""
     src, tgt, positions = with_gold(*training, [gold.src[k] for k in kept], [gold.tgt[k] for k in kept])
-    forward, reverse = eflomal_directional(src, tgt, langs)
+    aligner = reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
+    forward, reverse = aligner.directional(src, tgt, langs)
     forward, reverse = [forward[k] for k in positions], [reverse[k] for k in positions]
     variants = {"forward": alignment_scores(forward, sure, possible), "reverse": alignment_scores(reverse, sure, possible)}
     for method in METHODS:
@@ -115,63 +116,44 @@ def align(cfg: DictConfig) -> dict:
     if not cfg.gold_dir and cfg.sentence is None:
         raise UserError('give sentence="..." to align one sentence, or gold_dir=<folder> to score every head against gold links')
     sentence = None if cfg.gold_dir else required_text(cfg.sentence, "sentence")  # before the slow load
+    reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
     check_output_dir(cfg)
-    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
+    model = load_for_inference(cfg)
     if cfg.reverse_ckpt_path:
-        return align_both(cfg, model, tokenizer, meta, fabric, paths)
+        return align_both(cfg, model)
     if cfg.gold_dir:
-        return align_gold(cfg, model, tokenizer, meta, paths)
+        return align_gold(cfg, model)
 
-    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-    pol, recorded = policy(cfg, meta, n_layers, n_heads, paths)
-    target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
-    sa = forced_attention(model, tokenizer, sentence, forced, full_context_layer(meta))
-    cross = sa.map("cross")  # rows: the target tokens they predict; columns: the source tokens
-    wa = pol.align_words(cross)
-    pharaoh = to_pharaoh(wa.links)
-    data = {
-        "source": sentence,
-        "translation": target,
-        "forced": cfg.reference is not None,
-        "src_tokens": cross.cols,
-        "tgt_tokens": cross.rows,  # row t of `cross` predicts tgt_tokens[t]
-        "src_words": wa.src_words,
-        "tgt_words": wa.tgt_words,
-        "src_word_groups": wa.src_groups,
-        "tgt_word_groups": wa.tgt_groups,
-        "cross": cross.weights.round(6).tolist(),  # [layer][head][target][source]
-        "full_context_layer": full_context_layer(meta),  # that layer's weights come from a pass without the causal mask
-        "policy": recorded,
-        "word_matrix": wa.matrix.round(6).tolist(),
-        "links": [list(p) for p in wa.links],
-        "pharaoh": pharaoh,
-    }
-    staged = StagedOutput(cfg, paths, "align", kind="alignments")
+    pol, recorded = policy(cfg, model)
+    result = model.align(sentence, reference, pol, **decode_overrides(cfg.decode))
+    result.policy = recorded
+    staged = StagedOutput(cfg, model.paths, "align", kind="alignments")
     with staged as out:
-        write_json(out / "alignment.json", data)
-        heatmap_grid(cross.weights, cross.rows, cross.cols, out / "alignment.png", title="cross-attention")
-        alignment_page(out / "alignment.html", data)
-    print(target)
-    print(pharaoh)
-    return {"translation": target, "pharaoh": pharaoh, "output_dir": str(staged.final)}
+        for name, write in result.files().items():
+            write(out / name)
+    print(result.translation)
+    print(result.pharaoh)
+    return {"translation": result.translation, "pharaoh": result.pharaoh, "output_dir": str(staged.final)}
 
 
-def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path]) -> dict:
-    gold = read_gold(Path(cfg.gold_dir), meta["src_lang"], meta["tgt_lang"])
+def align_gold(cfg: DictConfig, model: Model) -> dict:
+    meta, paths = model.meta, model.paths
+    gold = read_gold(Path(cfg.gold_dir), meta.src_lang, meta.tgt_lang)
     training = None
     if cfg.reference_aligner:  # fail before the slow part
-        check_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
+        reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
         training = training_pairs_of(paths[0])
-    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
+    n_layers, n_heads = model.transformer.cfg.decoder_layers, model.transformer.cfg.n_heads
     heads = [*range(n_heads), "mean"]
     hyps = {(l, h, r, d): [] for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS}
     kept, skipped = [], 0
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
-        sa = forced_attention(model, tokenizer, src, tgt, full_context_layer(meta))
-        sg, tg = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
-        if len(sg) != len(src.split()) or len(tg) != len(tgt.split()):
+        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer)
+        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
+        if groups is None:
             skipped += 1  # longer than the model's positions: cut, so words no longer line up
             continue
+        sg, tg = groups
         kept.append(k)
         for l in range(n_layers):
             for h in heads:
@@ -180,20 +162,20 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
                     for d in DIRECTIONS:
                         hyps[l, h, r, d].append(directed_links(m, d))
     if not kept:
-        raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.cfg.max_positions} positions")
+        raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.transformer.cfg.max_positions} positions")
     sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
     table = {key: alignment_scores(a, sure, possible) for key, a in hyps.items()}
     best_key = min(table, key=lambda key: table[key]["aer"])
     best = dict(zip(("layer", "head", "rows", "direction"), best_key)) | table[best_key]
-    default = AlignmentPolicy.default_for(meta, n_layers, n_heads)
+    default = model.default_policy
     default_scores = default.to_dict() | table[default.layer, default.head, default.rows, default.direction]
     reference = None
     if cfg.reference_aligner:
-        reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta["src_lang"], meta["tgt_lang"]))
+        reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta.src_lang, meta.tgt_lang))
     result = {
         "gold_dir": str(cfg.gold_dir),
         "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(kept)),
-        "direction_of_pair": f"{meta['src_lang']}->{meta['tgt_lang']}",
+        "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
         "n": len(kept),
         "skipped_too_long": skipped,
         "layers": {  # layerL -> headH or mean -> rows -> direction -> {aer, precision, recall, counts}
@@ -204,7 +186,7 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
             for l in range(n_layers)
         },
         "best": best,
-        "default": default_scores | {"supervised": bool(meta.get("alignment"))},
+        "default": default_scores | {"supervised": bool(meta.alignment)},
         "reference": reference,
     }
     grid = np.array([[table[l, h, best["rows"], best["direction"]]["aer"] for h in heads] for l in range(n_layers)])
@@ -216,7 +198,7 @@ def align_gold(cfg: DictConfig, model, tokenizer, meta: dict, paths: list[Path])
     record_best(best_file(paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
     print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): {_scores(best)} over {len(kept)} pairs")
-    what = "the supervised head" if meta.get("alignment") else "the layer's head average"
+    what = "the supervised head" if meta.alignment else "the layer's head average"
     print(f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}")
     if reference:
         print(f"reference: {reference['aligner']} ({reference['symmetrization']}): {_scores(reference)}")

@@ -9,68 +9,65 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment.links import Link, alignment_scores, read_gold, to_pharaoh, word_groups
-from qkvmt.alignment.policy import AlignmentPolicy, full_context_layer
-from qkvmt.views.sentence_attention import forced_attention
-from qkvmt.model.checkpoint import load_model
+from qkvmt.alignment.links import Link, alignment_scores, pair_word_groups, read_gold, to_pharaoh
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
-from qkvmt.pipeline.runs import StagedOutput, target_of
-from qkvmt.alignment.symmetrize import METHODS, symmetrize
-from qkvmt.text.tokenizer import decode
+from qkvmt.pipeline.runs import StagedOutput, decode_overrides
+from qkvmt.text.sources import required_text
+from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
 
 class Direction:
-    """One model with the policy it links by."""
+    """One model with the policy it links by: its default, target→source."""
 
-    def __init__(self, model, tokenizer, meta: dict):
-        self.model, self.tokenizer, self.meta = model, tokenizer, meta
-        n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-        self.policy = AlignmentPolicy.default_for(meta, n_layers, n_heads).one_way()
+    def __init__(self, model: Model):
+        self.model, self.meta = model, model.meta
+        self.policy = model.default_policy.one_way()
 
     def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
         """(source word, target word) links; None when the subwords do not group into the
         whitespace words (a pair cut at the model's positions)."""
-        sa = forced_attention(self.model, self.tokenizer, source, target, full_context_layer(self.meta))
-        sg, tg = word_groups(sa.src_tokens), word_groups(sa.out_tokens)
-        if len(sg) != len(source.split()) or len(tg) != len(target_text.split()):
-            return None
-        return self.policy.links(sa.cross, tg, sg)
+        m = self.model
+        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer)
+        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
+        return None if groups is None else self.policy.links(sa.cross, groups[1], groups[0])
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
     f, r = forward.meta, reverse.meta
-    if (r["src_lang"], r["tgt_lang"]) != (f["tgt_lang"], f["src_lang"]):
+    if (r.src_lang, r.tgt_lang) != (f.tgt_lang, f.src_lang):
         raise UserError(
-            f"reverse_ckpt_path={paths[1]} translates {r['src_lang']}->{r['tgt_lang']}, but ckpt_path={paths[0]} translates "
-            f"{f['src_lang']}->{f['tgt_lang']}: give a checkpoint of the reverse direction, {f['tgt_lang']}->{f['src_lang']}"
+            f"reverse_ckpt_path={paths[1]} translates {r.src_lang}->{r.tgt_lang}, but ckpt_path={paths[0]} translates "
+            f"{f.src_lang}->{f.tgt_lang}: give a checkpoint of the reverse direction, {f.tgt_lang}->{f.src_lang}"
         )
-    if forward.tokenizer.get_vocab() != reverse.tokenizer.get_vocab():
+    if forward.model.tokenizer.get_vocab() != reverse.model.tokenizer.get_vocab():
         raise UserError(
             f"{paths[0]} and {paths[1]} have different vocabularies: symmetrize two models trained on the same data "
             "with the same data.vocab_size (their joint BPE is then the same)"
         )
 
 
-def align_both(cfg: DictConfig, model, tokenizer, meta: dict, fabric, paths: list[Path]) -> dict:
+def align_both(cfg: DictConfig, model: Model) -> dict:
     if cfg.symmetrize not in METHODS:
         raise UserError(f"symmetrize={cfg.symmetrize!r}: use one of {', '.join(METHODS)}")
-    reverse_path = Path(cfg.reverse_ckpt_path)
-    reverse_model, reverse_tokenizer, reverse_meta = load_model(reverse_path)
-    forward = Direction(model, tokenizer, meta)
-    reverse = Direction(fabric.to_device(reverse_model), reverse_tokenizer, reverse_meta)
+    paths, reverse_path = model.paths, Path(cfg.reverse_ckpt_path)
+    forward = Direction(model)
+    reverse = Direction(Model.from_checkpoints([reverse_path], model.fabric))
     check_pair(forward, reverse, (paths[0], reverse_path))
     policies = {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()}
     if cfg.gold_dir:
         return gold(cfg, forward, reverse, policies, paths)
 
     sentence = str(cfg.sentence)
-    target, forced = target_of(cfg, model, tokenizer, meta, fabric, sentence)
-    target_text = target if isinstance(forced, str) else decode(tokenizer, [forced])[0]
-    f = forward.links(sentence, forced, target_text)
-    r = reverse.links(target_text, target_text, sentence)
+    forced = model.forced(sentence, None if cfg.reference is None else required_text(cfg.reference, "reference"),
+                          **decode_overrides(cfg.decode))
+    target = forced if isinstance(forced, str) else model.tokenizer.decode(forced)
+    f = forward.links(sentence, forced, target)
+    r = reverse.links(target, target, sentence)
     if f is None or r is None:
         raise UserError("the sentence or its translation is longer than a model's positions: give a shorter sentence")
     links = symmetrize(f, flip(r), cfg.symmetrize)
@@ -79,7 +76,7 @@ def align_both(cfg: DictConfig, model, tokenizer, meta: dict, fabric, paths: lis
         "translation": target,
         "forced": cfg.reference is not None,
         "src_words": sentence.split(),
-        "tgt_words": target_text.split(),
+        "tgt_words": target.split(),
         "policies": policies,
         "symmetrize": cfg.symmetrize,
         "forward_links": sorted(f),
@@ -101,7 +98,7 @@ def flip(links: set[Link]) -> set[Link]:
 
 
 def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict, paths: list[Path]) -> dict:
-    g = read_gold(Path(cfg.gold_dir), forward.meta["src_lang"], forward.meta["tgt_lang"])
+    g = read_gold(Path(cfg.gold_dir), forward.meta.src_lang, forward.meta.tgt_lang)
     hyps: dict[str, list] = {"forward": [], "reverse": []}
     kept = []
     for k, (src, tgt) in enumerate(zip(g.src, g.tgt)):

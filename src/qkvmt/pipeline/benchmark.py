@@ -9,6 +9,7 @@ default, `decode.ctranslate2`), decodes the same sentences beside them. Writes b
 
 import copy
 import datetime
+import importlib.metadata
 import logging
 import platform
 import tempfile
@@ -27,12 +28,14 @@ from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
-from qkvmt.export.to_ctranslate2 import export_ctranslate2
+from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import keep_freed_host_memory
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
 from qkvmt.decoding.lines import encode_sources
+from qkvmt.text.tokenizer import Specials
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
@@ -50,6 +53,10 @@ def benchmark(cfg: DictConfig) -> dict:
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     dtype = DTYPES[precision]
+    peers = [name for name in ("torch", "hf") if name in cfg.systems]
+    if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
+        raise UserError(f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
+                        "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])")
     log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -58,7 +65,7 @@ def benchmark(cfg: DictConfig) -> dict:
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
     model_cfg = instantiate(cfg.model)(
-        vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **dm.tokenizer_ids()
+        vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **Specials.of(tokenizer).config_fields()
     )
     builders = {
         "ours": Ours,
@@ -184,15 +191,16 @@ def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) 
     if ours is None or not types:
         return {}
     try:
-        import ctranslate2
-    except ImportError:
-        return {"ctranslate2_missing": "ctranslate2 is not installed: pip install -e '.[deploy]'"}
+        ctranslate2 = require_ctranslate2()
+    except UserError as e:
+        return {"ctranslate2_missing": str(e)}
     d, c = cfg.decode, ours.model.cfg
     device = "cuda" if src.is_cuda else "cpu"
     sources = [[tokenizer.id_to_token(i) for i in row if i not in (c.pad_id, c.eos_id)] for row in src.tolist()]
     out = {"ctranslate2_version": ctranslate2.__version__}
     with tempfile.TemporaryDirectory() as folder:
-        export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, {"src_lang": "", "tgt_lang": ""}, Path(folder))
+        meta = CheckpointMeta(model_config=c.to_dict(), tokenizer=tokenizer.to_str(), src_lang="", tgt_lang="")
+        export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, meta, Path(folder))
         for compute_type in types:
             log.info("  decoding: ctranslate2 %s", compute_type)
             translator = ctranslate2.Translator(folder, device=device, compute_type=compute_type, intra_threads=torch.get_num_threads())
@@ -302,9 +310,7 @@ def _device_name(hardware) -> str:
 
 def _versions() -> dict:
     try:
-        import transformers
-
-        hf = transformers.__version__
-    except ImportError:
+        hf = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
         hf = None
     return {"torch": torch.__version__, "transformers": hf, "python": platform.python_version()}

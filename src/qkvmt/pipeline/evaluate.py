@@ -10,21 +10,21 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment.policy import AlignmentPolicy, full_context_layer
+from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
-from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
-from qkvmt.views.report import attention_report, curve_plot, heatmap_grid
-from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
-from qkvmt.text.tokenizer import decode
-from qkvmt.decoding.lines import translate_ids
+from qkvmt.views.figures import curve_plot, heatmap_grid
+from qkvmt.views.report import ReportSample, attention_report
+from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
 
-def read_inputs(cfg: DictConfig, meta: dict, ckpt: Path) -> tuple[list[str], list[str], str]:
+def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list[str], list[str], str]:
     """Source lines, references and a short name for them: src_file/ref_file, or a split. A
     split comes from the data source the checkpoint's run trained on (a Hugging Face dataset,
     say; `split` may name the run's val/test or the source's own split), or, for a run on
@@ -37,40 +37,39 @@ def read_inputs(cfg: DictConfig, meta: dict, ckpt: Path) -> tuple[list[str], lis
     data = run_data(ckpt)
     if data is not None and data.get("source", {}).get("_target_") != "qkvmt.text.sources.TextFiles":
         source = instantiate(OmegaConf.create(data["source"]))(data["root"])
-        src, ref = source.read(data.get("splits", {}).get(cfg.split, cfg.split), meta["src_lang"], meta["tgt_lang"])
+        src, ref = source.read(data.get("splits", {}).get(cfg.split, cfg.split), meta.src_lang, meta.tgt_lang)
     else:
-        src, ref = TextFiles(cfg.data.root).read(cfg.split, meta["src_lang"], meta["tgt_lang"])
+        src, ref = TextFiles(cfg.data.root).read(cfg.split, meta.src_lang, meta.tgt_lang)
     return src, ref, cfg.split
 
 
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     check_output_dir(cfg)
-    model, tokenizer, meta, fabric, paths = load_for_inference(cfg)
+    model = load_for_inference(cfg)
+    meta, paths = model.meta, model.paths
     src, refs, name = read_inputs(cfg, meta, paths[0])
     ref_tok = read_lines(Path(cfg.ref_tok_file)) if cfg.ref_tok_file else None
     if ref_tok is not None and len(ref_tok) != len(src):
         raise UserError(f"ref_tok_file {cfg.ref_tok_file} has {len(ref_tok)} lines, the source has {len(src)}")
     decode_cfg = instantiate(cfg.decode)
     t0 = time.time()
-    with fabric.autocast():
-        hyp_ids = translate_ids(model, tokenizer, src, decode_cfg, progress=True)
-    hyps = decode(tokenizer, hyp_ids)
+    hyps = model.translate(src, decode_cfg, progress=True)
     decode_s = time.time() - t0
 
     metrics = score(hyps, refs)
     if ref_tok is not None:
-        tok = score_tokenized_lowercased(hyps, ref_tok, meta["tgt_lang"])
+        tok = score_tokenized_lowercased(hyps, ref_tok, meta.tgt_lang)
         metrics["bleu_tok_lc"] = tok["bleu"]
         metrics["signatures"]["bleu_tok_lc"] = tok["signature"]
     metrics.update(
         n=len(src),
         source=name,
-        src_lang=meta["src_lang"],
-        tgt_lang=meta["tgt_lang"],
+        src_lang=meta.src_lang,
+        tgt_lang=meta.tgt_lang,
         decode=asdict(decode_cfg),
         checkpoints=[{"path": str(p), "sha256": sha256(p)} for p in paths],
-        device=str(fabric.device),
+        device=str(model.fabric.device),
         precision=str(cfg.fabric.precision),
         decode_s=round(decode_s, 2),
         sent_per_s=round(len(src) / decode_s, 2),
@@ -80,8 +79,7 @@ def evaluate(cfg: DictConfig) -> dict:
     with staged as out:
         write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
         write_json(out / "metrics.json", metrics)
-        export_attention(out, model, tokenizer, src, refs, hyps, hyp_ids, metrics, cfg.attention.num_samples,
-                         meta, validation_curve(paths[0]))
+        export_attention(out, model, src, refs, hyps, metrics, cfg.attention.num_samples, validation_curve(paths[0]))
     out = staged.final
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
@@ -91,31 +89,31 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
-def export_attention(out: Path, model, tokenizer, src, refs, hyps, hyp_ids, metrics: dict, num_samples: int,
-                     meta: dict, curve: list[dict]) -> None:
+def export_attention(out: Path, model: Model, src: list[str], refs: list[str], hyps, metrics: dict, num_samples: int,
+                     curve: list[dict]) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
     each sample also shows its own BLEU and chrF and the word links of the checkpoint's default
-    alignment policy (align.py's), and the run's validation curve is drawn when it has one."""
+    alignment policy (align.py's), and the run's validation curve is drawn when it has one.
+    `hyps`: the Translations of `src`, whose generated ids are forced exactly."""
     samples, arrays = [], {}
     picked = [i for i in range(len(src)) if src[i].strip() and hyps[i].strip()][:num_samples]
     if picked:
         (out / "attention").mkdir(exist_ok=True)
-    n_layers, n_heads = len(model.decoder_layers), model.decoder_layers[0].cross_attn.n_heads
-    policy = AlignmentPolicy.default_for(meta, n_layers, n_heads)
-    full_context = full_context_layer(meta)
+    policy = model.default_policy
+    full_context = model.meta.full_context_layer
     own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
     for i, scores in zip(picked, own):
-        sa = forced_attention(model, tokenizer, src[i], hyp_ids[i])
+        sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i])
         for m in sa.maps():
             heatmap_grid(m.weights, m.rows, m.cols, out / "attention" / f"{i:04d}_{m.kind}.png", title=f"sentence {i + 1}: {m.label} attention")
             arrays[f"s{i}_{m.kind}"] = m.weights
         for side in ("src", "tgt", "out"):
             arrays[f"s{i}_{side}_tokens"] = np.array(getattr(sa, f"{side}_tokens"))
         # a head supervised with full context is read from a pass without the causal mask, as align.py reads it
-        aligned = sa if full_context is None else forced_attention(model, tokenizer, src[i], hyp_ids[i], full_context)
-        samples.append({"source": src[i], "reference": refs[i], "hypothesis": hyps[i], "maps": sa.maps(),
-                        "scores": scores, "alignment": policy.align_words(aligned.map("cross"))})
+        aligned = sa if full_context is None else forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context)
+        samples.append(ReportSample(src[i], hyps[i], sa.maps(), reference=refs[i], scores=scores,
+                                    alignment=policy.align_words(aligned.map("cross"))))
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
     attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown)

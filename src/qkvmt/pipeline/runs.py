@@ -1,23 +1,18 @@
-"""What evaluate, translate, average, align and inspect share: loading a checkpoint (or an
-average of several) where Lightning Fabric places it, decoding settings, output folders."""
+"""What evaluate, translate, average, align, inspect and export share: the model of a
+checkpoint (or an average of several) as the command line names it, decoding settings given
+on the command line, run folders and output folders."""
 
 import csv
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.model.checkpoint import average_checkpoints, build_model, load_checkpoint, resolve_average
-from qkvmt.decoding.search import DecodeConfig
-from qkvmt.errors import UserError
-from qkvmt.files import check_new_output
-from qkvmt.text.tokenizer import decode
-from qkvmt.decoding.lines import translate_ids
+from qkvmt.api import Model
+from qkvmt.files import StagedFolder, check_new_output
+from qkvmt.model.checkpoint import resolve_average
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:
@@ -25,27 +20,16 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     return resolve_average(cfg.ckpt_path, average)
 
 
-def load_on_cpu(cfg: DictConfig):
-    """(model on the CPU, tokenizer, metadata, checkpoint paths) of ckpt_path, or of the average
-    of the checkpoints `average` names."""
-    paths = checkpoint_paths(cfg)
-    ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    model, tokenizer = build_model(ckpt, paths[0])
-    return model, tokenizer, ckpt["qkvmt"], paths
+def load_for_inference(cfg: DictConfig, fabric=None) -> Model:
+    """The model of ckpt_path, or of the average of the checkpoints `average` names, placed
+    by Lightning Fabric: `fabric`, or the one cfg.fabric configures (a GPU when there is one)."""
+    return Model.from_checkpoints(checkpoint_paths(cfg), fabric or instantiate(cfg.fabric))
 
 
-def load_for_inference(cfg: DictConfig):
-    """(model placed by Lightning Fabric, tokenizer, metadata, Fabric, checkpoint paths)."""
-    model, tokenizer, meta, paths = load_on_cpu(cfg)
-    fabric = instantiate(cfg.fabric)  # accelerator=auto: the GPU when there is one
-    return fabric.to_device(model), tokenizer, meta, fabric, paths
-
-
-def checkpoint_decoding(cfg_decode: DictConfig, meta: dict) -> DecodeConfig:
-    """The checkpoint's own decoding settings (its run's test_decode), with every field the
-    command line sets (non-null in `decode`) taking precedence."""
-    given = {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
-    return DecodeConfig(**(meta.get("decode", {}) | given))
+def decode_overrides(cfg_decode: DictConfig) -> dict:
+    """The decoding settings the command line gives (non-null in `decode`, conf/decode/checkpoint.yaml):
+    they take precedence over the checkpoint's own."""
+    return {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
 
 
 def run_folder(ckpt: Path) -> Path:
@@ -123,9 +107,9 @@ def check_output_dir(cfg: DictConfig) -> None:
         check_new_output(Path(cfg.output_dir), "output_dir", folder=True)
 
 
-class StagedOutput:
-    """Outputs are written into a hidden folder beside their destination and moved into place
-    only once complete, so an error or Ctrl-C leaves either every file or none:
+class StagedOutput(StagedFolder):
+    """A command's output folder, whole or not at all (qkvmt.files.StagedFolder): output_dir,
+    or a new <run>/<kind>/<name>_<time> beside the checkpoint's run.
 
         staged = StagedOutput(cfg, paths, "align", kind="alignments")
         with staged as out:
@@ -134,52 +118,6 @@ class StagedOutput:
     """
 
     def __init__(self, cfg: DictConfig, paths: list[Path], name: str, kind: str):
-        self.explicit = Path(cfg.output_dir) if cfg.output_dir else None
-        self.ckpt, self.name, self.kind = paths[0], name, kind
-        self.final: Path | None = None
-
-    def __enter__(self) -> Path:
-        parent = self.explicit.parent if self.explicit else run_folder(self.ckpt) / self.kind
-        parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        self.tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return False
-        final = self.explicit or default_output_dir(self.ckpt, self.name, kind=self.kind)
-        if final.is_dir():
-            final.rmdir()  # reserved by default_output_dir, or an empty output_dir: never one with files
-        self.tmp.rename(final)
-        self.final = final
-        return False
-
-
-def required_text(value, name: str) -> str:
-    """The text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
-    example = f'give the text, e.g. {name}="Ein Mann fährt Fahrrad ."'
-    if value is None:
-        raise UserError(f"no {name} given: {example}")
-    text = str(value)
-    if not text.strip():
-        raise UserError(f"{name} is empty: {example}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line arrive as lone surrogates
-        raise UserError(f"{name} is not valid UTF-8 text: give it in UTF-8 (check the terminal's encoding)") from None
-    return text
-
-
-def target_of(cfg: DictConfig, model, tokenizer, meta: dict, fabric, sentence: str) -> tuple[str, str | list[int]]:
-    """(target text, what to force-decode): the given reference, or the model's own translation
-    as the exact ids it generated with the checkpoint's decoding settings."""
-    if cfg.reference is not None:
-        reference = required_text(cfg.reference, "reference")
-        return reference, reference
-    with fabric.autocast():
-        ids = translate_ids(model, tokenizer, [sentence], checkpoint_decoding(cfg.decode, meta))[0]
-    return decode(tokenizer, [ids])[0], ids
+        explicit = Path(cfg.output_dir) if cfg.output_dir else None
+        parent = explicit.parent if explicit else run_folder(paths[0]) / kind
+        super().__init__(parent, name, final=lambda: explicit or default_output_dir(paths[0], name, kind=kind))

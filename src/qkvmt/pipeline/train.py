@@ -19,7 +19,8 @@ from qkvmt.files import atomic_write, write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import RecordHostMemory, ReleaseFreedHostMemory, keep_freed_host_memory, training_need_mb, warn_if_short
 from qkvmt.training.progress import StepProgress
-from qkvmt.alignment.reference import check_aligner
+from qkvmt.alignment.reference import reference_aligner
+from qkvmt.text.tokenizer import Specials
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,13 @@ def train(cfg: DictConfig) -> dict:
     check_optimized_metric(cfg.optimized_metric)
     check_trainer(cfg.trainer)
     alignment = instantiate(cfg.module.alignment)
-    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None)  # checks data.*
+    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner)  # checks data.*
     model_partial = instantiate(cfg.model)
     wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
     wanted_model = wanted.to_dict()
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
-        check_aligner("eflomal", alignment.labels, "module.alignment")
+        reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
     keep_freed_host_memory()
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
@@ -84,7 +85,7 @@ def train(cfg: DictConfig) -> dict:
     data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
     if trainer.is_global_zero:
         write_json(out / "run.json", run | data_config)
-    model_config = model_partial(vocab_size=tokenizer.get_vocab_size(), **dm.tokenizer_ids())
+    model_config = model_partial(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
     module = instantiate(cfg.module)(
         model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang, alignment=alignment
     )
@@ -129,6 +130,11 @@ def train(cfg: DictConfig) -> dict:
 
 
 OPTIMIZABLE = ("test_bleu", "test_chrf", "best_val_bleu", "wall_s")  # numbers train() returns
+
+
+def train_command(cfg: DictConfig) -> float | None:
+    """scripts/train.py: train, and give Hydra's sweepers `optimized_metric` (null: nothing)."""
+    return optimized_value(train(cfg), cfg.optimized_metric)
 
 
 def optimized_value(metrics: dict, name: str | None) -> float | None:

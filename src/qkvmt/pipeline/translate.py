@@ -7,12 +7,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from qkvmt.export.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
-from qkvmt.pipeline.runs import load_for_inference, required_text
-from qkvmt.text.sources import decode_line
-from qkvmt.decoding.lines import translate_lines
+from qkvmt.export.ctranslate2_engine import load_ctranslate2
+from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.text.sources import decode_line, required_text
 
 
 def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
@@ -46,18 +45,13 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
         if cfg.ckpt_path or cfg.average:
             raise UserError("engine=ctranslate2 reads model_dir=, not ckpt_path= or average=: export the checkpoint first (scripts/export.py)")
         engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
-        return lambda lines: translate_lines_ctranslate2(engine, lines, decode_cfg)
+        return lambda lines: engine.translate(lines, decode_cfg)
     if cfg.engine != "qkvmt":
         raise UserError(f"engine={cfg.engine!r}: use engine=qkvmt (ckpt_path=) or engine=ctranslate2 (model_dir=)")
     if cfg.model_dir:
         raise UserError("model_dir= is for engine=ctranslate2; engine=qkvmt reads ckpt_path=")
-    model, tokenizer, _, fabric, _ = load_for_inference(cfg)
-
-    def run(lines: list[str]) -> list[str]:
-        with fabric.autocast():
-            return translate_lines(model, tokenizer, lines, decode_cfg)
-
-    return run
+    model = load_for_inference(cfg)
+    return lambda lines: model.translate(lines, decode_cfg)
 
 
 def text_line(line: bytes | str, number: int) -> str:

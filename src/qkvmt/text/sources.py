@@ -34,6 +34,21 @@ def read_lines(path: Path) -> list[str]:
     return [decode_line(line, path, i).strip() for i, line in enumerate(lines, 1)]
 
 
+def required_text(value, name: str) -> str:
+    """The text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
+    example = f'give the text, e.g. {name}="Ein Mann fährt Fahrrad ."'
+    if value is None:
+        raise UserError(f"no {name} given: {example}")
+    text = str(value)
+    if not text.strip():
+        raise UserError(f"{name} is empty: {example}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line arrive as lone surrogates
+        raise UserError(f"{name} is not valid UTF-8 text: give it in UTF-8 (check the terminal's encoding)") from None
+    return text
+
+
 def decode_line(raw: bytes, where, number: int) -> str:
     """`raw` as UTF-8 text; otherwise a UserError naming `where` (a file, or stdin) and the line number."""
     try:

@@ -7,6 +7,7 @@ subword knows whether it starts a word, which alignment needs.
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -17,6 +18,23 @@ from qkvmt.files import write_json
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]  # ids 0..3, matching ModelConfig's pad/bos/eos ids
 WORD_START = "▁"
+
+
+@dataclass(frozen=True)
+class Specials:
+    """The ids of the control tokens, the one shape every part of qkvmt takes them in."""
+
+    pad: int
+    bos: int
+    eos: int
+
+    @classmethod
+    def of(cls, tok: Tokenizer) -> "Specials":
+        return cls(pad=tok.token_to_id(PAD), bos=tok.token_to_id(BOS), eos=tok.token_to_id(EOS))
+
+    def config_fields(self) -> dict:
+        """As ModelConfig (and so every checkpoint) stores them: pad_id, bos_id, eos_id."""
+        return {"pad_id": self.pad, "bos_id": self.bos, "eos_id": self.eos}
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:

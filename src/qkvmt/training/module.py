@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.model.attention import attention_kernel
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.loss import output_loss
@@ -154,12 +155,11 @@ class TranslationModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Plain data only (dicts, strings, numbers): the file alone rebuilds the model and
         # tokenizer, and loads with torch.load(weights_only=True).
-        checkpoint["qkvmt"] = {
-            "model_config": self.model_config.to_dict(),
-            "tokenizer": self.tokenizer.to_str(),
-            "src_lang": self.src_lang,
-            "tgt_lang": self.tgt_lang,
-            "decode": asdict(self.test_decode),  # the run's test settings; align.py decodes with them
-        }
-        if self.alignment.on:  # align.py's default policy reads the supervised head
-            checkpoint["qkvmt"]["alignment"] = self.alignment.to_dict()
+        checkpoint["qkvmt"] = CheckpointMeta(
+            model_config=self.model_config.to_dict(),
+            tokenizer=self.tokenizer.to_str(),
+            src_lang=self.src_lang,
+            tgt_lang=self.tgt_lang,
+            decode=asdict(self.test_decode),  # the run's test settings; align.py decodes with them
+            alignment=self.alignment.to_dict() if self.alignment.on else None,  # align.py's default policy reads it
+        ).to_dict()

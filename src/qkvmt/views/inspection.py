@@ -6,21 +6,109 @@ the encoder output in cross-attention):
     Q = x W_Q[:, h]   K = y W_K[:, h]   V = y W_V[:, h]          (each T × d_k)
     scores = Q Kᵀ / √d_k      weights = softmax(scores + mask)      output = weights V
 
+With rotary positions (model.positions=rotary), Q and K of self-attention are shown rotated,
+as the scores use them.
+
 The layer's inputs and the input of W_O (the heads' outputs side by side) are captured with
-forward hooks during one forced pass and removed at once; Q, K, V are then recomputed from the
-module's own projections, and the head's output is checked against what the forward pass fed
+forward hooks during one forced pass and removed at once; Q, K, V are then recomputed by the
+module's own `head_projections`, and the head's output is checked against what the forward pass fed
 into W_O.
 """
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 
-from qkvmt.model.attention import MultiHeadAttention, causal_mask
 from qkvmt.errors import UserError
+from qkvmt.files import write_json, write_text
+from qkvmt.model.attention import MultiHeadAttention, causal_mask
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
+from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_html
+from qkvmt.views.result import Result
 from qkvmt.views.sentence_attention import KINDS, pair_ids, row_col_labels, token_names
+
+
+@dataclass
+class TopKey:
+    key: int  # the key's position
+    token: str
+    weight: float
+
+
+@dataclass
+class HeadInspection(Result):
+    """One head's queries, keys and values for one sentence pair, and what it made of them."""
+
+    kind: str  # encoder, decoder or cross
+    layer: int  # 0-based
+    head: int
+    d_k: int
+    source: str
+    target: str
+    query_tokens: list[str]
+    key_tokens: list[str]
+    q: np.ndarray  # (T_q, d_k): x W_Q of this head
+    k: np.ndarray  # (T_k, d_k)
+    v: np.ndarray  # (T_k, d_k)
+    scores: np.ndarray  # (T_q, T_k): Q Kᵀ / √d_k, -inf where the key is masked (a future token)
+    weights: np.ndarray  # (T_q, T_k): softmax of the scores
+    output: np.ndarray  # (T_q, d_k): weights V
+    top_k: list[list[TopKey]]  # each query's most attended keys, heaviest first
+    check: dict[str, float]  # the largest differences from the model's own forward pass
+
+    def to_dict(self) -> dict:
+        """inspect.json."""
+        return {
+            "kind": self.kind,
+            "layer": self.layer,
+            "head": self.head,
+            "d_k": self.d_k,
+            "source": self.source,
+            "target": self.target,
+            "query_tokens": self.query_tokens,
+            "key_tokens": self.key_tokens,
+            "q": self.q.tolist(),
+            "k": self.k.tolist(),
+            "v": self.v.tolist(),
+            "scores": [[None if np.isneginf(s) else s for s in row] for row in self.scores.tolist()],  # None: masked
+            "weights": self.weights.tolist(),
+            "output": self.output.tolist(),
+            "top_k": [[{"key": t.key, "token": t.token, "weight": t.weight} for t in row] for row in self.top_k],
+            "check": self.check,
+        }
+
+    def html(self) -> str:
+        """The weights map (hover: score and weight), each query's top keys, the vectors."""
+        q_tokens, k_tokens = self.query_tokens, self.key_tokens
+        weights, scores = np.asarray(self.weights, dtype=float), np.asarray(self.scores, dtype=float)
+        check_labels(weights.shape, q_tokens, k_tokens, "weights")
+        check_labels(scores.shape, q_tokens, k_tokens, "scores")
+        top = "".join(
+            f'<li><span class="tok">{escape(q_tokens[qi])}</span> attends to '
+            + ", ".join(f'<span class="tok">{escape(t.token)}</span> ({float(t.weight):.3f})' for t in entries)
+            + "</li>"
+            for qi, entries in enumerate(self.top_k)
+        )
+        body = (
+            f"<p>{escape(self.kind)} attention, layer {escape(self.layer)}, head {escape(self.head)}</p>"
+            + texts_html([("source", self.source), ("target", self.target), ("d_k", self.d_k)])
+            + '<h2>Weights</h2><div id="weights"></div>'
+            f'<h2>Top keys per query</h2><ol class="topk" start="0">{top}</ol>'
+            + vectors_html("Queries (Q)", q_tokens, self.q)
+            + vectors_html("Keys (K)", k_tokens, self.k)
+            + vectors_html("Values (V)", k_tokens, self.v)
+            + vectors_html("Output (weights · V)", q_tokens, self.output)
+        )
+        data = {"page": "inspector", "query_tokens": q_tokens, "key_tokens": k_tokens, "weights": weights, "scores": scores}
+        return page("Attention inspector", body, data)
+
+    def files(self) -> dict:
+        return {"inspect.json": lambda path: write_json(Path(path), self.to_dict()),
+                "inspect.html": lambda path: write_text(Path(path), self.html())}
 
 
 def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
@@ -34,7 +122,8 @@ def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAtte
 
 
 @torch.no_grad()
-def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[int], kind: str, layer: int, head: int, top_k: int = 3) -> dict:
+def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[int], kind: str, layer: int, head: int,
+                 top_k: int = 3) -> HeadInspection:
     c = model.cfg
     module = attention_module(model, kind, layer)
     if not -module.n_heads <= head < module.n_heads:
@@ -55,11 +144,8 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
             h.remove()
 
     x = seen["args"][0]
-    y = seen["args"][1] if len(seen["args"]) > 1 else seen["kwargs"].get("y")
-    y = x if y is None else y
-    sl = slice(head * module.d_k, (head + 1) * module.d_k)
-    k, v = (p[0, :, sl] for p in module.project_kv(y))  # (T_k, d_k) each
-    q = module.project_q(x)[0, :, sl]  # (T_q, d_k)
+    y = seen["args"][1] if len(seen["args"]) > 1 else seen["kwargs"].get("y")  # None in self-attention
+    q, k, v = (t[0, 0] for t in module.head_projections(x, y, heads=[head]))  # (T_q or T_k, d_k), positions applied
     scores = q @ k.T / math.sqrt(module.d_k)  # (T_q, T_k)
     allowed = torch.ones_like(scores, dtype=torch.bool)
     if kind == "decoder":
@@ -68,32 +154,27 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     output = weights @ v  # (T_q, d_k)
 
     forward_weights = getattr(att, kind)[layer][0, head]
-    forward_output = seen["heads"][0, :, sl]
+    forward_output = seen["heads"][0, :, head * module.d_k : (head + 1) * module.d_k]
     q_tokens, k_tokens = row_col_labels(kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out)))
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
-    return {
-        "kind": kind,
-        "layer": layer % len(model.encoder_layers if kind == "encoder" else model.decoder_layers),
-        "head": head,
-        "d_k": module.d_k,
-        "source": source,
-        "target": target if isinstance(target, str) else tokenizer.decode(target),
-        "query_tokens": q_tokens,
-        "key_tokens": k_tokens,
-        "q": q.tolist(),
-        "k": k.tolist(),
-        "v": v.tolist(),
-        "scores": [  # None where the key is masked (a future token)
-            [s if a else None for s, a in zip(rs, ra)] for rs, ra in zip(scores.tolist(), allowed.tolist())
-        ],
-        "weights": weights.tolist(),
-        "output": output.tolist(),
-        "top_k": [
-            [{"key": int(j), "token": k_tokens[j], "weight": float(w)} for w, j in zip(ws, js)]
-            for ws, js in zip(top.values.tolist(), top.indices.tolist())
-        ],
-        "check": {  # the recomputation against the forward pass
+    as_array = lambda t: t.float().cpu().numpy()  # noqa: E731
+    return HeadInspection(
+        kind=kind,
+        layer=layer % len(model.encoder_layers if kind == "encoder" else model.decoder_layers),
+        head=head,
+        d_k=module.d_k,
+        source=source,
+        target=target if isinstance(target, str) else tokenizer.decode(target),
+        query_tokens=q_tokens,
+        key_tokens=k_tokens,
+        q=as_array(q), k=as_array(k), v=as_array(v),
+        scores=as_array(scores.masked_fill(~allowed, float("-inf"))),
+        weights=as_array(weights),
+        output=as_array(output),
+        top_k=[[TopKey(int(j), k_tokens[j], float(w)) for w, j in zip(ws, js)]
+               for ws, js in zip(top.values.tolist(), top.indices.tolist())],
+        check={  # the recomputation against the forward pass
             "weights_max_abs_diff": float((weights - forward_weights).abs().max()),
             "output_max_abs_diff": float((output - forward_output).abs().max()),
         },
-    }
+    )

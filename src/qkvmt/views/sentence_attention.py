@@ -13,14 +13,20 @@ what it read. Readers that want Shift-Att's reading rows take them from the poli
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from qkvmt.alignment.links import group_words, word_groups
+from qkvmt.files import atomic_write, write_text
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import encode
+from qkvmt.views.figures import heatmap_grid
+from qkvmt.views.report import ReportSample, samples_page
+from qkvmt.views.result import Result
 
 log = logging.getLogger(__name__)
 
@@ -49,19 +55,57 @@ class AttentionMap:
 
 
 @dataclass
-class SentenceAttention:
+class SentenceAttention(Result):
+    """Every layer and head of every kind of attention of one forced (source, target) pass."""
+
     src_tokens: list[str]  # x_1 .. x_n </s>
     tgt_tokens: list[str]  # <s> y_1 .. y_m: what the decoder read
     out_tokens: list[str]  # y_1 .. y_m </s>: what each decoder row predicts
     encoder: np.ndarray  # (L_enc, H, S, S)
     decoder: np.ndarray  # (L_dec, H, T, T)
     cross: np.ndarray  # (L_dec, H, T, S)
+    source: str = ""
+    target: str = ""  # the forced translation as text
+    forced: bool = False  # True: `target` was given; False: the model's own translation
 
     def map(self, kind: str) -> AttentionMap:
         return AttentionMap(kind, getattr(self, kind), *row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens))
 
     def maps(self) -> list[AttentionMap]:
         return [self.map(kind) for kind in KINDS]
+
+    @property
+    def src_groups(self) -> list[list[int]]:
+        """The positions in src_tokens of each whitespace word of the source."""
+        return word_groups(self.src_tokens)
+
+    @property
+    def tgt_groups(self) -> list[list[int]]:
+        """The positions in out_tokens (the rows of decoder and cross maps) of each target word."""
+        return word_groups(self.out_tokens)
+
+    @property
+    def src_words(self) -> list[str]:
+        return group_words(self.src_tokens, self.src_groups)
+
+    @property
+    def tgt_words(self) -> list[str]:
+        return group_words(self.out_tokens, self.tgt_groups)
+
+    def html(self) -> str:
+        sample = ReportSample(self.source, self.target, self.maps(), target_label="target" if self.forced else "translation")
+        return samples_page("Attention", [sample])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What attention.npz holds: the weights of each kind and the three token rows."""
+        return {**{kind: getattr(self, kind) for kind in KINDS},
+                **{f"{side}_tokens": np.array(getattr(self, f"{side}_tokens")) for side in ("src", "tgt", "out")}}
+
+    def files(self) -> dict:
+        pngs = {f"{m.kind}.png": (lambda path, m=m: heatmap_grid(m.weights, m.rows, m.cols, path, title=f"{m.label} attention"))
+                for m in self.maps()}
+        return {"attention.npz": lambda path: atomic_write(Path(path), lambda f: np.savez_compressed(f, **self.arrays())),
+                **pngs, "attention.html": lambda path: write_text(Path(path), self.html())}
 
 
 def row_col_labels(kind: str, src_tokens: list[str], tgt_tokens: list[str], out_tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -110,6 +154,9 @@ def forced_attention(
         return torch.stack([w[0] for w in ws]).float().cpu().numpy()
 
     return SentenceAttention(
+        source=source,
+        target=target if isinstance(target, str) else tokenizer.decode(target),
+        forced=isinstance(target, str),
         src_tokens=token_names(tokenizer, x.src[0]),
         tgt_tokens=token_names(tokenizer, x.tgt_in[0]),
         out_tokens=token_names(tokenizer, x.tgt_out[0]),

@@ -1,0 +1,138 @@
+"""The Python API: `qkvmt.load(path)` and the model it returns, for notebooks and scripts.
+
+    import qkvmt
+    model = qkvmt.load("outputs/multi30k_de_en_cpu/<run>/checkpoints/best.ckpt")
+    model.translate(["Ein Mann fährt Fahrrad ."])                      # Translations
+    model.attention("Ein Mann fährt Fahrrad .")                        # every kind, layer and head
+    model.align("Ein Mann fährt Fahrrad .", "A man rides a bike .")    # word links and Pharaoh
+    model.inspect("Ein Mann fährt Fahrrad .", kind="cross", layer=-1, head=0)   # one head's Q, K, V
+
+Every result is a typed object that shows itself in a notebook with the page its command
+writes, and saves itself (`result.save(folder)`, or one file: `result.save("x.html")`). The
+commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a notebook and a
+command give the same numbers for the same checkpoint and settings.
+"""
+
+from dataclasses import asdict
+from pathlib import Path
+
+import lightning as L
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
+from qkvmt.export.ctranslate2_engine import is_ctranslate2_folder, load_ctranslate2
+from qkvmt.model.checkpoint import CheckpointMeta, average_checkpoints, build_model, load_checkpoint
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.sources import required_text
+from qkvmt.text.tokenizer import decode as detokenize
+from qkvmt.views.inspection import HeadInspection, inspect_head
+from qkvmt.views.sentence_alignment import SentenceAlignment
+from qkvmt.views.sentence_attention import SentenceAttention, forced_attention
+from qkvmt.views.translations import Translations
+
+
+def load(path, average: list | None = None, device: str = "auto", precision: str = "32-true"):
+    """A trained model from `path`:
+
+    - a checkpoint (.ckpt, from scripts/train.py or scripts/average.py) -> `Model`;
+    - a training run's folder -> `Model` of its checkpoints/best.ckpt;
+    - a folder from `scripts/export.py format=ctranslate2` -> a CTranslate2Model, which translates.
+
+    average: more checkpoint files; the model is then the average of `path` and them.
+    device: where Lightning Fabric puts the model ("auto": a GPU when there is one, or "cpu").
+    precision: a Lightning precision for translation ("32-true", "bf16-mixed", ...).
+    """
+    path = Path(path)
+    if path.is_dir() and is_ctranslate2_folder(path):
+        if average:
+            raise UserError("average= needs checkpoints; an exported CTranslate2 folder holds one model already")
+        return load_ctranslate2(path, device="cuda" if device == "auto" and torch.cuda.is_available() else "cpu")
+    if path.is_dir() and (path / "checkpoints" / "best.ckpt").is_file():
+        path = path / "checkpoints" / "best.ckpt"
+    fabric = L.Fabric(accelerator=device, devices=1, precision=precision)
+    return Model.from_checkpoints([path, *map(Path, average or [])], fabric)
+
+
+class Model:
+    """A checkpoint's Transformer and tokenizer, placed by Lightning Fabric."""
+
+    def __init__(self, transformer: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, paths: list[Path], fabric):
+        self.transformer, self.tokenizer, self.meta = transformer, tokenizer, meta
+        self.paths, self.fabric = paths, fabric
+
+    @classmethod
+    def from_checkpoints(cls, paths: list[Path], fabric) -> "Model":
+        """The model of one checkpoint file, or the average of several."""
+        ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+        transformer, tokenizer = build_model(ckpt, paths[0])
+        return cls(fabric.to_device(transformer), tokenizer, CheckpointMeta.from_dict(ckpt["qkvmt"]), paths, fabric)
+
+    def __repr__(self) -> str:
+        c = self.transformer.cfg
+        what = self.paths[0] if len(self.paths) == 1 else f"the average of {len(self.paths)} checkpoints"
+        return (f"<qkvmt.Model {self.meta.src_lang}->{self.meta.tgt_lang}: {c.encoder_layers}+{c.decoder_layers} layers, "
+                f"d_model {c.d_model}, {c.n_heads} heads, {c.positions} positions; {what}>")
+
+    @property
+    def default_policy(self) -> AlignmentPolicy:
+        """How `align` reads links without a policy: the supervised head if trained with one."""
+        c = self.transformer.cfg
+        return AlignmentPolicy.default_for(self.meta, c.decoder_layers, c.n_heads)
+
+    def decoding(self, settings: DecodeConfig | None = None, **decode) -> DecodeConfig:
+        """`settings` (default: the checkpoint's own, its run's test decoding) with the fields
+        given as keywords taking precedence, e.g. decoding(beam_size=1)."""
+        stored = asdict(settings) if settings is not None else self.meta.decode
+        return DecodeConfig.merged(stored, decode)
+
+    def translate(self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode) -> Translations:
+        """Translations of `sentences` (a list of texts, or one text), in order; an empty text
+        gives an empty translation. Decoding: `settings`, or the checkpoint's own, with any
+        DecodeConfig field given as a keyword (beam_size=1, len_penalty=0.6, ...) overriding it."""
+        lines = [sentences] if isinstance(sentences, str) else list(sentences)
+        cfg = self.decoding(settings, **decode)
+        with self.fabric.autocast():
+            ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress)
+        return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg))
+
+    def forced(self, source: str, target: str | None, **decode) -> str | list[int]:
+        """What a forced pass reads: the given target text, or the exact subwords the model
+        generates for `source` with its own decoding settings (fields given as keywords win)."""
+        if target is not None:
+            return required_text(target, "target")
+        return self.translate([source], **decode).ids[0]
+
+    def attention(self, source: str, target: str | None = None, **decode) -> SentenceAttention:
+        """Every layer and head of the encoder self-, decoder self- and cross-attention of a
+        forced pass over `target`, or over the model's own translation of `source` (decoded
+        with the checkpoint's settings, and any DecodeConfig field given as a keyword)."""
+        source = required_text(source, "source")
+        return forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode))
+
+    def align(self, source: str, target: str | None = None, policy: AlignmentPolicy | dict | None = None,
+              **decode) -> SentenceAlignment:
+        """Word links of `source` and `target` (default: the model's translation) read from
+        cross-attention by `policy`: an AlignmentPolicy, a dict of its fields (layer, head,
+        rows, direction; validated), or None for `default_policy`."""
+        source = required_text(source, "source")
+        c = self.transformer.cfg
+        if isinstance(policy, dict):
+            given = self.default_policy.to_dict() | policy
+            policy = AlignmentPolicy.validated(given["layer"], given["head"], given["rows"], given["direction"],
+                                               c.decoder_layers, c.n_heads)
+        policy = policy or self.default_policy
+        layer = self.meta.full_context_layer
+        attention = forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode), layer)
+        return SentenceAlignment.of(attention, policy, layer)
+
+    def inspect(self, source: str, target: str | None = None, kind: str = "cross", layer: int = -1, head: int = 0,
+                top_k: int = 3, **decode) -> HeadInspection:
+        """Q, K, V, scores, weights and output of one head (`kind`: encoder, decoder or cross;
+        layers and heads from 0, a negative layer counting from the end)."""
+        source = required_text(source, "source")
+        forced = self.forced(source, target, **decode)
+        return inspect_head(self.transformer, self.tokenizer, source, forced, kind, layer, head, top_k)

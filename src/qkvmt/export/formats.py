@@ -1,0 +1,21 @@
+"""The formats scripts/export.py writes, by name (`format=NAME`).
+
+A format is a class made from the command's config (it checks its package and options then,
+before the checkpoint is loaded), with `check(model)`, which refuses in one line what the format
+cannot hold, and `write(model, tokenizer, meta, out)`, which fills an empty folder and writes
+qkvmt.json (qkvmt.export.metadata). A new format is such a class in its own module, and one
+entry here.
+"""
+
+from qkvmt.errors import UserError
+from qkvmt.export.to_ctranslate2 import CTranslate2Format
+from qkvmt.export.to_huggingface import HuggingFaceFormat
+
+FORMATS = {"ctranslate2": CTranslate2Format, "huggingface": HuggingFaceFormat}
+
+
+def export_format(cfg):
+    """The format `cfg.format` names, made from `cfg`; an unknown name is a UserError."""
+    if cfg.format not in FORMATS:
+        raise UserError(f"format={cfg.format!r}: use {' or '.join(f'format={name}' for name in FORMATS)}")
+    return FORMATS[cfg.format](cfg)

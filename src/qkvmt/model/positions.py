@@ -1,0 +1,58 @@
+"""Position encodings: how the model knows where each token sits (ModelConfig.positions).
+
+sinusoidal (Vaswani et al. 2017): a fixed table added to the token embeddings, so every
+    sub-layer sees absolute positions mixed into the residual stream.
+rotary (RoPE, Su et al. 2021): nothing is added to the embeddings; self-attention rotates each
+    query and key by its own position instead. Pair i of a head's dimensions turns by the angle
+    m·θ_i at position m, so the score of query m and key n,
+
+        (R_m q)·(R_n k) = q·(R_{n-m} k),
+
+    depends on the positions only through n − m: attention sees relative positions.
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+POSITIONS = ("sinusoidal", "rotary")
+ROTARY_BASE = 10000.0
+
+
+def sinusoidal_positions(n: int, d: int) -> Tensor:
+    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+    pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * inv_freq)
+    pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
+    return pe
+
+
+class RotaryPositions(nn.Module):
+    """RoPE on per-head queries or keys, dimensions 2i and 2i+1 rotating together (the
+    interleaved pairing of GPT-J, torchtune's RotaryPositionalEmbeddings and CTranslate2's
+    rotary_interleave=True), by the angle pos·θ_i with θ_i = base^(-2i/d_k).
+
+    The cosines and sines of max_positions positions are precomputed once; they are buffers
+    left out of the state dict, so checkpoints hold no weights for positions, as with sinusoidal.
+    """
+
+    def __init__(self, d_k: int, max_positions: int, base: float = ROTARY_BASE):
+        super().__init__()
+        assert d_k % 2 == 0, "rotary positions turn pairs of dimensions: d_k must be even"
+        theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k/2,)
+        angles = torch.outer(torch.arange(max_positions, dtype=torch.float32), theta)  # (P, d_k/2)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x: (B, H, T, d_k), rows at positions offset .. offset+T-1 (a cached decoder's new rows
+        follow the cached ones). Returns x rotated, same shape and dtype; computed in float32,
+        since half-precision angles would blur neighbouring positions."""
+        t = x.size(2)
+        cos, sin = self.cos[offset : offset + t], self.sin[offset : offset + t]  # (T, d_k/2)
+        even, odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)  # (B, H, T, d_k/2) each: dims 2i, 2i+1
+        rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (B, H, T, d_k/2, 2)
+        return rotated.flatten(-2).to(x.dtype)

@@ -1,0 +1,95 @@
+"""The one way qkvmt writes HTML: every page (report.html, alignment.html, inspect.html, and what
+a result shows in a notebook) is `page(title, body, data)` around one template.
+
+The template (`report_template.html`) holds the CSS and one JavaScript renderer for heatmaps,
+attention viewers, word alignments and curves. Model output is untrusted text (a translation
+can contain anything), so every string Python writes into HTML goes through `escape`, and the
+arrays and tokens the script draws travel in a JSON block whose "<", ">" and "&" are
+\\u-escaped, so no "</script>" can end it early; the script builds the DOM with textContent only.
+"""
+
+import html
+import json
+import re
+from importlib import resources
+
+import numpy as np
+
+DECIMALS = 4  # numbers in a page's JSON: enough to read, small enough to keep pages light
+NOTEBOOK_HEIGHT = 640  # pixels of a result's frame in a notebook; the frame can be resized
+
+
+def page(title: str, body_html: str, data: dict) -> str:
+    """The shared chrome around `body_html` (already escaped HTML) with `data` as inline JSON;
+    data["page"] names what the script draws (report, alignment, inspector)."""
+    template = resources.files("qkvmt.views").joinpath("report_template.html").read_text(encoding="utf-8")
+    slots = {"title": escape(title), "body": body_html, "data": script_json(data)}
+    # One pass, so text inserted into one slot is never scanned for another slot's marker.
+    return re.sub(r"\{\{(title|body|data)\}\}", lambda m: slots[m.group(1)], template)
+
+
+def notebook_frame(page_html: str) -> str:
+    """A whole page as one notebook output: a sandboxed iframe, so the page's script and CSS run
+    as they do in the saved file and touch nothing of the notebook's own."""
+    return (f'<iframe srcdoc="{escape(page_html)}" sandbox="allow-scripts" '
+            f'style="width:100%;height:{NOTEBOOK_HEIGHT}px;border:1px solid #ddd;resize:vertical"></iframe>')
+
+
+def script_json(data) -> str:
+    """JSON that is safe inside <script>: the \\u escapes mean the same string to JSON.parse,
+    but the HTML parser never sees a "<" (so no "</script>" or "<!--") or an entity."""
+    text = json.dumps(plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def plain(x):
+    """Arrays and numpy scalars as JSON-ready lists, rounded; non-finite numbers (a masked
+    score is -inf) become null, which JSON can express and the page shows as masked."""
+    if isinstance(x, dict):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fiub":
+        a = np.round(x.astype(float), DECIMALS)
+        return np.where(np.isfinite(a), a, None).tolist()
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [plain(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return round(float(x), DECIMALS) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def escape(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def texts_html(pairs) -> str:
+    """(label, text) pairs as a definition list."""
+    return '<dl class="texts">' + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in pairs) + "</dl>"
+
+
+def vectors_html(caption: str, tokens, vectors) -> str:
+    """A token × dimension table, three decimals per value."""
+    v = np.asarray(vectors, dtype=float)
+    if v.ndim != 2 or len(v) != len(tokens):
+        raise ValueError(f"{caption}: expected one vector per token ({len(tokens)}), got shape {v.shape}")
+    head = "<tr><th></th>" + "".join(f"<th>{d}</th>" for d in range(v.shape[1])) + "</tr>"
+    body = "".join(
+        f"<tr><th>{escape(t)}</th>" + "".join(f"<td>{x:.3f}</td>" for x in row) + "</tr>" for t, row in zip(tokens, v)
+    )
+    return f'<h2>{escape(caption)}</h2><div class="scroll"><table class="plain num">{head}{body}</table></div>'
+
+
+def viewer_maps(maps) -> dict:
+    """{kind: {label, maps, rows, cols}}: what a page's attention viewer draws, rows and labels
+    exactly as the typed maps carry them (qkvmt.views.sentence_attention), never relabelled here."""
+    return {m.kind: {"label": m.label, "maps": m.weights, "rows": list(m.rows), "cols": list(m.cols)} for m in maps}
+
+
+def check_labels(shape, rows, cols, what: str) -> None:
+    """Labels are drawn by position, so a length mismatch would silently mislabel the map.
+    An empty map (an empty translation: JSON gives [] whatever the other side) needs no labels."""
+    if 0 in shape and 0 in (len(rows), len(cols)):
+        return
+    if tuple(shape) != (len(rows), len(cols)):
+        raise ValueError(f"{what}: map is {tuple(shape)} but there are {len(rows)} query and {len(cols)} key labels")
