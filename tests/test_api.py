@@ -100,7 +100,8 @@ def test_align_takes_a_policy_as_an_object_or_a_dict_and_checks_it(model):
     assert default.policy == model.default_policy.to_dict()
     one_head = model.align(SOURCE, policy={"layer": 0, "head": 1})
     assert one_head.policy == model.default_policy.to_dict() | {"layer": 0, "head": 1}
-    expected = qkvmt.AlignmentPolicy(0, 1).word_matrix(one_head.cross, one_head.tgt_word_groups, one_head.src_word_groups)
+    cross = qkvmt.AttentionMap("cross", one_head.cross, one_head.tgt_tokens, one_head.src_tokens)
+    expected = qkvmt.AlignmentPolicy(0, 1).word_matrix(cross, one_head.tgt_word_groups, one_head.src_word_groups)
     np.testing.assert_allclose(one_head.word_matrix, expected)
     with pytest.raises(UserError, match="alignment.head=7"):
         model.align(SOURCE, policy={"head": 7})

@@ -123,7 +123,7 @@ class Model:
         if isinstance(policy, dict):
             given = self.default_policy.to_dict() | policy
             policy = AlignmentPolicy.validated(given["layer"], given["head"], given["rows"], given["direction"],
-                                               c.decoder_layers, c.n_heads)
+                                               c.decoder_layers, c.n_heads, given["signal"])
         policy = policy or self.default_policy
         layer = self.meta.full_context_layer
         attention = forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode), layer)

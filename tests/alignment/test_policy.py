@@ -6,6 +6,7 @@ import pytest
 from qkvmt.alignment.policy import AlignmentPolicy, directed_links
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
+from qkvmt.views.sentence_attention import AttentionMap
 
 # One layer, two heads; a forced pass over <s> y1 y2 with source x1 x2 </s>.
 # Head 0 row t reads token t (<s>, y1, y2) and predicts token t+1 (y1, y2, </s>).
@@ -15,7 +16,7 @@ HEAD0 = [
     [0.2, 0.3, 0.5],  # reads y2, predicts </s>: mostly </s>, then x2
 ]
 HEAD1 = [[0.9, 0.05, 0.05]] * 3  # always x1
-CROSS = np.array([[HEAD0, HEAD1]])  # (L=1, H=2, T=3, S=3)
+CROSS = AttentionMap("cross", np.array([[HEAD0, HEAD1]]), ["y1", "y2", "</s>"], ["x1", "x2", "</s>"])  # (L=1, H=2, T=3, S=3)
 TGT_GROUPS = [[0], [1]]  # y1, y2 as output tokens (</s> belongs to no word)
 SRC_GROUPS = [[0], [1]]  # x1, x2
 
@@ -77,3 +78,17 @@ def test_a_supervised_head_is_read_in_both_directions_by_default_and_one_way_for
     # head 1 always looks at x1: y1 and y2 both link to it one way, only y1 both ways
     assert default.one_way().links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}
     assert default.links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0)}
+
+
+def test_a_policy_reads_the_map_of_its_signal_and_the_layer_as_a_whole_for_mean():
+    # Value norms: head 1 puts all its weight on x1 but its values there are tiny; the layer as a
+    # whole (the heads' summed vectors) then sides with head 0, which the head average would not.
+    norms = AttentionMap("cross", np.array([[HEAD0, np.array(HEAD1) * 0.01]]), CROSS.rows, CROSS.cols, "value_norms",
+                         layer_maps=np.array([HEAD0]))
+    policy = AlignmentPolicy(0, "mean", signal="value_norms")
+    assert policy.links(norms, TGT_GROUPS, SRC_GROUPS) == AlignmentPolicy(0, 0).links(CROSS, TGT_GROUPS, SRC_GROUPS)
+    assert AlignmentPolicy(0, "mean").links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}  # weights: x1 wins
+    with pytest.raises(ValueError, match="reading value_norms was given a map of weights"):
+        policy.links(CROSS, TGT_GROUPS, SRC_GROUPS)
+    with pytest.raises(UserError, match=r"alignment.signal='alti2': use one of weights, value_norms"):
+        AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, signal="alti2")

@@ -137,7 +137,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
         f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=120",
         "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1",
         "decode.sentences=4", "decode.length=6", "decode.repeats=1",
-        "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]",
+        "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]", "analysis.sentences=3",
         "memory.steps=6", "memory.every=2", 'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -162,7 +162,8 @@ def test_benchmark_script_writes_every_key(tmp_path):
         assert "ctranslate2" in r["decode"]["ctranslate2_missing"]
     assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
-    assert "train ours/torch" in proc.stdout  # the printed table
+    assert r["analysis"]["sentences"] == 3 and 0 < r["analysis"]["alti_ms"] < r["analysis"]["forced_pass_ms"]
+    assert "train ours/torch" in proc.stdout and "ALTI+ alone" in proc.stdout  # the printed table
     memory = r["memory"]  # the CPU recipe's own settings, trained in a fresh process
     assert memory["experiment"] == "multi30k_de_en_cpu" and memory["max_tokens"] == 256
     assert [step for step, _ in memory["rss_mb"]] == [2, 4, 6]

@@ -38,7 +38,7 @@ def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
         for head in layer:
             assert len(head) == len(data["tgt_tokens"]) and all(len(row) == len(data["src_tokens"]) for row in head)
             assert all(abs(sum(row) - 1) < 1e-4 for row in head)
-    assert data["policy"] == {"layer": 0, "head": "mean", "rows": "predicting", "direction": "target_to_source"}
+    assert data["policy"] == {"layer": 0, "head": "mean", "rows": "predicting", "direction": "target_to_source", "signal": "weights"}
     html = (tmp_path / "alignment.html").read_text()
     assert "<script>alert(1)</script>" not in html and (tmp_path / "alignment.png").stat().st_size > 0
 
@@ -90,6 +90,51 @@ def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path)
     assert reuse["pharaoh"]
 
 
+def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, tmp_path):
+    from qkvmt.alignment.links import alignment_scores, pair_word_groups
+    from qkvmt.alignment.policy import SIGNALS, AlignmentPolicy, directed_links
+    from qkvmt.alignment.links import read_gold
+    from qkvmt.model.checkpoint import load_model
+    from qkvmt.views.sentence_attention import forced_attention
+
+    gold = write_gold(tmp_path / "gold", [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4p1"),
+    ])
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    one = align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'",
+                                  "alignment.signal=value_norms", f"output_dir={tmp_path / 'one'}"))
+    assert json.loads((tmp_path / "one" / "alignment.json").read_text())["policy"]["signal"] == "value_norms"
+    assert one["pharaoh"]
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true",
+                                     f"output_dir={tmp_path / 'board'}"))
+    board = result["leaderboard"]
+    assert {row["signal"] for row in board} == set(SIGNALS) and board[0] == result["best"]
+    assert [row["aer"] for row in board] == sorted(row["aer"] for row in board)
+    assert len(board) == len(SIGNALS) * 2 * 5 * 2 * 3  # signals × layers × (4 heads + mean) × rows × directions
+    # Our own computation of one row, from the model itself:
+    row = next(r for r in board if r["signal"] == "value_norms" and r["head"] == "mean" and r["rows"] == "predicting"
+               and r["direction"] == "intersection" and r["layer"] == 1)
+    model, tok, _ = load_model(ckpt)
+    g = read_gold(gold, "de", "en")
+    links = []
+    for src, tgt in zip(g.src, g.tgt):
+        sa = forced_attention(model, tok, src, tgt)
+        sg, tg = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
+        m = AlignmentPolicy(1, "mean", signal="value_norms").word_matrix(sa.map("cross", "value_norms"), tg, sg)
+        links.append(directed_links(m, "intersection"))
+    assert alignment_scores(links, g.sure, g.possible)["aer"] == row["aer"]
+
+
+@pytest.mark.parametrize("override", ["alignment.signal=alti2"])
+def test_an_unknown_signal_is_one_line_before_any_work(trained_run, tmp_path, override):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    for task in ("sentence='w1 w2'", f"gold_dir={write_gold(tmp_path / 'gold', [(['w1'], ['t1'], '1-1')])}"):
+        with pytest.raises(UserError, match=r"alignment.signal='alti2': use one of weights, value_norms"):
+            align(compose_inference("align", f"ckpt_path={ckpt}", task, override, f"output_dir={tmp_path / 'out'}"))
+        assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.skipif(not os.environ.get("QKVMT_RWTH"), reason="RWTH gold alignments not configured: set QKVMT_RWTH (.ci/run does)")
 def test_aer_on_the_real_rwth_set_has_every_layer_and_head(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
@@ -112,8 +157,12 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     gold = write_gold(tmp_path / "gold", items)
     training = set(zip(*training_pairs_of(ckpt)))
     out = tmp_path / "aer"
-    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal"))
+    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal",
+                                     "leaderboard=true"))
     written = json.loads((out / "aer.json").read_text())
+    (row,) = [r for r in written["leaderboard"] if r["signal"] == "eflomal (grow-diag-final-and)"]  # in the table, in its place
+    assert row["aer"] == written["reference"]["aer"] and row["layer"] is None
+    assert [r["aer"] for r in written["leaderboard"]] == sorted(r["aer"] for r in written["leaderboard"])
     default, reference = written["default"], written["reference"]
     assert (default["layer"], default["head"], default["supervised"]) == (1, 1, True)
     assert default["direction"] == "intersection"
@@ -175,5 +224,5 @@ def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_align
     forward = trained_run["run"] / "checkpoints" / "last.ckpt"
     align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='w1 w2'", "reference='t2 t1'", f"output_dir={tmp_path / 'b'}"))
     policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
-    assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source"}
+    assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source", "signal": "weights"}
     assert policies["forward"]["direction"] == "target_to_source"

@@ -70,7 +70,7 @@ def inspector_inputs():
     return HeadInspection(
         kind="cross", layer=0, head=2, d_k=8, source="Ein Mann", target="A man", query_tokens=OUT, key_tokens=SRC,
         q=rng.normal(size=(4, 8)), k=rng.normal(size=(5, 8)), v=rng.normal(size=(5, 8)),
-        scores=scores, weights=w, output=rng.normal(size=(4, 8)),
+        scores=scores, weights=w, output=rng.normal(size=(4, 8)), value_norms=rng.random(5) * 3,
         top_k=[[TopKey(int(j), SRC[j], float(row[j])) for j in np.argsort(-row)[:2]] for row in w],
         check={"weights_max_abs_diff": 0.0, "output_max_abs_diff": 0.0},
     )
@@ -265,3 +265,48 @@ def test_report_without_a_curve_or_alignment_draws_neither(tmp_path):
     write_page("report", page)
     text = page.read_text(encoding="utf-8")
     assert '<div id="curve"' not in text and 'data-align="' not in text and data_block(text)["curve"] == []
+
+
+# ---------------------------------------------------------------- HTML, clicked in a browser
+
+
+@pytest.fixture
+def browser():
+    """Headless Debian Chromium driven by Playwright (skips where no Chromium is installed)."""
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if binary is None:
+        pytest.skip("no headless Chromium on PATH (Debian: apt-get install chromium); CI installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=binary, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                                            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser, tmp_path):
+    metrics, samples = report_inputs()
+    w = samples[0].maps
+    norms = [AttentionMap(m.kind, m.weights * 3.0, m.rows, m.cols, "value_norms", layer_maps=m.weights.sum(axis=1) * 2.0)
+             for m in w]
+    sample = dataclasses.replace(defang(samples[0]), signals={"value_norms": defang(norms)})
+    path = tmp_path / "report.html"
+    attention_report(path, defang(metrics), [sample])
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    viewer = page.locator('[data-sample="0"]')
+    assert viewer.get_attribute("data-shown") == "cross 1 mean"  # weights, the last layer's head average
+    viewer.locator("select.signal").select_option("value_norms")
+    assert viewer.get_attribute("data-shown") == "cross 1 mean value_norms"
+    assert viewer.locator("select.head option").first.inner_text() == "all heads (summed vectors)"
+    first = viewer.locator("table.heatmap td").first  # row "A", column "Ein"
+    shown = lambda x: f"A → Ein: {round(float(x), 4):.3f}"  # noqa: E731  (as the page: 4 decimals in its JSON, 3 shown)
+    assert first.get_attribute("title") == shown(norms[2].layers[1][0][0])  # the layer map, not a mean
+    viewer.locator("select.head").select_option("2")
+    assert first.get_attribute("title") == shown(norms[2].weights[1][2][0][0])
+    legend = viewer.locator(".legend span").last.inner_text()
+    assert float(legend) == pytest.approx(round(float(norms[2].weights[1][2].max()), 3), abs=1e-3)  # scaled to its largest
+    viewer.locator("select.signal").select_option("weights")
+    assert viewer.get_attribute("data-shown") == "cross 1 2" and first.get_attribute("title") == shown(w[2].weights[1][2][0][0])
+    assert page.evaluate("document.body.getAttribute('data-pwned')") is None

@@ -43,3 +43,21 @@ def test_the_inspector_labels_rows_as_the_maps_do(loaded, kind):
 def test_a_map_refuses_labels_that_do_not_fit():
     with pytest.raises(ValueError, match="2 row and 3 column labels"):
         AttentionMap("cross", np.zeros((1, 1, 3, 3)), ["a", "b"], ["x", "y", "z"])
+
+
+def test_value_norms_are_the_weights_scaled_by_what_each_value_adds(loaded):
+    model, tok = loaded
+    sa = forced_attention(model, tok, "w1 w2 w3", "t4 t3 t2")
+    assert sa.signals == ["weights", "value_norms", "alti"]
+    for kind in KINDS:
+        w, vn = sa.map(kind), sa.map(kind, "value_norms")
+        assert vn.weights.shape == w.weights.shape and vn.layers.shape == (w.weights.shape[0], *w.weights.shape[2:])
+        assert (vn.rows, vn.cols, vn.signal) == (w.rows, w.cols, "value_norms")
+        # ‖α W_O v‖ = α ‖W_O v‖: zero exactly where the weight is (the decoder's future keys), and
+        # one factor per key, shared by every query of a head
+        assert ((vn.weights == 0) == (w.weights == 0)).all()
+        ratio = vn.weights / np.where(w.weights > 0, w.weights, np.nan)
+        np.testing.assert_allclose(np.nanmax(ratio, axis=2), np.nanmin(ratio, axis=2), rtol=1e-4)
+    with pytest.raises(ValueError, match="no 'alti' maps of encoder attention here"):
+        sa.map("encoder", "alti")  # ALTI+ is about what reaches the predictions: cross only
+    assert [m.kind for m in sa.maps("alti")] == ["cross"]

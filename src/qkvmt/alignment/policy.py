@@ -10,6 +10,12 @@ A policy names a decoder layer, a head (or the layer's head average), the rows a
 * direction="target_to_source": each target word links to the source word it attends to most;
   "source_to_target": each source word to the target word that attends to it most;
   "intersection": the links both agree on.
+* signal="weights": how much a row attends to each column, α; "value_norms": how much each
+  column's value adds to the row, ‖α W_O^h v‖ (Kobayashi et al. 2020; qkvmt.analysis.value_norms);
+  "alti": how much each source token contributed to the row's prediction through the whole model
+  up to the layer (ALTI+, Ferrando et al. 2022; qkvmt.analysis.alti). For head="mean" the layer
+  as a whole is read: the heads' average weights, the norm of the heads' summed value vectors,
+  or the layer's ALTI+ rollout; a numbered head reads that head's own share.
 
 Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
 """
@@ -24,6 +30,7 @@ from qkvmt.model.checkpoint import CheckpointMeta
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
+SIGNALS = ("weights", "value_norms", "alti")
 
 
 def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
@@ -38,12 +45,14 @@ def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
 @dataclass(frozen=True)
 class AlignmentPolicy:
     layer: int  # 0-based decoder layer
-    head: int | str  # a head index, or "mean": the layer's head average
+    head: int | str  # a head index, or "mean": the layer as a whole
     rows: str = "predicting"
     direction: str = "target_to_source"
+    signal: str = "weights"
 
     @classmethod
-    def validated(cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int) -> "AlignmentPolicy":
+    def validated(cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int,
+                  signal: str = "weights") -> "AlignmentPolicy":
         """A policy for a decoder of n_layers × n_heads; a negative layer counts from the end.
         Every bad value is a UserError naming the `alignment.*` setting and what it accepts."""
         head = str(head)
@@ -55,7 +64,9 @@ class AlignmentPolicy:
             raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
         if rows not in ROWS:
             raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
-        return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction)
+        if signal not in SIGNALS:
+            raise UserError(f"alignment.signal={signal!r}: use one of {', '.join(SIGNALS)}")
+        return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction, signal)
 
     @classmethod
     def default_for(cls, meta: CheckpointMeta, n_layers: int, n_heads: int) -> "AlignmentPolicy":
@@ -76,24 +87,30 @@ class AlignmentPolicy:
         models as a statistical aligner symmetrizes its forward and reverse runs."""
         return replace(self, direction="target_to_source")
 
-    def head_weights(self, cross: np.ndarray) -> np.ndarray:
-        """(T, S) subword weights from cross-attention (L, H, T, S) of a forced pass; row t then
-        belongs to output token t (`y_1 .. y_m </s>`) for both row conventions."""
-        w = cross[self.layer].mean(axis=0) if self.head == "mean" else cross[self.layer, self.head]
+    def head_weights(self, cross) -> np.ndarray:
+        """(T, S) subword numbers of the policy's layer and head from `cross`, the forced pass's
+        cross-attention map of the policy's signal (an AttentionMap: weights (L, H, T, S) and
+        layers (L, T, S)); row t then belongs to output token t (`y_1 .. y_m </s>`) for both row
+        conventions."""
+        if cross.signal != self.signal:
+            raise ValueError(f"a policy reading {self.signal} was given a map of {cross.signal}")
+        w = cross.layers[self.layer] if self.head == "mean" else cross.weights[self.layer, self.head]
         return w if self.rows == "predicting" else w[1:]
 
-    def word_matrix(self, cross: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
+    def word_matrix(self, cross, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
         """(target words, source words) weights; groups index output tokens and source tokens."""
         return word_matrix(self.head_weights(cross), tgt_groups, src_groups)
 
-    def links(self, cross: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> set[Link]:
+    def links(self, cross, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> set[Link]:
         return directed_links(self.word_matrix(cross, tgt_groups, src_groups), self.direction)
 
-    def align_words(self, cross) -> "WordAlignment":
-        """The word alignment of one sentence's cross-attention map (a qkvmt.views.sentence_attention
-        AttentionMap of a forced pass: rows the output tokens, columns the source tokens)."""
+    def align_words(self, attention) -> "WordAlignment":
+        """The word alignment of one sentence's forced pass (a qkvmt.views.sentence_attention
+        SentenceAttention: its cross-attention map of the policy's signal, rows the output
+        tokens, columns the source tokens)."""
+        cross = attention.map("cross", self.signal)
         src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
-        matrix = self.word_matrix(cross.weights, tgt_groups, src_groups)
+        matrix = self.word_matrix(cross, tgt_groups, src_groups)
         return WordAlignment(
             src_words=group_words(cross.cols, src_groups), tgt_words=group_words(cross.rows, tgt_groups),
             src_groups=src_groups, tgt_groups=tgt_groups, matrix=matrix,

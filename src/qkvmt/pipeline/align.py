@@ -13,14 +13,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS, AlignmentPolicy, directed_links
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference, run_data, run_folder
+from qkvmt.pipeline.runs import (
+    StagedOutput, beside_checkpoint, check_output_dir, decode_overrides, load_for_inference, run_data, run_folder,
+)
 from qkvmt.text.sources import required_text
 from qkvmt.views.figures import aer_heatmap
 from qkvmt.views.sentence_attention import forced_attention
@@ -31,8 +33,7 @@ log = logging.getLogger(__name__)
 def best_file(paths: list[Path]) -> Path:
     """Where an AER run records its best policy: <run>/aer_<id>.json, one per checkpoint (or
     average), so a best head found for one checkpoint is never applied to another."""
-    ident = hashlib.sha256("\n".join(sha256(p) for p in paths).encode()).hexdigest()[:12]
-    return run_folder(paths[0]) / f"aer_{ident}.json"
+    return beside_checkpoint(paths, "aer")
 
 
 def gold_identity(gold_dir: Path, n_pairs: int, n_scored: int) -> dict:
@@ -73,11 +74,13 @@ def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
         best = json.loads(aer_file.read_text())["best"]
         if best["layer"] >= c.decoder_layers or (best["head"] != "mean" and best["head"] >= c.n_heads):
             raise UserError(f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})")
-        pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], c.decoder_layers, c.n_heads)
+        pol = AlignmentPolicy.validated(best["layer"], best["head"], best["rows"], best["direction"], c.decoder_layers, c.n_heads,
+                                        best.get("signal", "weights"))  # results from before signals read weights
         return pol, best | {"from": str(aer_file)}
     default = model.default_policy
     given = lambda name: getattr(default, name) if a[name] is None else a[name]  # null: the checkpoint's default
-    pol = AlignmentPolicy.validated(given("layer"), given("head"), a.rows, given("direction"), c.decoder_layers, c.n_heads)
+    pol = AlignmentPolicy.validated(given("layer"), given("head"), a.rows, given("direction"), c.decoder_layers, c.n_heads,
+                                    a.signal)
     return pol, pol.to_dict()
 
 
@@ -106,6 +109,11 @@ def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, pos
     return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head,
             "training_pairs": len(training[0]), "gold_pairs_in_training": sum(k < len(training[0]) for k in positions),
             "variants": variants}
+
+
+def _signal(policy: dict) -> str:
+    """How a result names its signal: not at all for attention weights, as before there were others."""
+    return "" if policy["signal"] == "weights" else f"{policy['signal']}, "
 
 
 def _scores(s: dict) -> str:
@@ -144,8 +152,13 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
         training = training_pairs_of(paths[0])
     n_layers, n_heads = model.transformer.cfg.decoder_layers, model.transformer.cfg.n_heads
+    default = model.default_policy
+    signals = SIGNALS if cfg.leaderboard else tuple(dict.fromkeys((cfg.alignment.signal, default.signal)))
+    if cfg.alignment.signal not in SIGNALS:
+        raise UserError(f"alignment.signal={cfg.alignment.signal!r}: use one of {', '.join(SIGNALS)}")
     heads = [*range(n_heads), "mean"]
-    hyps = {(l, h, r, d): [] for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS}
+    keys = [(s, l, h, r, d) for s in signals for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS]
+    hyps = {key: [] for key in keys}
     kept, skipped = [], 0
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
         sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer)
@@ -155,20 +168,22 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
             continue
         sg, tg = groups
         kept.append(k)
-        for l in range(n_layers):
-            for h in heads:
-                for r in ROWS:
-                    m = AlignmentPolicy(l, h, r).word_matrix(sa.cross, tg, sg)
-                    for d in DIRECTIONS:
-                        hyps[l, h, r, d].append(directed_links(m, d))
+        for s in signals:
+            cross = sa.map("cross", s)
+            for l in range(n_layers):
+                for h in heads:
+                    for r in ROWS:
+                        m = AlignmentPolicy(l, h, r, signal=s).word_matrix(cross, tg, sg)
+                        for d in DIRECTIONS:
+                            hyps[s, l, h, r, d].append(directed_links(m, d))
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.transformer.cfg.max_positions} positions")
     sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
     table = {key: alignment_scores(a, sure, possible) for key, a in hyps.items()}
+    fields = ("signal", "layer", "head", "rows", "direction")
     best_key = min(table, key=lambda key: table[key]["aer"])
-    best = dict(zip(("layer", "head", "rows", "direction"), best_key)) | table[best_key]
-    default = model.default_policy
-    default_scores = default.to_dict() | table[default.layer, default.head, default.rows, default.direction]
+    best = dict(zip(fields, best_key)) | table[best_key]
+    default_scores = default.to_dict() | table[default.signal, default.layer, default.head, default.rows, default.direction]
     reference = None
     if cfg.reference_aligner:
         reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta.src_lang, meta.tgt_lang))
@@ -178,9 +193,11 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
         "n": len(kept),
         "skipped_too_long": skipped,
+        "signal": cfg.alignment.signal,  # of "layers"
         "layers": {  # layerL -> headH or mean -> rows -> direction -> {aer, precision, recall, counts}
             f"layer{l}": {
-                f"head{h}" if h != "mean" else "mean": {r: {d: table[l, h, r, d] for d in DIRECTIONS} for r in ROWS}
+                f"head{h}" if h != "mean" else "mean": {
+                    r: {d: table[cfg.alignment.signal, l, h, r, d] for d in DIRECTIONS} for r in ROWS}
                 for h in heads
             }
             for l in range(n_layers)
@@ -189,15 +206,23 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         "default": default_scores | {"supervised": bool(meta.alignment)},
         "reference": reference,
     }
-    grid = np.array([[table[l, h, best["rows"], best["direction"]]["aer"] for h in heads] for l in range(n_layers)])
+    if cfg.leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
+        rows = [dict(zip(fields, key)) | table[key] for key in table]
+        if reference:
+            scores = {k: reference[k] for k in table[best_key]}
+            rows.append(dict.fromkeys(fields) | {"signal": f"{reference['aligner']} ({reference['symmetrization']})"} | scores)
+        result["leaderboard"] = sorted(rows, key=lambda row: row["aer"])
+    grid = np.array([[table[best["signal"], l, h, best["rows"], best["direction"]]["aer"] for h in heads]
+                     for l in range(n_layers)])
     staged = StagedOutput(cfg, paths, "aer", kind="alignments")
     with staged as out:
         write_json(out / "aer.json", result)
         aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
-                    title=f"AER ({best['rows']} rows, {best['direction']})")
+                    title=f"AER ({_signal(best)}{best['rows']} rows, {best['direction']})")
     record_best(best_file(paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
-    print(f"best: layer {best['layer']} {head_name} ({best['rows']} rows, {best['direction']}): {_scores(best)} over {len(kept)} pairs")
+    print(f"best: layer {best['layer']} {head_name} ({_signal(best)}{best['rows']} rows, {best['direction']}): "
+          f"{_scores(best)} over {len(kept)} pairs")
     what = "the supervised head" if meta.alignment else "the layer's head average"
     print(f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}")
     if reference:

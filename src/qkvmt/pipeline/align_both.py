@@ -34,7 +34,7 @@ class Direction:
         m = self.model
         sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer)
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
-        return None if groups is None else self.policy.links(sa.cross, groups[1], groups[0])
+        return None if groups is None else self.policy.links(sa.map("cross", self.policy.signal), groups[1], groups[0])
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:

@@ -12,7 +12,9 @@ import datetime
 import importlib.metadata
 import logging
 import platform
+import statistics
 import tempfile
+import time
 from itertools import islice
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.analysis.alti import alti_plus
+from qkvmt.analysis.capture import forced_pass
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.memory import recipe_memory
@@ -32,6 +36,7 @@ from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import keep_freed_host_memory
+from qkvmt.views.sentence_attention import forced_attention, pair_ids
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
 from qkvmt.decoding.lines import encode_sources
@@ -91,20 +96,22 @@ def benchmark(cfg: DictConfig) -> dict:
         "params": params,
         "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
     }
-    log.info("stage 1/5, training speed: %s on %s", ", ".join(present), result["device"])
+    log.info("stage 1/6, training speed: %s on %s", ", ".join(present), result["device"])
     batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
     result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype)
 
-    log.info("stage 2/5, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
     result["decode"] = _decode(cfg, eval_models, src, device)
     result["decode"] |= _decode_ctranslate2(cfg, eval_models.get("ours"), tokenizer, src, result["decode"])
-    log.info("stage 3/5, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
-    log.info("stage 4/5, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
+    log.info("stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs", cfg.analysis.sentences)
+    result["analysis"] = _analysis(eval_models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
+    log.info("stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
     result["scaling"] = {
         "decode": scaling,
         "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
@@ -168,7 +175,7 @@ def _memory(cfg, device) -> dict | None:
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 5/5, host memory: %d training steps of %s in a fresh process", m.steps, m.experiment)
+    log.info("stage 6/6, host memory: %d training steps of %s in a fresh process", m.steps, m.experiment)
     if not HydraConfig.initialized():  # benchmark() called from Python: no config folder to compose the recipe from
         return {"experiment": m.experiment, "error": "run scripts/benchmark.py: the recipe is composed from its conf/"}
     main = next(s for s in HydraConfig.get().runtime.config_sources if s.provider == "main")  # our conf/
@@ -209,6 +216,25 @@ def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) 
             out[f"ct2_{compute_type}_sent_s"] = src.size(0) / seconds
             out[f"ours_vs_ct2_{compute_type}"] = _ratio(decoded["ours_sent_s"], out[f"ct2_{compute_type}_sent_s"])
     return out
+
+
+def _analysis(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int) -> dict | None:
+    """Median ms per sentence of a forced pass with every analysis (what align.py, evaluate.py and
+    the API run per sentence), and of ALTI+ alone, over the first n validation pairs."""
+    if ours is None or not n:
+        return None
+    model, whole, alti = ours.model, [], []
+    device = next(model.parameters()).device
+    for src, ref in list(zip(*pairs))[:n]:
+        t0 = time.perf_counter()
+        forced_attention(model, tokenizer, src, ref)
+        whole.append(time.perf_counter() - t0)
+        x = build_inputs(*([i] for i in pair_ids(tokenizer, src, ref)), model.cfg.specials, model.cfg.max_positions)
+        _, att, inputs = forced_pass(model, x.src.to(device), x.tgt_in.to(device))
+        t0 = time.perf_counter()
+        alti_plus(model, att, inputs)
+        alti.append(time.perf_counter() - t0)
+    return {"sentences": len(whole), "forced_pass_ms": 1000 * statistics.median(whole), "alti_ms": 1000 * statistics.median(alti)}
 
 
 def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
@@ -267,6 +293,10 @@ def table(r: dict) -> str:
         else:
             lines.append(f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
                          f"ids on disk {row['cache_mb']:.0f} MB")
+    a = r.get("analysis")
+    if a:
+        lines.append(f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
+                     f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms")
     m = r.get("memory")
     if m and "error" in m:
         lines.append(f"  host memory of {m['experiment']}: {m['error']}")

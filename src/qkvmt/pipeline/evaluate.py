@@ -1,6 +1,7 @@
 """evaluate(cfg): translate a split or any parallel files with a checkpoint (or an average of
 several) and score the result with sacreBLEU, signatures included."""
 
+import json
 import logging
 import time
 from dataclasses import asdict
@@ -14,10 +15,11 @@ from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference, run_data, validation_curve
+from qkvmt.pipeline.runs import StagedOutput, beside_checkpoint, check_output_dir, load_for_inference, run_data, validation_curve
 from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
 from qkvmt.views.figures import curve_plot, heatmap_grid
+from qkvmt.views.heads import HeadsReport
 from qkvmt.views.report import ReportSample, attention_report
 from qkvmt.views.sentence_attention import forced_attention
 
@@ -113,9 +115,13 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
         # a head supervised with full context is read from a pass without the causal mask, as align.py reads it
         aligned = sa if full_context is None else forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context)
         samples.append(ReportSample(src[i], hyps[i], sa.maps(), reference=refs[i], scores=scores,
-                                    alignment=policy.align_words(aligned.map("cross"))))
+                                    alignment=policy.align_words(aligned),
+                                    signals={s: sa.maps(s) for s in sa.signals[1:]}, token_scores=sa.token_scores,
+                                    source_share=sa.contributions.source_share))
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
-    attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown)
+    found = beside_checkpoint(model.paths, "heads")  # what heads.py found for this checkpoint, if it ran
+    heads = HeadsReport(**json.loads(found.read_text())) if found.is_file() else None
+    attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown, heads)
     if curve:
         curve_plot(curve, out / "curve.png", title="validation during training")

@@ -3,6 +3,7 @@ checkpoint (or an average of several) as the command line names it, decoding set
 on the command line, run folders and output folders."""
 
 import csv
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.api import Model
-from qkvmt.files import StagedFolder, check_new_output
+from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.model.checkpoint import resolve_average
 
 
@@ -30,6 +31,14 @@ def decode_overrides(cfg_decode: DictConfig) -> dict:
     """The decoding settings the command line gives (non-null in `decode`, conf/decode/checkpoint.yaml):
     they take precedence over the checkpoint's own."""
     return {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
+
+
+def beside_checkpoint(paths: list[Path], name: str) -> Path:
+    """Where a command records a result that belongs to one checkpoint (or one average):
+    <run>/<name>_<id>.json, the id a digest of the files, so a result found for one checkpoint
+    is never taken for another's."""
+    ident = hashlib.sha256("\n".join(sha256(p) for p in paths).encode()).hexdigest()[:12]
+    return run_folder(paths[0]) / f"{name}_{ident}.json"
 
 
 def run_folder(ckpt: Path) -> Path:

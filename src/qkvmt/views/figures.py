@@ -66,16 +66,18 @@ def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
     _save(fig, path, title)
 
 
-def curve_plot(curve: list[dict], path, title: str = "") -> None:
-    """Validation BLEU (and chrF where logged) by training step, as validation_curve gives it."""
+def curve_plot(curve: list[dict], path, title: str = "", x: str = "step", xlabel: str = "training step",
+               prefix: str = "val ") -> None:
+    """BLEU (and chrF where known) against `x`: by default the validation curve by training step,
+    as validation_curve gives it; heads.py draws BLEU against the heads removed."""
     fig = _figure((6, 3.5))
     ax = fig.subplots()
-    steps = [p["step"] for p in curve]
-    ax.plot(steps, [p["bleu"] for p in curve], marker="o", markersize=3, label="val BLEU")
-    chrf = [(p["step"], p["chrf"]) for p in curve if p.get("chrf") is not None]
+    steps = [p[x] for p in curve]
+    ax.plot(steps, [p["bleu"] for p in curve], marker="o", markersize=3, label=f"{prefix}BLEU")
+    chrf = [(p[x], p["chrf"]) for p in curve if p.get("chrf") is not None]
     if chrf:
-        ax.plot(*zip(*chrf), marker="s", markersize=3, label="val chrF")
-    ax.set_xlabel("training step")
+        ax.plot(*zip(*chrf), marker="s", markersize=3, label=f"{prefix}chrF")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("score")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -80,10 +80,17 @@ def vectors_html(caption: str, tokens, vectors) -> str:
     return f'<h2>{escape(caption)}</h2><div class="scroll"><table class="plain num">{head}{body}</table></div>'
 
 
-def viewer_maps(maps) -> dict:
-    """{kind: {label, maps, rows, cols}}: what a page's attention viewer draws, rows and labels
-    exactly as the typed maps carry them (qkvmt.views.sentence_attention), never relabelled here."""
-    return {m.kind: {"label": m.label, "maps": m.weights, "rows": list(m.rows), "cols": list(m.cols)} for m in maps}
+def viewer_maps(maps, signals: dict[str, list] | None = None) -> dict:
+    """{kind: {label, maps, layers, rows, cols[, signals: {name: {label, maps, layers}}]}}: what a
+    page's attention viewer draws, rows and labels exactly as the typed maps carry them
+    (qkvmt.views.sentence_attention), never relabelled here. `layers` is each layer as a whole
+    (the heads' average weights); `signals` the same maps by another signal (value norms)."""
+    out = {m.kind: {"label": m.label, "maps": m.weights, "layers": m.layers, "rows": list(m.rows), "cols": list(m.cols)}
+           for m in maps}
+    for name, other in (signals or {}).items():
+        for m in other:
+            out[m.kind].setdefault("signals", {})[name] = {"label": m.signal_label, "maps": m.weights, "layers": m.layers}
+    return out
 
 
 def check_labels(shape, rows, cols, what: str) -> None:

@@ -29,7 +29,9 @@ from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_html
 from qkvmt.views.result import Result
-from qkvmt.views.sentence_attention import KINDS, pair_ids, row_col_labels, token_names
+from qkvmt.analysis.capture import KINDS, attention_modules, forced_pass
+from qkvmt.analysis.value_norms import transformed_values
+from qkvmt.views.sentence_attention import pair_ids, row_col_labels, token_names
 
 
 @dataclass
@@ -57,8 +59,14 @@ class HeadInspection(Result):
     scores: np.ndarray  # (T_q, T_k): Q Kᵀ / √d_k, -inf where the key is masked (a future token)
     weights: np.ndarray  # (T_q, T_k): softmax of the scores
     output: np.ndarray  # (T_q, d_k): weights V
+    value_norms: np.ndarray  # (T_k,): ‖W_O^h v_j‖, what key j's value adds to the residual stream per unit of weight
     top_k: list[list[TopKey]]  # each query's most attended keys, heaviest first
     check: dict[str, float]  # the largest differences from the model's own forward pass
+
+    @property
+    def contributions(self) -> np.ndarray:
+        """(T_q, T_k): ‖α_ij W_O^h v_j‖, how much key j's value adds to query i (Kobayashi et al. 2020)."""
+        return self.weights * self.value_norms[None, :]
 
     def to_dict(self) -> dict:
         """inspect.json."""
@@ -77,6 +85,8 @@ class HeadInspection(Result):
             "scores": [[None if np.isneginf(s) else s for s in row] for row in self.scores.tolist()],  # None: masked
             "weights": self.weights.tolist(),
             "output": self.output.tolist(),
+            "value_norms": self.value_norms.tolist(),
+            "contributions": self.contributions.tolist(),
             "top_k": [[{"key": t.key, "token": t.token, "weight": t.weight} for t in row] for row in self.top_k],
             "check": self.check,
         }
@@ -97,13 +107,16 @@ class HeadInspection(Result):
             f"<p>{escape(self.kind)} attention, layer {escape(self.layer)}, head {escape(self.head)}</p>"
             + texts_html([("source", self.source), ("target", self.target), ("d_k", self.d_k)])
             + '<h2>Weights</h2><div id="weights"></div>'
+            + "<h2>What each key adds: ‖α·W_O v‖</h2><p>The weight times the norm of the key's value after the "
+              "head's slice of W_O: a heavy weight on a small value adds little.</p><div id=\"contributions\"></div>"
             f'<h2>Top keys per query</h2><ol class="topk" start="0">{top}</ol>'
             + vectors_html("Queries (Q)", q_tokens, self.q)
             + vectors_html("Keys (K)", k_tokens, self.k)
             + vectors_html("Values (V)", k_tokens, self.v)
             + vectors_html("Output (weights · V)", q_tokens, self.output)
         )
-        data = {"page": "inspector", "query_tokens": q_tokens, "key_tokens": k_tokens, "weights": weights, "scores": scores}
+        data = {"page": "inspector", "query_tokens": q_tokens, "key_tokens": k_tokens, "weights": weights, "scores": scores,
+                "contributions": self.contributions}
         return page("Attention inspector", body, data)
 
     def files(self) -> dict:
@@ -114,11 +127,10 @@ class HeadInspection(Result):
 def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
     if kind not in KINDS:
         raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
-    layers = model.encoder_layers if kind == "encoder" else model.decoder_layers
-    if not -len(layers) <= layer < len(layers):
-        raise UserError(f"layer={layer}: the {kind} has {len(layers)} layers (0..{len(layers) - 1}, or -1 for the last)")
-    block = layers[layer]
-    return block.self_attn if kind in ("encoder", "decoder") else block.cross_attn
+    modules = attention_modules(model, kind)
+    if not -len(modules) <= layer < len(modules):
+        raise UserError(f"layer={layer}: the {kind} has {len(modules)} layers (0..{len(modules) - 1}, or -1 for the last)")
+    return modules[layer]
 
 
 @torch.no_grad()
@@ -132,19 +144,9 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     device = next(model.parameters()).device
     inputs = build_inputs(*([ids] for ids in pair_ids(tokenizer, source, target)), c.specials, c.max_positions)
 
-    seen = {}
-    hooks = [
-        module.register_forward_hook(lambda m, args, kwargs, out: seen.update(args=args, kwargs=kwargs), with_kwargs=True),
-        module.w_o.register_forward_hook(lambda m, args, out: seen.update(heads=args[0])),
-    ]
-    try:
-        _, att = model(inputs.src.to(device), inputs.tgt_in.to(device), need_weights=True)
-    finally:
-        for h in hooks:
-            h.remove()
-
-    x = seen["args"][0]
-    y = seen["args"][1] if len(seen["args"]) > 1 else seen["kwargs"].get("y")  # None in self-attention
+    _, att, seen = forced_pass(model, inputs.src.to(device), inputs.tgt_in.to(device))
+    layer %= len(seen[kind])
+    x, y = seen[kind][layer].x, seen[kind][layer].y  # y: None in self-attention
     q, k, v = (t[0, 0] for t in module.head_projections(x, y, heads=[head]))  # (T_q or T_k, d_k), positions applied
     scores = q @ k.T / math.sqrt(module.d_k)  # (T_q, T_k)
     allowed = torch.ones_like(scores, dtype=torch.bool)
@@ -154,13 +156,14 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     output = weights @ v  # (T_q, d_k)
 
     forward_weights = getattr(att, kind)[layer][0, head]
-    forward_output = seen["heads"][0, :, head * module.d_k : (head + 1) * module.d_k]
+    forward_output = seen[kind][layer].heads[0, :, head * module.d_k : (head + 1) * module.d_k]
+    added = transformed_values(module, x, y)[0, head].norm(dim=-1)  # (T_k,): ‖W_O^h v_j‖
     q_tokens, k_tokens = row_col_labels(kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out)))
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     as_array = lambda t: t.float().cpu().numpy()  # noqa: E731
     return HeadInspection(
         kind=kind,
-        layer=layer % len(model.encoder_layers if kind == "encoder" else model.decoder_layers),
+        layer=layer,
         head=head,
         d_k=module.d_k,
         source=source,
@@ -171,6 +174,7 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
         scores=as_array(scores.masked_fill(~allowed, float("-inf"))),
         weights=as_array(weights),
         output=as_array(output),
+        value_norms=as_array(added),
         top_k=[[TopKey(int(j), k_tokens[j], float(w)) for w, j in zip(ws, js)]
                for ws, js in zip(top.values.tolist(), top.indices.tolist())],
         check={  # the recomputation against the forward pass

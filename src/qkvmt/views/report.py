@@ -7,7 +7,7 @@ sentence's attention (`SentenceAttention.html()`) is the same section of the sam
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qkvmt.alignment.policy import WordAlignment
@@ -30,35 +30,44 @@ class ReportSample:
     target_label: str = "hypothesis"
     scores: dict | None = None  # {"bleu": ..., "chrf": ...} of this sentence alone
     alignment: WordAlignment | None = None
+    signals: dict[str, list] = field(default_factory=dict)  # the same maps by other signals: {"value_norms": [...]}
+    token_scores: list | None = None  # qkvmt.analysis.token_scores.TokenScore of each target token
+    source_share: list | None = None  # of each target token: how much of its prediction came from the source (ALTI+)
 
 
 def attention_report(path, metrics: dict, samples: list[ReportSample], curve: list[dict] = (),
-                     sentence_signatures: dict | None = None, policy: dict | None = None) -> None:
+                     sentence_signatures: dict | None = None, policy: dict | None = None, heads=None) -> None:
     """Scores with their signatures and checkpoints on top, the run's validation curve when
-    there is one, then per sample its own BLEU and chrF, an attention viewer, and the word
-    links of the alignment `policy` drawn over its word-level cross-attention."""
+    there is one, what heads.py found for the checkpoint (a HeadsReport) when it ran, then per
+    sample its own BLEU and chrF, an attention viewer, and the word links of the alignment
+    `policy` drawn over its word-level cross-attention."""
     top = [metrics_html(metrics)]
     if curve:
         top.append('<h2>Validation during training</h2><p>BLEU on the validation set at each validation '
                    "of the checkpoint's run (hover a point for chrF).</p><div id=\"curve\"></div>")
+    if heads is not None:
+        top.append("<h2>Heads</h2>" + heads.section())
     sig = sentence_signatures or {}
     bottom = ('<p class="sig">sentence scores: ' + escape(" · ".join(f"{k} {v}" for k, v in sig.items())) + "</p>") if sig else ""
-    write_text(Path(path), samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve))
+    extra = {} if heads is None else {"heads": heads.data()}
+    write_text(Path(path), samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve,
+                                        data=extra))
 
 
 def samples_page(title: str, samples: list[ReportSample], policy: dict | None = None, top: str = "",
-                 bottom: str = "", curve: list[dict] = ()) -> str:
-    """A page of samples between `top` and `bottom` (escaped HTML)."""
+                 bottom: str = "", curve: list[dict] = (), data: dict | None = None) -> str:
+    """A page of samples between `top` and `bottom` (escaped HTML); `data`: more for the script."""
     shown_policy = ", ".join(f"{k} {v}" for k, v in (policy or {}).items())
-    parts, data = [top], {"page": "report", "samples": [], "curve": list(curve)}
+    parts, page_data = [top], {"page": "report", "samples": [], "curve": list(curve)}
     for i, s in enumerate(samples):
         texts = [("source", s.source)] + ([("reference", s.reference)] if s.reference is not None else [])
         texts.append((s.target_label, s.target))
         if s.scores:
             texts.append(("sentence scores", f"BLEU {s.scores['bleu']:.1f} · chrF {s.scores['chrf']:.1f}"))
         title_i = f"<h2>Sample {i + 1}</h2>" if len(samples) > 1 or top else ""
-        parts.append(f'<section class="sample">{title_i}' + texts_html(texts) + f'<div class="viewer" data-sample="{i}"></div>')
-        sample = {"attention": viewer_maps(s.maps), "initial": {}}
+        parts.append(f'<section class="sample">{title_i}' + texts_html(texts) + tokens_html(s.token_scores, s.source_share)
+                     + f'<div class="viewer" data-sample="{i}"></div>')
+        sample = {"attention": viewer_maps(s.maps, s.signals), "initial": {}}
         if s.alignment is not None:
             a = s.alignment
             check_labels(a.matrix.shape, a.tgt_words, a.src_words, "word alignment")
@@ -69,9 +78,29 @@ def samples_page(title: str, samples: list[ReportSample], policy: dict | None = 
             if policy:  # the viewer opens on the policy's cross-attention head
                 sample["initial"] = {"layer": policy["layer"], "head": policy["head"]}
         parts.append("</section>")
-        data["samples"].append(sample)
+        page_data["samples"].append(sample)
     parts.append(bottom)
-    return page(title, "".join(parts), data)
+    return page(title, "".join(parts), page_data | (data or {}))
+
+
+def tokens_html(scores, source_share=None) -> str:
+    """The target's tokens, each shaded by its probability (pale red: unsure), with the
+    probability, the entropy, the top alternatives and (ALTI+) its source share on hover; the
+    source share is also written under each token."""
+    if not scores:
+        return ""
+    shares = [None] * len(scores) if source_share is None else [float(x) for x in source_share]
+    spans = []
+    for t, share in zip(scores, shares):
+        title = f"p {t.prob:.3f} · entropy {t.entropy:.2f} · top: " + ", ".join(f"{w} {q:.3f}" for w, q in t.top)
+        sub = ""
+        if share is not None:
+            title += f" · source share {share:.2f}"
+            sub = f"<sub>{share:.2f}</sub>"
+        spans.append(f'<span class="tok" style="background:hsl({120 * t.prob:.0f},70%,88%)" title="{escape(title)}">'
+                     f"{escape(t.token)}{sub}</span>")
+    what = "token probabilities" + ("; under each, its source share (ALTI+)" if source_share is not None else "")
+    return f'<p class="tokens">{what} (hover for the entropy and the alternatives): {" ".join(spans)}</p>'
 
 
 def metrics_html(metrics: dict) -> str:

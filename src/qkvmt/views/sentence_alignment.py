@@ -31,18 +31,20 @@ class SentenceAlignment(Result):
     policy: dict  # the AlignmentPolicy's fields (and, for head=best, the AER result it came from)
     word_matrix: np.ndarray  # (target words, source words): the policy's head, reduced to words
     links: list[Link]  # (source word, target word), 0-based, sorted
+    signal_map: AttentionMap | None = None  # the cross map of the policy's signal, if it is not the weights
 
     @classmethod
     def of(cls, attention: SentenceAttention, policy: AlignmentPolicy, full_context_layer: int | None = None) -> "SentenceAlignment":
         """The alignment `policy` reads from a forced pass's attention."""
         cross = attention.map("cross")  # rows: the target tokens they predict; columns: the source tokens
-        wa = policy.align_words(cross)
+        wa = policy.align_words(attention)
         return cls(
             source=attention.source, translation=attention.target, forced=attention.forced,
             src_tokens=cross.cols, tgt_tokens=cross.rows, src_words=wa.src_words, tgt_words=wa.tgt_words,
             src_word_groups=wa.src_groups, tgt_word_groups=wa.tgt_groups, cross=cross.weights,
             full_context_layer=full_context_layer, policy=policy.to_dict(),
             word_matrix=wa.matrix, links=list(wa.links),
+            signal_map=None if policy.signal == "weights" else attention.map("cross", policy.signal),
         )
 
     @property
@@ -68,6 +70,9 @@ class SentenceAlignment(Result):
             "word_matrix": self.word_matrix.round(6).tolist(),
             "links": [list(p) for p in self.links],
             "pharaoh": self.pharaoh,
+            **({} if self.signal_map is None else {  # what the policy read: [layer][head][target][source], and per layer
+                f"cross_{self.signal_map.signal}": self.signal_map.weights.round(6).tolist(),
+                f"cross_{self.signal_map.signal}_layers": self.signal_map.layers.round(6).tolist()}),
         }
 
     def html(self) -> str:
@@ -84,7 +89,8 @@ class SentenceAlignment(Result):
               "a dot marks a link.</p><div id=\"words\"></div>"
             + "<h2>Subword cross attention</h2><div id=\"subwords\"></div>"
         )
-        data = {"page": "alignment", "attention": viewer_maps([cross]), "word_matrix": words, "links": d["links"],
+        signals = {} if self.signal_map is None else {self.signal_map.signal: [self.signal_map]}
+        data = {"page": "alignment", "attention": viewer_maps([cross], signals), "word_matrix": words, "links": d["links"],
                 "src_words": self.src_words, "tgt_words": self.tgt_words, "policy": self.policy}
         return page("Alignment", body, data)
 

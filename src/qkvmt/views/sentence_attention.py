@@ -20,6 +20,10 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.links import group_words, word_groups
+from qkvmt.analysis.alti import Contributions, alti_plus
+from qkvmt.analysis.capture import KINDS, attention_modules, forced_pass
+from qkvmt.analysis.token_scores import TokenScore, score_tokens
+from qkvmt.analysis.value_norms import transformed_values, value_norms
 from qkvmt.files import atomic_write, write_text
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
@@ -30,8 +34,12 @@ from qkvmt.views.result import Result
 
 log = logging.getLogger(__name__)
 
-KINDS = ("encoder", "decoder", "cross")
 LABELS = {"encoder": "encoder self", "decoder": "decoder self", "cross": "cross"}
+# What a map shows of each key's part in a query: its attention weight α, or the norm of what
+# its value adds through the head, ‖α W_O^h v‖ (qkvmt.analysis.value_norms).
+# ALTI+ (qkvmt.analysis.alti), for cross-attention only: how much each source token contributed
+# to each prediction through the whole model up to that layer.
+SIGNALS = {"weights": "attention weights", "value_norms": "value-weighted, ‖α·W_O v‖", "alti": "ALTI+ source contributions"}
 
 
 @dataclass(frozen=True)
@@ -39,13 +47,25 @@ class AttentionMap:
     """One kind of attention of one sentence: every layer and head, with its row and column labels."""
 
     kind: str  # one of KINDS
-    weights: np.ndarray  # (L, H, rows, cols)
+    weights: np.ndarray  # (L, H, rows, cols): the signal's numbers, attention weights by default
     rows: list[str]  # the queries
     cols: list[str]  # the keys
+    signal: str = "weights"  # one of SIGNALS
+    layer_maps: np.ndarray | None = None  # (L, rows, cols): each layer as a whole, if not its heads' average
 
     @property
     def label(self) -> str:
         return LABELS[self.kind]
+
+    @property
+    def signal_label(self) -> str:
+        return SIGNALS[self.signal]
+
+    @property
+    def layers(self) -> np.ndarray:
+        """(L, rows, cols): each layer as a whole: the average of its heads' weights, or for value
+        norms the norm of the heads' summed vectors."""
+        return self.weights.mean(axis=1) if self.layer_maps is None else self.layer_maps
 
     def __post_init__(self):
         # Labels are drawn by position: a length mismatch would silently mislabel every map.
@@ -67,12 +87,30 @@ class SentenceAttention(Result):
     source: str = ""
     target: str = ""  # the forced translation as text
     forced: bool = False  # True: `target` was given; False: the model's own translation
+    value_norms: dict[str, np.ndarray] | None = None  # kind -> (L, H, rows, cols): ‖α_ij W_O^h v_j‖
+    value_norms_layer: dict[str, np.ndarray] | None = None  # kind -> (L, rows, cols): ‖Σ_h α^h_ij W_O^h v^h_j‖
+    token_scores: list[TokenScore] | None = None  # one per out_token: its probability, entropy, alternatives
+    contributions: Contributions | None = None  # ALTI+: each out_token's contributions from source and prefix
 
-    def map(self, kind: str) -> AttentionMap:
-        return AttentionMap(kind, getattr(self, kind), *row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens))
+    def map(self, kind: str, signal: str = "weights") -> AttentionMap:
+        labels = row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens)
+        if signal == "weights":
+            return AttentionMap(kind, getattr(self, kind), *labels)
+        if signal not in self.signals or (signal == "alti" and kind != "cross"):
+            raise ValueError(f"no {signal!r} maps of {kind} attention here: it holds {', '.join(self.signals)}"
+                             + (" (alti: cross only)" if "alti" in self.signals else ""))
+        if signal == "alti":
+            return AttentionMap(kind, self.contributions.source_heads, *labels, signal, self.contributions.source)
+        return AttentionMap(kind, self.value_norms[kind], *labels, signal, self.value_norms_layer[kind])
 
-    def maps(self) -> list[AttentionMap]:
-        return [self.map(kind) for kind in KINDS]
+    def maps(self, signal: str = "weights") -> list[AttentionMap]:
+        """The maps of every kind that has this signal (alti: cross only)."""
+        return [self.map(kind, signal) for kind in KINDS if signal != "alti" or kind == "cross"]
+
+    @property
+    def signals(self) -> list[str]:
+        return (["weights"] + (["value_norms"] if self.value_norms is not None else [])
+                + (["alti"] if self.contributions is not None else []))
 
     @property
     def src_groups(self) -> list[list[int]]:
@@ -93,12 +131,17 @@ class SentenceAttention(Result):
         return group_words(self.out_tokens, self.tgt_groups)
 
     def html(self) -> str:
-        sample = ReportSample(self.source, self.target, self.maps(), target_label="target" if self.forced else "translation")
+        sample = ReportSample(self.source, self.target, self.maps(), target_label="target" if self.forced else "translation",
+                              signals={s: self.maps(s) for s in self.signals[1:]}, token_scores=self.token_scores,
+                              source_share=None if self.contributions is None else self.contributions.source_share)
         return samples_page("Attention", [sample])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """What attention.npz holds: the weights of each kind and the three token rows."""
-        return {**{kind: getattr(self, kind) for kind in KINDS},
+        """What attention.npz holds: the weights of each kind (and its value norms, per head and
+        per layer, where computed) and the three token rows."""
+        norms = {f"{kind}_value_norms{part}": maps[kind] for kind in KINDS if self.value_norms is not None
+                 for part, maps in (("", self.value_norms), ("_layer", self.value_norms_layer))}
+        return {**{kind: getattr(self, kind) for kind in KINDS}, **norms,
                 **{f"{side}_tokens": np.array(getattr(self, f"{side}_tokens")) for side in ("src", "tgt", "out")}}
 
     def files(self) -> dict:
@@ -131,9 +174,11 @@ def token_names(tokenizer: Tokenizer, ids) -> list[str]:
 def forced_attention(
     model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int], full_context_layer: int | None = None
 ) -> SentenceAttention:
-    """Weights of one (source, target) pair, cut to the model's positions.
-    full_context_layer: that decoder layer's cross-attention comes from a pass without the
-    causal mask instead, as a head supervised with full context was trained to be read."""
+    """Weights of one (source, target) pair, cut to the model's positions, with their value norms,
+    each target token's scores and the ALTI+ contributions.
+    full_context_layer: that decoder layer's cross-attention (and its value norms) comes from a
+    pass without the causal mask instead, as a head supervised with full context was trained to
+    be read; the contributions stay those of the pass that predicts."""
     c = model.cfg
     device = next(model.parameters()).device
     ids = pair_ids(tokenizer, source, target)
@@ -145,13 +190,17 @@ def forced_attention(
             )
     x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
     src_t, tgt_t = x.src.to(device), x.tgt_in.to(device)
-    _, att = model(src_t, tgt_t, need_weights=True)
+    logits, att, inputs = forced_pass(model, src_t, tgt_t)
+    contributions = alti_plus(model, att, inputs)  # of the pass that predicts: before any full-context weights
     if full_context_layer is not None:
         memory, src_mask, _ = model.encode(src_t)
         att.cross[full_context_layer] = model.full_context_cross(tgt_t, memory, src_mask, full_context_layer)
 
-    def stack(ws):  # per-layer (1, H, Tq, Tk) -> (L, H, Tq, Tk)
+    def stack(ws):  # per-layer (1, H, Tq, Tk), or (1, Tq, Tk) -> (L, H, Tq, Tk), or (L, Tq, Tk)
         return torch.stack([w[0] for w in ws]).float().cpu().numpy()
+
+    norms = {kind: [value_norms(w, transformed_values(m, i.x, i.y)) for m, i, w in
+                    zip(attention_modules(model, kind), inputs[kind], getattr(att, kind))] for kind in KINDS}
 
     return SentenceAttention(
         source=source,
@@ -163,4 +212,8 @@ def forced_attention(
         encoder=stack(att.encoder),
         decoder=stack(att.decoder),
         cross=stack(att.cross),
+        token_scores=score_tokens(logits[0], x.tgt_out[0].to(logits.device), tokenizer),
+        contributions=contributions,
+        value_norms={kind: stack([head for head, _ in norms[kind]]) for kind in KINDS},
+        value_norms_layer={kind: stack([layer for _, layer in norms[kind]]) for kind in KINDS},
     )
