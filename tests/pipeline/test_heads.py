@@ -19,14 +19,15 @@ def test_heads_masks_every_head_scores_it_and_prunes(trained_run, tmp_path, brow
     gold = write_gold(tmp_path / "gold", [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1")])
     out = tmp_path / "heads"
     result = heads(compose_inference("heads", f"ckpt_path={ckpt}", f"data.root={trained_run['corpus']}", f"gold_dir={gold}",
-                                     "profile_sentences=10", f"output_dir={out}"))
+                                     "profile_sentences=10", "prune_points=5", f"output_dir={out}"))
     rows = result["heads"]
     assert len(rows) == 3 * 2 * 4  # model=tiny: every kind × 2 layers × 4 heads
     for r in rows:
         assert r["bleu_drop"] == pytest.approx(result["bleu"] - r["bleu"])
         assert (r["aer"] is None) == (r["kind"] != "cross") and 0 <= r["entropy"]
         assert (r["offset"] is None) == (r["kind"] == "cross" or r["offset_share"] == 0)
-    assert [p["removed"] for p in result["pruning"]] == list(range(25)) and result["pruning"][0]["bleu"] == result["bleu"]
+    assert [p["removed"] for p in result["pruning"]] == [0, 5, 10, 14, 19, 24]  # prune_points=5 of 24 heads
+    assert result["pruning"][0]["bleu"] == result["bleu"]
     assert json.loads((out / "heads.json").read_text())["heads"] == rows and (out / "pruning.png").stat().st_size > 0
 
     page = browser.new_page()
@@ -39,7 +40,7 @@ def test_heads_masks_every_head_scores_it_and_prunes(trained_run, tmp_path, brow
     assert [first.nth(i).inner_text() for i in range(3)] == [top["kind"], str(top["layer"]), str(top["head"])]
     page.locator('#heads-table th[data-key="bleu_drop"]').click()
     assert page.locator("#heads-table").get_attribute("data-sorted") == "bleu_drop asc"
-    assert page.locator("#heads-curve circle").count() == 25
+    assert page.locator("#heads-curve circle").count() == 6
 
     # evaluate.py's report of the same checkpoint shows the heads too
     evaluate(compose_inference("evaluate", f"ckpt_path={ckpt}", f"data.root={trained_run['corpus']}", "split=val",

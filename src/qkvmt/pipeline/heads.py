@@ -51,7 +51,7 @@ def heads(cfg: DictConfig) -> dict:
     profiles = head_profiles(model, src[: cfg.profile_sentences], refs[: cfg.profile_sentences])
     for row in rows:
         row.update(vars(profiles[row["kind"], row["layer"], row["head"]]))
-    curve = pruning_curve(model, rows, src, refs, settings, base) if cfg.prune else []
+    curve = pruning_curve(model, rows, src, refs, settings, base, cfg.prune_points)
     report = HeadsReport(
         source=name, n=len(src), decode=vars(settings), bleu=base["bleu"], chrf=base["chrf"], aer=base_aer,
         signatures=base["signatures"], heads=rows, pruning=curve,
@@ -102,12 +102,15 @@ def head_profiles(model: Model, src: list[str], refs: list[str]) -> dict:
     return {key: profile(ws, keys[key[0]], positional=key[0] != "cross") for key, ws in weights.items()}
 
 
-def pruning_curve(model: Model, rows: list[dict], src, refs, settings, base: dict) -> list[dict]:
-    """BLEU and chrF with the 0, 1, 2, ... least important heads masked together (least BLEU lost
-    alone first)."""
+def pruning_curve(model: Model, rows: list[dict], src, refs, settings, base: dict, points: int) -> list[dict]:
+    """BLEU and chrF with the least important heads (least BLEU lost alone first) masked
+    together: 1/points of them, 2/points, ..., all (Michel et al.'s curve); [] for points=0."""
+    if points <= 0:
+        return []
     order = [(r["kind"], r["layer"], r["head"]) for r in sorted(rows, key=lambda r: r["bleu_drop"])]
+    counts = sorted({max(1, round(k * len(order) / points)) for k in range(1, points + 1)})
     curve = [{"removed": 0, "bleu": base["bleu"], "chrf": base["chrf"]}]
-    for n in tqdm(range(1, len(order) + 1), desc="pruning", unit="head", file=sys.stderr, dynamic_ncols=True):
+    for n in tqdm(counts, desc="pruning", unit="step", file=sys.stderr, dynamic_ncols=True):
         with masked(model.transformer, order[:n]):
             s = score(model.translate(src, settings), refs)
         curve.append({"removed": n, "bleu": s["bleu"], "chrf": s["chrf"], "last": list(order[n - 1])})
