@@ -32,3 +32,13 @@ def test_heatmap_grid_rejects_labels_that_do_not_fit(tmp_path):
         aer_heatmap(np.zeros((L, H)), ["head 0", "mean"], tmp_path / "x.png")
     with pytest.raises(ValueError, match="layers, heads"):
         heatmap_grid(weights(4, 5), TGT, SRC, tmp_path / "x.png")
+
+
+def test_heatmap_grid_names_its_colour_bar(tmp_path):
+    w = weights(1, 1, 4, 5)
+    heatmap_grid(w, TGT, SRC, tmp_path / "weights.png")
+    heatmap_grid(w, TGT, SRC, tmp_path / "same.png", label="attention weight")
+    heatmap_grid(w, TGT, SRC, tmp_path / "norms.png", label="share of the row's value-weighted norms")
+    default, same, norms = (matplotlib.image.imread(tmp_path / f"{n}.png") for n in ("weights", "same", "norms"))
+    assert np.array_equal(default, same)  # the default label is the weights' own
+    assert default.shape != norms.shape or not np.array_equal(default, norms)

@@ -17,8 +17,10 @@ from qkvmt.files import atomic_write
 from qkvmt.views.html import check_labels
 
 
-def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, title: str = "") -> None:
-    """Write a PNG with one heatmap per (layer, head) of `weights` (L, H, T_q, T_k)."""
+def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, title: str = "",
+                 label: str = "attention weight") -> None:
+    """Write a PNG with one heatmap per (layer, head) of `weights` (L, H, T_q, T_k), each in
+    [0, 1] (another signal normalised first), under a colour bar named `label`."""
     w = np.asarray(weights, dtype=float)
     if w.ndim != 4:
         raise ValueError(f"attention weights must be (layers, heads, queries, keys), got shape {w.shape}")
@@ -41,7 +43,7 @@ def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, 
             ax.set_title(f"layer {l} head {h}", fontsize=8)
             ax.set_xticks(range(tk), key_tokens, rotation=90, fontsize=6)
             ax.set_yticks(range(tq), query_tokens, fontsize=6)
-    fig.colorbar(image, ax=axes, shrink=min(1.0, 4 / size[1] + 0.3), label="attention weight")
+    fig.colorbar(image, ax=axes, shrink=min(1.0, 4 / size[1] + 0.3), label=label)
     _save(fig, path, title, dpi)
 
 
