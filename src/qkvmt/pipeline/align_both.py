@@ -9,46 +9,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment.links import Link, alignment_scores, pair_word_groups, read_gold, to_pharaoh
+from qkvmt.alignment.directions import Direction, check_pair, flip
+from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
 from qkvmt.pipeline.runs import StagedOutput, decode_overrides
 from qkvmt.text.sources import required_text
-from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
-
-
-class Direction:
-    """One model with the policy it links by: its default, target→source."""
-
-    def __init__(self, model: Model):
-        self.model, self.meta = model, model.meta
-        self.policy = model.default_policy.one_way()
-
-    def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
-        """(source word, target word) links; None when the subwords do not group into the
-        whitespace words (a pair cut at the model's positions)."""
-        m = self.model
-        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer)
-        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
-        return None if groups is None else self.policy.links(sa.map("cross", self.policy.signal), groups[1], groups[0])
-
-
-def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
-    f, r = forward.meta, reverse.meta
-    if (r.src_lang, r.tgt_lang) != (f.tgt_lang, f.src_lang):
-        raise UserError(
-            f"reverse_ckpt_path={paths[1]} translates {r.src_lang}->{r.tgt_lang}, but ckpt_path={paths[0]} translates "
-            f"{f.src_lang}->{f.tgt_lang}: give a checkpoint of the reverse direction, {f.tgt_lang}->{f.src_lang}"
-        )
-    if forward.model.tokenizer.get_vocab() != reverse.model.tokenizer.get_vocab():
-        raise UserError(
-            f"{paths[0]} and {paths[1]} have different vocabularies: symmetrize two models trained on the same data "
-            "with the same data.vocab_size (their joint BPE is then the same)"
-        )
 
 
 def align_both(cfg: DictConfig, model: Model) -> dict:
@@ -90,11 +60,6 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
     print(target)
     print(data["pharaoh"])
     return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(staged.final)}
-
-
-def flip(links: set[Link]) -> set[Link]:
-    """The reverse model's (its source = our target, its target = our source) links, turned round."""
-    return {(j, i) for i, j in links}
 
 
 def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict, paths: list[Path]) -> dict:
