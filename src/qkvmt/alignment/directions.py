@@ -44,3 +44,13 @@ def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path])
 def flip(links: set[Link]) -> set[Link]:
     """The reverse model's (its source = our target, its target = our source) links, turned round."""
     return {(j, i) for i, j in links}
+
+
+def both_ways(forward: Direction, reverse: Direction, source: str, target: str | list[int],
+              target_text: str) -> tuple[set[Link], set[Link]] | None:
+    """The forward model's links of (source, target) and the reverse model's of (target, source),
+    both as (source word, target word); None where either pair does not group into its words.
+    `target`: text, or the ids the forward model generated (forced exactly as produced)."""
+    f = forward.links(source, target, target_text)
+    r = reverse.links(target_text, source, source)
+    return None if f is None or r is None else (f, flip(r))

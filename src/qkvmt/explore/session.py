@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from qkvmt.alignment.directions import Direction, check_pair, flip
+from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.capture import KINDS
@@ -165,13 +165,14 @@ class Explorer:
             return None
         forward, reverse = self.directions
         target = s.attention.target
-        f, r = forward.links(source, s.ids, target), reverse.links(target, target, source)
-        if f is None or r is None:
-            return {"error": "the sentence or its translation does not fit the reverse model's positions"}
-        links = symmetrize(f, flip(r), self.method)
+        both = both_ways(forward, reverse, source, s.ids, target)
+        if both is None:
+            return {"error": "the translation does not fit the reverse model's positions: no symmetrized links"}
+        f, r = both
+        links = symmetrize(f, r, self.method)
         return {"method": self.method, "src_words": source.split(), "tgt_words": target.split(),
                 "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-                "forward_links": sorted(f), "reverse_links": sorted(flip(r)), "links": sorted(links)}
+                "forward_links": sorted(f), "reverse_links": sorted(r), "links": sorted(links)}
 
 
 def fields(body, *names: str) -> list[str | None]:

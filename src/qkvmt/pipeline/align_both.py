@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment.directions import Direction, check_pair, flip
+from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.api import Model
@@ -36,11 +36,11 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
     forced = model.forced(sentence, None if cfg.reference is None else required_text(cfg.reference, "reference"),
                           **decode_overrides(cfg.decode))
     target = forced if isinstance(forced, str) else model.tokenizer.decode(forced)
-    f = forward.links(sentence, forced, target)
-    r = reverse.links(target, target, sentence)
-    if f is None or r is None:
+    both = both_ways(forward, reverse, sentence, forced, target)
+    if both is None:
         raise UserError("the sentence or its translation is longer than a model's positions: give a shorter sentence")
-    links = symmetrize(f, flip(r), cfg.symmetrize)
+    f, r = both
+    links = symmetrize(f, r, cfg.symmetrize)
     data = {
         "source": sentence,
         "translation": target,
@@ -50,7 +50,7 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
         "policies": policies,
         "symmetrize": cfg.symmetrize,
         "forward_links": sorted(f),
-        "reverse_links": sorted(flip(r)),  # as (source word, target word), like the others
+        "reverse_links": sorted(r),  # as (source word, target word), like the others
         "links": sorted(links),
         "pharaoh": to_pharaoh(links),
     }
@@ -67,12 +67,12 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
     hyps: dict[str, list] = {"forward": [], "reverse": []}
     kept = []
     for k, (src, tgt) in enumerate(zip(g.src, g.tgt)):
-        f, r = forward.links(src, tgt, tgt), reverse.links(tgt, src, src)
-        if f is None or r is None:
+        both = both_ways(forward, reverse, src, tgt, tgt)
+        if both is None:
             continue
         kept.append(k)
-        hyps["forward"].append(f)
-        hyps["reverse"].append(flip(r))
+        hyps["forward"].append(both[0])
+        hyps["reverse"].append(both[1])
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
     for method in METHODS:
