@@ -70,7 +70,7 @@ def test_another_policy_gives_the_apis_links_without_a_new_forced_pass(explorer,
 @pytest.mark.parametrize("kind,layer,head", [("cross", 1, 2), ("decoder", 0, 3), ("encoder", -1, 0)])
 def test_a_heads_walk_for_one_query_is_the_apis_inspection(explorer, model, kind, layer, head):
     expected = model.inspect(SOURCE, kind=kind, layer=layer, head=head)
-    row = len(expected.query_tokens) - 1
+    row = 0 if kind == "decoder" else len(expected.query_tokens) - 1  # the decoder's first query sees one key
     shown = explorer.inspect({"source": SOURCE, "kind": kind, "layer": layer, "head": head, "row": row})
     q = shown["query"]
     assert (shown["layer"], shown["head"], q["token"]) == (expected.layer, expected.head, expected.query_tokens[row])
@@ -82,8 +82,9 @@ def test_a_heads_walk_for_one_query_is_the_apis_inspection(explorer, model, kind
     close(q["dots"], expected.k @ expected.q[row])
     close(shown["weights"], expected.weights)
     # the walk adds up: the scaled q·k are the scores, and the weighted values sum to the output
-    close(np.asarray(q["dots"]) / np.sqrt(shown["d_k"]), [s if s is not None else 0 for s in q["scores"]]
-          if kind != "decoder" else np.asarray(q["dots"]) / np.sqrt(shown["d_k"]))
+    seen = [j for j, score in enumerate(q["scores"]) if score is not None]
+    assert len(seen) == (1 if kind == "decoder" else len(shown["key_tokens"]))  # None: a masked (future) key
+    close(np.asarray(q["dots"])[seen] / np.sqrt(shown["d_k"]), [q["scores"][j] for j in seen])
     np.testing.assert_allclose(np.sum(q["weighted"], axis=0), q["output"], atol=1e-3)
 
 
