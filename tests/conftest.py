@@ -1,8 +1,10 @@
-"""Shared fixtures: a small synthetic parallel corpus, Hydra composition, real-data locations."""
+"""Shared fixtures: a small synthetic parallel corpus, Hydra composition, real-data locations, tiny
+trained models, and a headless browser for the pages."""
 
 import gzip
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,18 @@ def reverse_run(tmp_path_factory, trained_run):
 def compose_inference(name: str, *overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name=name, overrides=list(overrides))
+
+
+@pytest.fixture
+def browser():
+    """Headless Debian Chromium driven by Playwright (skips where no Chromium is installed)."""
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if binary is None:
+        pytest.skip("no headless Chromium on PATH (Debian: apt-get install chromium); CI installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=binary, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                                            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()

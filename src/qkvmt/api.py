@@ -119,15 +119,19 @@ class Model:
         cross-attention by `policy`: an AlignmentPolicy, a dict of its fields (layer, head,
         rows, direction; validated), or None for `default_policy`."""
         source = required_text(source, "source")
-        c = self.transformer.cfg
-        if isinstance(policy, dict):
-            given = self.default_policy.to_dict() | policy
-            policy = AlignmentPolicy.validated(given["layer"], given["head"], given["rows"], given["direction"],
-                                               c.decoder_layers, c.n_heads, given["signal"])
-        policy = policy or self.default_policy
         layer = self.meta.full_context_layer
         attention = forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode), layer)
-        return SentenceAlignment.of(attention, policy, layer)
+        return SentenceAlignment.of(attention, self.policy(policy), layer)
+
+    def policy(self, policy: AlignmentPolicy | dict | None = None) -> AlignmentPolicy:
+        """`policy` as `align` reads it: a dict's fields over `default_policy`'s, validated
+        (a bad value is a UserError naming it); None: `default_policy`."""
+        if isinstance(policy, dict):
+            c = self.transformer.cfg
+            given = self.default_policy.to_dict() | policy
+            return AlignmentPolicy.validated(given["layer"], given["head"], given["rows"], given["direction"],
+                                             c.decoder_layers, c.n_heads, given["signal"])
+        return policy or self.default_policy
 
     def inspect(self, source: str, target: str | None = None, kind: str = "cross", layer: int = -1, head: int = 0,
                 top_k: int = 3, **decode) -> HeadInspection:

@@ -198,6 +198,15 @@ def test_two_models_one_per_direction_give_symmetrized_links(trained_run, revers
     assert "intersection: AER" in capsys.readouterr().out
 
 
+def test_symmetrized_links_of_a_pair_whose_sides_differ_in_length(trained_run, reverse_run, tmp_path):
+    # the reverse model reads the target and is forced over the source (not over the target again)
+    both = [f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+            f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}"]
+    align(compose_inference("align", *both, "sentence='w1 w2 w3 w4'", "reference='t4 t3'", f"output_dir={tmp_path}"))
+    written = json.loads((tmp_path / "alignment.json").read_text())
+    assert written["reverse_links"] and all(i < 4 and j < 2 for i, j in written["reverse_links"])
+
+
 def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_vocabularies(trained_run, reverse_run, tmp_path):
     forward = trained_run["run"] / "checkpoints" / "last.ckpt"
     with pytest.raises(UserError, match=r"translates de->en, but ckpt_path=.* translates de->en: give a checkpoint of the reverse direction, en->de"):

@@ -9,7 +9,6 @@ from qkvmt.errors import UserError
 from qkvmt.pipeline import evaluate, heads
 from tests.conftest import compose_inference
 from tests.pipeline.test_align import write_gold
-from tests.views.test_report import browser  # noqa: F401  (the fixture)
 
 
 def test_heads_masks_every_head_scores_it_and_prunes(trained_run, tmp_path, browser):  # noqa: F811

@@ -270,21 +270,6 @@ def test_report_without_a_curve_or_alignment_draws_neither(tmp_path):
 # ---------------------------------------------------------------- HTML, clicked in a browser
 
 
-@pytest.fixture
-def browser():
-    """Headless Debian Chromium driven by Playwright (skips where no Chromium is installed)."""
-    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
-    if binary is None:
-        pytest.skip("no headless Chromium on PATH (Debian: apt-get install chromium); CI installs it")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=binary, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                                            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield b
-        b.close()
-
-
 def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser, tmp_path):
     metrics, samples = report_inputs()
     w = samples[0].maps

@@ -9,46 +9,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment.links import Link, alignment_scores, pair_word_groups, read_gold, to_pharaoh
+from qkvmt.alignment.directions import Direction, both_ways, check_pair
+from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
 from qkvmt.pipeline.runs import StagedOutput, decode_overrides
 from qkvmt.text.sources import required_text
-from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
-
-
-class Direction:
-    """One model with the policy it links by: its default, target→source."""
-
-    def __init__(self, model: Model):
-        self.model, self.meta = model, model.meta
-        self.policy = model.default_policy.one_way()
-
-    def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
-        """(source word, target word) links; None when the subwords do not group into the
-        whitespace words (a pair cut at the model's positions)."""
-        m = self.model
-        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer)
-        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
-        return None if groups is None else self.policy.links(sa.map("cross", self.policy.signal), groups[1], groups[0])
-
-
-def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
-    f, r = forward.meta, reverse.meta
-    if (r.src_lang, r.tgt_lang) != (f.tgt_lang, f.src_lang):
-        raise UserError(
-            f"reverse_ckpt_path={paths[1]} translates {r.src_lang}->{r.tgt_lang}, but ckpt_path={paths[0]} translates "
-            f"{f.src_lang}->{f.tgt_lang}: give a checkpoint of the reverse direction, {f.tgt_lang}->{f.src_lang}"
-        )
-    if forward.model.tokenizer.get_vocab() != reverse.model.tokenizer.get_vocab():
-        raise UserError(
-            f"{paths[0]} and {paths[1]} have different vocabularies: symmetrize two models trained on the same data "
-            "with the same data.vocab_size (their joint BPE is then the same)"
-        )
 
 
 def align_both(cfg: DictConfig, model: Model) -> dict:
@@ -66,11 +36,11 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
     forced = model.forced(sentence, None if cfg.reference is None else required_text(cfg.reference, "reference"),
                           **decode_overrides(cfg.decode))
     target = forced if isinstance(forced, str) else model.tokenizer.decode(forced)
-    f = forward.links(sentence, forced, target)
-    r = reverse.links(target, target, sentence)
-    if f is None or r is None:
+    both = both_ways(forward, reverse, sentence, forced, target)
+    if both is None:
         raise UserError("the sentence or its translation is longer than a model's positions: give a shorter sentence")
-    links = symmetrize(f, flip(r), cfg.symmetrize)
+    f, r = both
+    links = symmetrize(f, r, cfg.symmetrize)
     data = {
         "source": sentence,
         "translation": target,
@@ -80,7 +50,7 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
         "policies": policies,
         "symmetrize": cfg.symmetrize,
         "forward_links": sorted(f),
-        "reverse_links": sorted(flip(r)),  # as (source word, target word), like the others
+        "reverse_links": sorted(r),  # as (source word, target word), like the others
         "links": sorted(links),
         "pharaoh": to_pharaoh(links),
     }
@@ -92,22 +62,17 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
     return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(staged.final)}
 
 
-def flip(links: set[Link]) -> set[Link]:
-    """The reverse model's (its source = our target, its target = our source) links, turned round."""
-    return {(j, i) for i, j in links}
-
-
 def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict, paths: list[Path]) -> dict:
     g = read_gold(Path(cfg.gold_dir), forward.meta.src_lang, forward.meta.tgt_lang)
     hyps: dict[str, list] = {"forward": [], "reverse": []}
     kept = []
     for k, (src, tgt) in enumerate(zip(g.src, g.tgt)):
-        f, r = forward.links(src, tgt, tgt), reverse.links(tgt, src, src)
-        if f is None or r is None:
+        both = both_ways(forward, reverse, src, tgt, tgt)
+        if both is None:
             continue
         kept.append(k)
-        hyps["forward"].append(f)
-        hyps["reverse"].append(flip(r))
+        hyps["forward"].append(both[0])
+        hyps["reverse"].append(both[1])
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
     for method in METHODS:

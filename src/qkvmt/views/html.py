@@ -19,13 +19,15 @@ DECIMALS = 4  # numbers in a page's JSON: enough to read, small enough to keep p
 NOTEBOOK_HEIGHT = 640  # pixels of a result's frame in a notebook; the frame can be resized
 
 
-def page(title: str, body_html: str, data: dict) -> str:
+def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
     """The shared chrome around `body_html` (already escaped HTML) with `data` as inline JSON;
-    data["page"] names what the script draws (report, alignment, inspector)."""
+    data["page"] names what the script draws (report, alignment, inspector, explorer).
+    fetches: the page may ask its own server for JSON (the explorer); a saved page may not."""
     template = resources.files("qkvmt.views").joinpath("report_template.html").read_text(encoding="utf-8")
-    slots = {"title": escape(title), "body": body_html, "data": script_json(data)}
+    slots = {"title": escape(title), "body": body_html, "data": script_json(data),
+             "connect": "'self'" if fetches else "'none'"}
     # One pass, so text inserted into one slot is never scanned for another slot's marker.
-    return re.sub(r"\{\{(title|body|data)\}\}", lambda m: slots[m.group(1)], template)
+    return re.sub(r"\{\{(title|body|data|connect)\}\}", lambda m: slots[m.group(1)], template)
 
 
 def notebook_frame(page_html: str) -> str:

@@ -68,6 +68,18 @@ class HeadInspection(Result):
         """(T_q, T_k): ‖α_ij W_O^h v_j‖, how much key j's value adds to query i (Kobayashi et al. 2020)."""
         return self.weights * self.value_norms[None, :]
 
+    def query(self, row: int) -> dict:
+        """One query's walk through the head (bertviz's neuron view): its vector q, every key k_j
+        and q·k_j, the scaled score (None where masked), the softmax weight α_j, every value v_j,
+        α_j v_j and ‖α_j W_O^h v_j‖, and the output Σ_j α_j v_j."""
+        if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < len(self.query_tokens):
+            raise UserError(f"row={row!r}: this {self.kind} attention has {len(self.query_tokens)} queries "
+                            f"(0..{len(self.query_tokens) - 1})")
+        weights = self.weights[row]
+        return {"row": row, "token": self.query_tokens[row], "q": self.q[row], "k": self.k, "dots": self.k @ self.q[row],
+                "scores": [None if np.isneginf(s) else s for s in self.scores[row].tolist()], "weights": weights,
+                "v": self.v, "weighted": weights[:, None] * self.v, "contributions": self.contributions[row], "output": self.output[row]}
+
     def to_dict(self) -> dict:
         """inspect.json."""
         return {

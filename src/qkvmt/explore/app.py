@@ -1,0 +1,89 @@
+"""The explorer's web server: a Starlette application over a `session.Explorer`, served by uvicorn.
+
+Starlette and uvicorn (the `explore` extra) parse HTTP; this module only routes: GET / is the
+page, POST /api/{sentence,align,inspect} take a JSON object and answer JSON. Every failure is a
+JSON {"error": message} with a 4xx status for the user's mistakes (a UserError, a body that is
+not JSON or too large) or 500 for a fault, logged; either way the server keeps serving.
+"""
+
+import ipaddress
+import json
+import logging
+import socket
+
+from qkvmt.errors import UserError, optional_import
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024  # bytes: far more than any sentence the model's positions hold
+INSTALL = "pip install -e '.[explore]' (starlette and uvicorn)"
+HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+
+
+def create_app(explorer):
+    """The Starlette application: the page and the three JSON endpoints of `explorer`."""
+    optional_import("starlette", INSTALL)  # a clear error when it is missing, before the imports below
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
+
+    def error(message: str, status: int):
+        return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+
+    def endpoint(answer):
+        async def handle(request):
+            raw = await request.body()
+            if len(raw) > MAX_BODY:
+                return error(f"the request is {len(raw):,} bytes; at most {MAX_BODY:,} are read", 413)
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as e:
+                return error(f"the request body is not JSON ({e})", 400)
+            try:  # in a worker thread: a forced pass must not stall the event loop
+                return JSONResponse(await run_in_threadpool(answer, body), headers=HEADERS)
+            except UserError as e:
+                return error(str(e), 400)
+            except Exception:
+                log.exception("the explorer failed on a request")
+                return error("internal error: the server logged it and keeps serving", 500)
+
+        return handle
+
+    async def home(request):
+        return HTMLResponse(explorer.page(), headers=HEADERS)
+
+    return Starlette(routes=[
+        Route("/", home),
+        Route("/api/sentence", endpoint(explorer.sentence), methods=["POST"]),
+        Route("/api/align", endpoint(explorer.align), methods=["POST"]),
+        Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
+    ])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free port, read back from the socket)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one") from None
+    sock.listen(64)
+    return sock
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def server(app):
+    """A uvicorn server of `app`, quiet (no access log, logging left as the command set it up);
+    run it with `.run(sockets=[bind(...)])`, stop it with `.should_exit = True`."""
+    uvicorn = optional_import("uvicorn", INSTALL)
+    return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, log_level="warning"))

@@ -1,0 +1,191 @@
+"""What the explorer's server answers, as plain dicts: the page, one sentence's every view, the
+word links of another policy, and one head's walk for one query. Requests arrive as parsed JSON
+(anything a browser, or an attacker, can send) and every field is checked here: a bad one is a
+UserError whose one-line message the page shows.
+
+The numbers come from the API's own functions on the model's own translation (the subwords
+decoding generated, forced as `Model.attention` forces them), so the page shows what
+`qkvmt.load(...).attention(source)`, `.align(...)` and `.inspect(...)` return.
+"""
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from qkvmt.alignment.directions import Direction, both_ways, check_pair
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.analysis.capture import KINDS
+from qkvmt.api import Model
+from qkvmt.errors import UserError
+from qkvmt.model.inputs import fits
+from qkvmt.text.metrics import sentence_scores
+from qkvmt.text.sources import required_text
+from qkvmt.text.tokenizer import encode
+from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
+from qkvmt.views.inspection import inspect_head
+from qkvmt.views.sentence_alignment import SentenceAlignment
+from qkvmt.views.sentence_attention import SentenceAttention, forced_attention
+
+RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
+
+
+@dataclass
+class Sentence:
+    """One source's translation (the generated subwords) and its forced passes."""
+
+    ids: list[int]
+    attention: SentenceAttention
+    for_alignment: SentenceAttention  # with the checkpoint's full-context layer, if it has one, as Model.align reads
+    heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadInspection
+
+
+class Explorer:
+    """A model (and optionally the reverse direction's, for symmetrized links) answering requests.
+    One request runs at a time: a forced pass hooks the model's modules while it runs."""
+
+    def __init__(self, model: Model, reverse: Model | None = None, method: str = "grow-diag-final-and",
+                 decode: dict | None = None):
+        if method not in METHODS:
+            raise UserError(f"symmetrize={method!r}: use one of {', '.join(METHODS)}")
+        self.model, self.method, self.decode = model, method, dict(decode or {})
+        self.directions = None
+        if reverse is not None:
+            self.directions = Direction(model), Direction(reverse)
+            check_pair(*self.directions, (model.paths[0], reverse.paths[0]))
+        self._lock = threading.Lock()
+        self._recent: OrderedDict[str, Sentence] = OrderedDict()
+
+    def page(self) -> str:
+        """The explorer's page: one page of the shared template, which fetches everything else."""
+        m, c = self.model, self.model.transformer.cfg
+        shown = [("model", repr(m))] + ([("reverse", repr(self.directions[1].model))] if self.directions else [])
+        body = (texts_html(shown)
+                + '<form id="ask"><label>source<br><textarea id="source" rows="2" cols="80" '
+                  f'placeholder="a sentence in {escape(m.meta.src_lang)}"></textarea></label><br>'
+                  f'<label>reference (optional, {escape(m.meta.tgt_lang)})<br><input id="reference" size="80"></label> '
+                  '<button type="submit">Translate</button></form>'
+                  '<p id="error" class="error" role="alert" hidden></p><p id="busy" class="status"></p>'
+                  '<div id="result" hidden><dl id="texts" class="texts"></dl>'
+                  "<h2>Translation</h2><p>Each token shaded by its probability (hover: entropy, alternatives); "
+                  'click one to inspect its query.</p><div id="tokens"></div>'
+                  "<h2>Attention</h2><p>Dots on the cross map: the word links of the policy below. Click a row to "
+                  'inspect that query in the chosen head.</p><div id="viewer"></div>'
+                  '<h2>Word alignment</h2><div id="policy" class="controls"></div><p id="pharaoh" class="mono"></p>'
+                  '<div id="words"></div><div id="both" hidden><h2>Symmetrized with the reverse model</h2>'
+                  '<p id="both-what"></p><div id="both-map"></div></div>'
+                  '<h2>Inspector</h2><div id="inspector"><p>Click a token and choose a head.</p></div></div>')
+        data = {"page": "explorer", "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect"},
+                "policy": m.default_policy.to_dict(), "choices": {
+                    "layer": list(range(c.decoder_layers)), "head": ["mean", *range(c.n_heads)], "rows": list(ROWS),
+                    "direction": list(DIRECTIONS), "signal": list(SIGNALS)}}
+        return page("Attention explorer", body, data, fetches=True)
+
+    def sentence(self, body) -> dict:
+        """Every view of one sentence: texts and scores, tokens, maps of every signal, the word
+        links of the checkpoint's policy (or the one asked for), the symmetrized links."""
+        source, reference = fields(body, "source", "reference")
+        policy = body.get("policy")
+        with self._lock:
+            s = self._sentence(source)
+            a = s.attention
+            scores = None
+            if reference is not None:
+                (own,), signatures = sentence_scores([a.target], [reference])
+                scores = own | {"signatures": signatures}
+            return plain({
+                "source": source, "reference": reference, "translation": a.target, "scores": scores,
+                "token_scores": [t.to_dict() for t in a.token_scores],
+                "source_share": None if a.contributions is None else a.contributions.source_share,
+                "attention": viewer_maps(a.maps(), {name: a.maps(name) for name in a.signals[1:]}),
+                "alignment": self._alignment(s, policy), "symmetrized": self._symmetrized(source, s),
+            })
+
+    def align(self, body) -> dict:
+        """The word links of another policy ({layer, head, rows, direction, signal})."""
+        (source,) = fields(body, "source")
+        with self._lock:
+            return plain(self._alignment(self._sentence(source), body.get("policy")))
+
+    def inspect(self, body) -> dict:
+        """One head's Q, K, V for one query: {kind, layer, head, d_k, the head's whole maps, query}."""
+        (source,) = fields(body, "source")
+        kind, layer, head, row = (body.get(k) for k in ("kind", "layer", "head", "row"))
+        if kind not in KINDS:
+            raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
+        for name, value in (("layer", layer), ("head", head), ("row", row)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UserError(f"{name}={value!r}: give a whole number")
+        with self._lock:
+            s = self._sentence(source)
+            key = kind, layer, head
+            if key not in s.heads:
+                m = self.model
+                s.heads[key] = inspect_head(m.transformer, m.tokenizer, source, s.ids, kind, layer, head)
+            h = s.heads[key]
+            return plain({"kind": h.kind, "layer": h.layer, "head": h.head, "d_k": h.d_k, "query_tokens": h.query_tokens,
+                          "key_tokens": h.key_tokens, "weights": h.weights, "scores": h.scores,
+                          "contributions": h.contributions, "check": h.check, "query": h.query(row)})
+
+    def _sentence(self, source: str) -> Sentence:
+        """The translation and forced passes of `source`, kept for the RECENT latest sources."""
+        if source in self._recent:
+            self._recent.move_to_end(source)
+            return self._recent[source]
+        m = self.model
+        self._check_fits(encode(m.tokenizer, [source])[0], "source")
+        ids = m.forced(source, None, **self.decode)
+        self._check_fits(ids, "translation")
+        attention = forced_attention(m.transformer, m.tokenizer, source, ids)
+        layer = m.meta.full_context_layer
+        for_alignment = attention if layer is None else forced_attention(m.transformer, m.tokenizer, source, ids, layer)
+        self._recent[source] = s = Sentence(ids, attention, for_alignment)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        return s
+
+    def _check_fits(self, ids: list[int], what: str) -> None:
+        n = self.model.transformer.cfg.max_positions
+        if not fits(len(ids), n):
+            raise UserError(f"the {what} has {len(ids)} subwords, but the model reads at most {n - 1} (max_positions={n}, "
+                            "one for </s>): give a shorter sentence; nothing is cut")
+
+    def _alignment(self, s: Sentence, policy) -> dict:
+        if policy is not None and not isinstance(policy, dict):
+            raise UserError("policy: give an object such as {\"layer\": 1, \"head\": \"mean\"}")
+        policy = self.model.policy(policy)
+        a = SentenceAlignment.of(s.for_alignment, policy, self.model.meta.full_context_layer)
+        return {"policy": a.policy, "matrix": a.word_matrix, "links": [list(x) for x in a.links], "pharaoh": a.pharaoh,
+                "src_words": a.src_words, "tgt_words": a.tgt_words,
+                "src_groups": a.src_word_groups, "tgt_groups": a.tgt_word_groups}
+
+    def _symmetrized(self, source: str, s: Sentence) -> dict | None:
+        """Both models' links and their symmetrization, as align.py with reverse_ckpt_path= finds them."""
+        if self.directions is None:
+            return None
+        forward, reverse = self.directions
+        target = s.attention.target
+        both = both_ways(forward, reverse, source, s.ids, target)
+        if both is None:
+            return {"error": "the translation does not fit the reverse model's positions: no symmetrized links"}
+        f, r = both
+        links = symmetrize(f, r, self.method)
+        return {"method": self.method, "src_words": source.split(), "tgt_words": target.split(),
+                "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
+                "forward_links": sorted(f), "reverse_links": sorted(r), "links": sorted(links)}
+
+
+def fields(body, *names: str) -> list[str | None]:
+    """Text fields of a request: the first is required (non-blank), the others optional (blank is absent)."""
+    if not isinstance(body, dict):
+        raise UserError("the request body must be a JSON object, e.g. {\"source\": \"Ein Mann fährt Fahrrad .\"}")
+    out = []
+    for i, name in enumerate(names):
+        value = body.get(name)
+        if value is not None and not isinstance(value, str):
+            raise UserError(f"{name}: give text, not {type(value).__name__}")
+        if i == 0:
+            out.append(required_text(value, name))
+        else:
+            out.append(value if value is not None and value.strip() else None)
+    return out

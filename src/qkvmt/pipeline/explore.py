@@ -1,0 +1,31 @@
+"""explore(cfg): the attention explorer, a local web page over a checkpoint (and optionally the
+reverse direction's, for symmetrized links) until Ctrl-C; qkvmt.explore does the work."""
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from qkvmt.api import Model
+from qkvmt.errors import UserError
+from qkvmt.explore.app import bind, create_app, is_loopback, server
+from qkvmt.explore.session import Explorer
+from qkvmt.pipeline.runs import decode_overrides, load_for_inference
+
+
+def explore(cfg: DictConfig) -> dict:
+    port = cfg.port
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise UserError(f"port={port!r}: give a port number 1..65535, or 0 for any free port")
+    sock = bind(str(cfg.host), port)  # before the slow load: a port in use fails at once
+    model = load_for_inference(cfg)
+    reverse = Model.from_checkpoints([Path(cfg.reverse_ckpt_path)], model.fabric) if cfg.reverse_ckpt_path else None
+    app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)))
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    if not is_loopback(str(cfg.host)):
+        print(f"warning: host={cfg.host} exposes the model to anyone who can reach this machine on port {port}; "
+              "leave host= out to serve this computer alone (127.0.0.1)", file=sys.stderr)
+    print(f"attention explorer of {model!r}{' with its reverse' if reverse else ''} at {url} (Ctrl-C stops it)", flush=True)
+    server(app).run(sockets=[sock])
+    return {"url": url}

@@ -1,0 +1,149 @@
+"""The explorer in headless Chromium, served by uvicorn on a free port: type a sentence, switch
+maps, click a token and a head, and read the numbers the page shows against the API's; hostile,
+empty and too long input shows as text or as an error, and the server keeps serving.
+
+With QKVMT_SCREENSHOTS=<folder>, it also saves a screenshot of each view there."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from qkvmt.explore.app import bind, create_app, server
+from qkvmt.text.metrics import sentence_scores
+from tests.explore.conftest import REFERENCE, SOURCE
+
+MARK = "document.body.setAttribute('data-pwned','{}')"
+HOSTILE = [f"<script>{MARK.format(1)}</script> w3", f'w4 <img src=x onerror="{MARK.format(2)}">', "<script>alert(1)</script>"]
+
+
+@pytest.fixture(scope="module")
+def url(explorer):
+    sock = bind("127.0.0.1", 0)
+    running = server(create_app(explorer))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not running.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    running.should_exit = True
+    thread.join(10)
+
+
+def screenshot(page, name: str) -> None:
+    folder = os.environ.get("QKVMT_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"explorer_{name}.png"), full_page=True)
+
+
+def ask(page, source: str, reference: str = "", outcome: str = "shown") -> None:
+    page.fill("#source", source)
+    page.fill("#reference", reference)
+    page.click("#ask button")  # the handler marks the page busy before the click returns
+    page.wait_for_selector(f"body[data-state={outcome}]", timeout=60_000)
+
+
+def shown(text: str) -> float:
+    return float(text.rsplit(" ", 1)[-1])
+
+
+def test_type_a_sentence_click_a_token_and_a_head_and_read_the_apis_numbers(browser, url, model, explorer):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]))
+    page.goto(url)
+    screenshot(page, "empty")
+    ask(page, SOURCE, REFERENCE)
+    attention = model.attention(SOURCE)
+    texts = page.locator("#texts dd").all_inner_texts()
+    assert texts[:3] == [SOURCE, REFERENCE, attention.target]
+    (own,), _ = sentence_scores([attention.target], [REFERENCE])
+    assert texts[3].startswith(f"BLEU {own['bleu']:.1f} · chrF {own['chrf']:.1f}")
+    tokens = page.locator("#tokens .tok")
+    assert tokens.all_inner_texts() == attention.out_tokens
+    for i, score in enumerate(attention.token_scores):
+        assert tokens.nth(i).get_attribute("title").startswith(f"p {round(score.prob, 4):.3f} · entropy")
+    screenshot(page, "translation")
+
+    # Every kind, layer, head and signal is in the page: switching asks the server nothing.
+    viewer, first = page.locator("#viewer"), page.locator("#viewer table.heatmap td").first
+    for kind, layer, head, signal in (("cross", "1", "2", "weights"), ("cross", "1", "2", "value_norms"),
+                                      ("cross", "0", "3", "alti"), ("encoder", "1", "0", "value_norms"),
+                                      ("decoder", "0", "mean", "weights")):
+        viewer.locator("select.kind").select_option(kind)
+        viewer.locator("select.signal").select_option(signal)
+        viewer.locator("select.layer").select_option(layer)
+        viewer.locator("select.head").select_option(head)
+        m = attention.map(kind, signal)
+        expected = m.layers[int(layer)] if head == "mean" else m.weights[int(layer), int(head)]
+        assert first.get_attribute("title") == f"{m.rows[0]} → {m.cols[0]}: {round(float(expected[0, 0]), 4):.3f}"
+    assert asked == ["", "sentence"]
+
+    # The policy's word links dot the cross map; another policy asks for its links.
+    links = model.align(SOURCE)
+    assert page.locator("#pharaoh").inner_text() == f"Pharaoh: {links.pharaoh}"
+    viewer.locator("select.kind").select_option("cross")
+    dots = {(t, s) for i, j in links.links for t in links.tgt_word_groups[j] for s in links.src_word_groups[i]}
+    assert viewer.locator("td.link").count() == len(dots)
+    other = model.align(SOURCE, policy={"layer": 1, "head": 0, "signal": "value_norms"})
+    page.locator("#policy select.policy-head").select_option("0")
+    page.locator("#policy select.policy-layer").select_option("1")
+    page.locator("#policy select.policy-signal").select_option("value_norms")
+    expect(page.locator("#pharaoh")).to_have_text(f"Pharaoh: {other.pharaoh}")
+    screenshot(page, "maps")
+
+    both = explorer.sentence({"source": SOURCE})["symmetrized"]
+    assert page.locator("#both-map").get_attribute("data-links") == str(len(both["links"]))
+
+    # Click a target token, then a head: that query's walk through the head.
+    row = len(attention.out_tokens) - 1
+    tokens.nth(row).click()
+    viewer.locator("select.signal").select_option("weights")
+    viewer.locator("select.layer").select_option("1")
+    viewer.locator("select.head").select_option("2")
+    page.wait_for_selector(f'#inspector[data-shown="cross 1 2 {row}"]')
+    inspection = model.inspect(SOURCE, kind="cross", layer=1, head=2)
+    keys = page.locator("#inspector table.neuron tr[data-key]")
+    assert keys.count() == len(inspection.key_tokens)
+    dots_qk = inspection.k @ inspection.q[row]
+    for j in range(keys.count()):
+        qk, scaled, weight, added = map(float, keys.nth(j).locator("td.n").all_inner_texts())
+        assert qk == pytest.approx(dots_qk[j], abs=2e-3) and scaled == pytest.approx(inspection.scores[row, j], abs=2e-3)
+        assert weight == pytest.approx(inspection.weights[row, j], abs=2e-3)
+        assert added == pytest.approx(inspection.contributions[row, j], abs=2e-3)
+    q = page.locator("#inspector table.neuron tr").first.locator("i")
+    assert [shown(t) for t in q.evaluate_all("cells => cells.map((c) => c.title)")] == pytest.approx(inspection.q[row], abs=2e-3)
+    out = page.locator("#inspector table.neuron tr.output i").evaluate_all("cells => cells.map((c) => c.title)")
+    assert [shown(t) for t in out] == pytest.approx(inspection.output[row], abs=2e-3)
+    screenshot(page, "inspector")
+
+    # A click on a row of the encoder's map inspects that source token's query.
+    viewer.locator("select.kind").select_option("encoder")
+    viewer.locator("table.heatmap th.row").nth(1).click()
+    page.wait_for_selector('#inspector[data-shown="encoder 1 2 1"]')
+    assert page.evaluate("document.body.getAttribute('data-pwned')") is None
+
+
+def test_hostile_empty_and_too_long_input_shows_as_text_or_an_error(browser, url, model):
+    page = browser.new_page()
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    for text in HOSTILE:
+        ask(page, text, text)
+        assert page.locator("#texts dd").all_inner_texts()[:2] == [text, text]
+    screenshot(page, "hostile")
+    ask(page, "   ", outcome="error")
+    assert page.locator("#error").inner_text().startswith("error: source is empty")
+    n = model.transformer.cfg.max_positions
+    ask(page, " ".join(["w1"] * n), outcome="error")
+    assert f"the source has {n} subwords, but the model reads at most {n - 1}" in page.locator("#error").inner_text()
+    screenshot(page, "error")
+    ask(page, SOURCE)  # the server kept serving
+    assert page.locator("#error").is_hidden() and page.locator("#texts dd").first.inner_text() == SOURCE
+    assert dialogs == [] and page.evaluate("document.body.getAttribute('data-pwned')") is None

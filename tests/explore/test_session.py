@@ -1,0 +1,127 @@
+"""What the explorer's server answers, without a server: the numbers of the Python API for the
+model's own translation, every bad request a one-line UserError, and nothing recomputed when only
+a policy or a head changes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from qkvmt.errors import UserError
+from qkvmt.explore import session
+from qkvmt.pipeline import align
+from qkvmt.text.metrics import sentence_scores
+from tests.conftest import compose_inference
+from tests.explore.conftest import REFERENCE, SOURCE
+
+ATOL = 5e-5  # the page's JSON holds 4 decimals
+
+
+def close(shown, expected):
+    expected = np.asarray(expected, dtype=float)
+    shown = np.asarray([np.nan if x is None else x for x in np.ravel(shown)], dtype=float).reshape(expected.shape)
+    np.testing.assert_allclose(shown, np.where(np.isneginf(expected), np.nan, expected), atol=ATOL)
+
+
+def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(explorer, model):
+    shown = json.loads(json.dumps(explorer.sentence({"source": SOURCE, "reference": REFERENCE})))  # as sent
+    attention = model.attention(SOURCE)
+    assert shown["translation"] == attention.target == model.translate(SOURCE)[0]
+    for kind, viewer in shown["attention"].items():
+        for signal in attention.signals:
+            if signal == "alti" and kind != "cross":
+                assert "alti" not in viewer["signals"]
+                continue
+            expected = attention.map(kind, signal)
+            drawn = viewer if signal == "weights" else viewer["signals"][signal]
+            close(drawn["maps"], expected.weights)
+            close(drawn["layers"], expected.layers)
+        assert (viewer["rows"], viewer["cols"]) == (expected.rows, expected.cols)
+    assert [t["token"] for t in shown["token_scores"]] == attention.out_tokens
+    close([t["prob"] for t in shown["token_scores"]], [t.prob for t in attention.token_scores])
+    close(shown["source_share"], attention.contributions.source_share)
+    (own,), signatures = sentence_scores([attention.target], [REFERENCE])
+    assert shown["scores"]["signatures"] == signatures and own["chrf"] > 0
+    assert {k: shown["scores"][k] for k in own} == pytest.approx(own, abs=ATOL)
+    links = model.align(SOURCE)
+    assert shown["alignment"]["pharaoh"] == links.pharaoh and shown["alignment"]["policy"] == links.policy
+    close(shown["alignment"]["matrix"], links.word_matrix)
+    assert shown["alignment"]["tgt_groups"] == links.tgt_word_groups
+
+
+def test_without_a_reference_there_are_no_scores(explorer):
+    assert explorer.sentence({"source": SOURCE, "reference": "  "})["scores"] is None
+
+
+def test_another_policy_gives_the_apis_links_without_a_new_forced_pass(explorer, model, monkeypatch):
+    explorer.sentence({"source": SOURCE})
+    passes = []
+    monkeypatch.setattr(session, "forced_attention", lambda *a, **k: passes.append(a))
+    monkeypatch.setattr(session, "inspect_head", lambda *a, **k: passes.append(a))
+    for policy in ({"layer": 0, "head": 1}, {"head": "mean", "rows": "reading", "signal": "value_norms"},
+                   {"layer": 1, "head": 3, "direction": "intersection", "signal": "alti"}):
+        shown = explorer.align({"source": SOURCE, "policy": policy})
+        expected = model.align(SOURCE, policy=policy)
+        assert shown["pharaoh"] == expected.pharaoh and shown["policy"] == expected.policy
+        close(shown["matrix"], expected.word_matrix)
+    assert passes == []  # the sentence's forced pass was kept
+
+
+@pytest.mark.parametrize("kind,layer,head", [("cross", 1, 2), ("decoder", 0, 3), ("encoder", -1, 0)])
+def test_a_heads_walk_for_one_query_is_the_apis_inspection(explorer, model, kind, layer, head):
+    expected = model.inspect(SOURCE, kind=kind, layer=layer, head=head)
+    row = 0 if kind == "decoder" else len(expected.query_tokens) - 1  # the decoder's first query sees one key
+    shown = explorer.inspect({"source": SOURCE, "kind": kind, "layer": layer, "head": head, "row": row})
+    q = shown["query"]
+    assert (shown["layer"], shown["head"], q["token"]) == (expected.layer, expected.head, expected.query_tokens[row])
+    assert shown["key_tokens"] == expected.key_tokens
+    for name, value in (("q", expected.q[row]), ("k", expected.k), ("v", expected.v), ("weights", expected.weights[row]),
+                        ("scores", expected.scores[row]), ("output", expected.output[row]),
+                        ("contributions", expected.contributions[row])):
+        close(q[name], value)
+    close(q["dots"], expected.k @ expected.q[row])
+    close(shown["weights"], expected.weights)
+    # the walk adds up: the scaled q·k are the scores, and the weighted values sum to the output
+    seen = [j for j, score in enumerate(q["scores"]) if score is not None]
+    assert len(seen) == (1 if kind == "decoder" else len(shown["key_tokens"]))  # None: a masked (future) key
+    close(np.asarray(q["dots"])[seen] / np.sqrt(shown["d_k"]), [q["scores"][j] for j in seen])
+    np.testing.assert_allclose(np.sum(q["weighted"], axis=0), q["output"], atol=1e-3)
+
+
+def test_symmetrized_links_are_align_pys_with_the_reverse_model(explorer, trained_run, reverse_run, tmp_path):
+    shown = explorer.sentence({"source": SOURCE})["symmetrized"]
+    ckpts = [f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+             f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}"]
+    align(compose_inference("align", *ckpts, f"sentence='{SOURCE}'", f"output_dir={tmp_path}"))
+    written = json.loads((tmp_path / "alignment.json").read_text())
+    for key in ("forward_links", "reverse_links", "links", "src_words", "tgt_words", "policies"):
+        assert json.loads(json.dumps(shown[key])) == written[key], key
+    assert shown["method"] == written["symmetrize"]
+
+
+@pytest.mark.parametrize("call,body,message", [
+    ("sentence", [SOURCE], "must be a JSON object"),
+    ("sentence", {}, "no source given"),
+    ("sentence", {"source": " \n "}, "source is empty"),
+    ("sentence", {"source": 7}, "source: give text, not int"),
+    ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
+    ("align", {"source": SOURCE, "policy": {"layer": 9}}, r"alignment.layer=9: the decoder has 2 layers"),
+    ("align", {"source": SOURCE, "policy": "best"}, "policy: give an object"),
+    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
+    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": 4, "row": 0}, r"head=4: layers have 4 heads \(0..3\)"),
+    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 2, "head": 0, "row": 0}, r"layer=2: the cross has 2 layers"),
+    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": True, "row": 0}, "head=True: give a whole number"),
+    ("inspect", {"source": SOURCE, "kind": "self", "layer": 0, "head": 0, "row": 0}, "kind='self': use one of"),
+    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": 0, "row": 99}, r"row=99: this cross attention has \d+ queries"),
+])
+def test_bad_requests_are_one_line_user_errors(explorer, call, body, message):
+    with pytest.raises(UserError, match=message) as e:
+        getattr(explorer, call)(body)
+    assert "\n" not in str(e.value)
+
+
+def test_text_beyond_the_models_positions_is_refused_not_cut(explorer, model):
+    n = model.transformer.cfg.max_positions
+    with pytest.raises(UserError, match=rf"the source has {n} subwords, but the model reads at most {n - 1} .*nothing is cut"):
+        explorer.sentence({"source": " ".join(["w1"] * n)})
+    assert explorer.sentence({"source": " ".join(["w1"] * (n - 1))})["translation"] is not None  # the longest that fits
