@@ -1,8 +1,9 @@
 """The one way qkvmt writes HTML: every page (report.html, alignment.html, inspect.html, and what
 a result shows in a notebook) is `page(title, body, data)` around one template.
 
-The template (`report_template.html`) holds the CSS and one JavaScript renderer for heatmaps,
-attention viewers, word alignments and curves. Model output is untrusted text (a translation
+The template (`report_template.html`) holds the CSS and the chrome; `scripts/*.js` (SCRIPTS),
+joined into its one script, are the one JavaScript renderer for heatmaps, attention viewers, word
+alignments, curves, the inspector and the explorer. Model output is untrusted text (a translation
 can contain anything), so every string Python writes into HTML goes through `escape`, and the
 arrays and tokens the script draws travel in a JSON block whose "<", ">" and "&" are
 \\u-escaped, so no "</script>" can end it early; the script builds the DOM with textContent only.
@@ -15,6 +16,11 @@ from importlib import resources
 
 import numpy as np
 
+# The template's one script, in this order: the files are parts of one closure, and each uses
+# what the ones before it define (draw.js: colours, heatmaps, viewers, alignments, curves, the
+# inspector's maps; explorer.js: the explorer page; pages.js: what each page draws, chosen by
+# data["page"]).
+SCRIPTS = ("draw.js", "explorer.js", "pages.js")
 DECIMALS = 4  # numbers in a page's JSON: enough to read, small enough to keep pages light
 NOTEBOOK_HEIGHT = 640  # pixels of a result's frame in a notebook; the frame can be resized
 
@@ -23,11 +29,13 @@ def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
     """The shared chrome around `body_html` (already escaped HTML) with `data` as inline JSON;
     data["page"] names what the script draws (report, alignment, inspector, explorer).
     fetches: the page may ask its own server for JSON (the explorer); a saved page may not."""
-    template = resources.files("qkvmt.views").joinpath("report_template.html").read_text(encoding="utf-8")
-    slots = {"title": escape(title), "body": body_html, "data": script_json(data),
+    views = resources.files("qkvmt.views")
+    template = views.joinpath("report_template.html").read_text(encoding="utf-8")
+    script = "".join(views.joinpath("scripts", name).read_text(encoding="utf-8") for name in SCRIPTS)
+    slots = {"title": escape(title), "body": body_html, "data": script_json(data), "script": script,
              "connect": "'self'" if fetches else "'none'"}
     # One pass, so text inserted into one slot is never scanned for another slot's marker.
-    return re.sub(r"\{\{(title|body|data|connect)\}\}", lambda m: slots[m.group(1)], template)
+    return re.sub(r"\{\{(title|body|data|connect|script)\}\}", lambda m: slots[m.group(1)], template)
 
 
 def notebook_frame(page_html: str) -> str:

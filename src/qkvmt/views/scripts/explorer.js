@@ -1,0 +1,126 @@
+  // The explorer (scripts/explore.py): the page asks its server (DATA.api) for one sentence's
+  // every view, then draws them with the functions above; heads and signals switch in the page,
+  // and only a new policy or a (query, head) asks again. Errors come back as {error} and show.
+  function explorer() {
+    const $ = (id) => document.getElementById(id);
+    const side = (kind) => (kind === "encoder" ? "src" : "tgt");
+    let asked = 0, s = null;  // s: the sentence shown and what is chosen in it
+    const state = (m) => document.body.setAttribute("data-state", m);
+    async function call(path, body) {
+      const response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      let data;
+      try { data = await response.json(); } catch (e) { throw new Error("the server answered " + response.status + " without JSON"); }
+      if (!response.ok) throw new Error(data.error || "the server answered " + response.status);
+      return data;
+    }
+    function fail(e) {
+      $("error").textContent = "error: " + e.message;
+      $("error").hidden = false;
+      $("busy").textContent = "";
+      state("error");
+    }
+    function marks(kind) {  // the policy's word links over the subword cross map
+      if (kind !== "cross") return null;
+      const a = s.r.alignment, cells = new Set();
+      a.links.forEach(([i, j]) => a.tgt_groups[j].forEach((t) => a.src_groups[i].forEach((c) => cells.add(t + "," + c))));
+      return cells;
+    }
+    function pick(where, row) {
+      s.rows[where] = row;
+      document.querySelectorAll("#tokens .tok").forEach((t) => t.classList.toggle("picked", where === "tgt" && +t.dataset.row === row));
+      inspect();
+    }
+    async function inspect() {
+      const host = $("inspector"), shown = s.shown, row = s.rows[side(shown.kind)];
+      if (row === null) return;
+      if (shown.head === "mean") {
+        host.replaceChildren(el("p", {}, "Choose one head (not the layer as a whole) to see its queries, keys and values."));
+        return;
+      }
+      const body = { source: s.r.source, kind: shown.kind, layer: shown.layer, head: +shown.head, row: row };
+      const key = JSON.stringify(body), mine = s;
+      s.want = key;
+      if (!s.heads.has(key)) {
+        $("busy").textContent = "inspecting…";
+        try { s.heads.set(key, await call(DATA.api.inspect, body)); } catch (e) { if (mine === s) fail(e); return; }
+        $("busy").textContent = "";
+      }
+      if (mine !== s || s.want !== key) return;  // another sentence, query or head was chosen meanwhile
+      const h = s.heads.get(key), weights = el("div", { class: "weights" }), added = el("div", { class: "added" });
+      const neuron = el("div", { class: "query" });
+      host.replaceChildren(el("p", {}, LABELS[h.kind] + " attention, layer " + h.layer + ", head " + h.head + ", d_k " + h.d_k +
+                                        "; query " + h.query.row + ": " + h.query.token), neuron,
+                           el("h3", {}, "The whole head: weights"), weights, el("h3", {}, "What each key adds: ‖α·W_O v‖"), added);
+      drawQuery(neuron, h);
+      drawHeadMaps(weights, added, h, (r) => pick(side(h.kind), r));
+      host.setAttribute("data-shown", [h.kind, h.layer, h.head, h.query.row].join(" "));
+      state("shown");
+    }
+    function drawPolicy() {
+      const a = s.r.alignment;
+      $("pharaoh").textContent = "Pharaoh: " + a.pharaoh;
+      drawAlignment($("words"), a);
+      s.viewer.draw();
+    }
+    function policyControls(policy) {  // the links of the latest choice win, whatever order answers come in
+      let latest = 0;
+      const want = Object.assign({}, policy);
+      $("policy").replaceChildren(...Object.entries(DATA.choices).map(([name, values]) => {
+        const sel = select("policy-" + name, values.map((v) => [v, name + " " + v]), policy[name]);
+        sel.onchange = async () => {
+          want[name] = values.find((v) => String(v) === sel.value);
+          const mine = s, asking = ++latest;
+          try {
+            const a = await call(DATA.api.align, { source: mine.r.source, policy: want });
+            if (mine === s && asking === latest) { s.r.alignment = a; drawPolicy(); }
+          } catch (e) { if (mine === s && asking === latest) fail(e); }
+        };
+        return sel;
+      }));
+    }
+    function drawBoth(b) {
+      $("both").hidden = !b;
+      if (!b) return;
+      if (b.error) { $("both-what").textContent = b.error; $("both-map").replaceChildren(); return; }
+      const has = (links) => new Set(links.map(([i, j]) => i + "," + j)), f = has(b.forward_links), r = has(b.reverse_links);
+      $("both-what").textContent = b.method + " of this model's links (forward) and the reverse model's: a cell is 1 where " +
+        "both link the words, 0.5 where one does; a dot marks a symmetrized link.";
+      const matrix = b.tgt_words.map((_, j) => b.src_words.map((_, i) => (f.has(i + "," + j) + r.has(i + "," + j)) / 2));
+      drawAlignment($("both-map"), { matrix: matrix, links: b.links, src_words: b.src_words, tgt_words: b.tgt_words });
+    }
+    function show(r) {
+      s = { r: r, rows: { src: null, tgt: null }, heads: new Map(), shown: null, want: null };
+      const texts = [["source", r.source]].concat(r.reference === null ? [] : [["reference", r.reference]], [["translation", r.translation]]);
+      if (r.scores) texts.push(["sentence scores", "BLEU " + r.scores.bleu.toFixed(1) + " · chrF " + r.scores.chrf.toFixed(1) +
+                                "  (" + r.scores.signatures.sentence_bleu + "; " + r.scores.signatures.sentence_chrf + ")"]);
+      $("texts").replaceChildren(...texts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+      drawTokens($("tokens"), r.token_scores, r.source_share, (t) => pick("tgt", t));
+      $("inspector").replaceChildren(el("p", {}, "Click a token and choose a head."));
+      $("inspector").removeAttribute("data-shown");
+      const p = r.alignment.policy;
+      s.viewer = attentionViewer($("viewer"), r.attention, { layer: p.layer, head: p.head, signal: p.signal }, {
+        marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; inspect(); } });
+      policyControls(p);
+      drawPolicy();
+      drawBoth(r.symmetrized);
+      $("result").hidden = false;
+    }
+    $("ask").onsubmit = async (ev) => {
+      ev.preventDefault();
+      const mine = ++asked;
+      $("error").hidden = true;
+      $("busy").textContent = "translating…";
+      state("busy");
+      try {
+        const r = await call(DATA.api.sentence, { source: $("source").value, reference: $("reference").value });
+        if (mine !== asked) return;
+        $("busy").textContent = "";
+        show(r);
+        state("shown");
+      } catch (e) {
+        if (mine === asked) fail(e);
+      }
+    };
+    state("ready");
+  }
+
