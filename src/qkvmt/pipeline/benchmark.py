@@ -12,9 +12,7 @@ import datetime
 import importlib.metadata
 import logging
 import platform
-import statistics
 import tempfile
-import time
 from itertools import islice
 from pathlib import Path
 
@@ -24,11 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.analysis.alti import alti_plus
-from qkvmt.analysis.capture import forced_pass
+from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.memory import recipe_memory
+from qkvmt.bench.table import table
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
@@ -36,7 +34,6 @@ from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import keep_freed_host_memory
-from qkvmt.views.sentence_attention import forced_attention, pair_ids
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
 from qkvmt.decoding.lines import encode_sources
@@ -110,7 +107,7 @@ def benchmark(cfg: DictConfig) -> dict:
     log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info("stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs", cfg.analysis.sentences)
-    result["analysis"] = _analysis(eval_models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
+    result["analysis"] = analysis_timings(eval_models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
     log.info("stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
     result["scaling"] = {
         "decode": scaling,
@@ -218,25 +215,6 @@ def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) 
     return out
 
 
-def _analysis(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int) -> dict | None:
-    """Median ms per sentence of a forced pass with every analysis (what align.py, evaluate.py and
-    the API run per sentence), and of ALTI+ alone, over the first n validation pairs."""
-    if ours is None or not n:
-        return None
-    model, whole, alti = ours.model, [], []
-    device = next(model.parameters()).device
-    for src, ref in list(zip(*pairs))[:n]:
-        t0 = time.perf_counter()
-        forced_attention(model, tokenizer, src, ref)
-        whole.append(time.perf_counter() - t0)
-        x = build_inputs(*([i] for i in pair_ids(tokenizer, src, ref)), model.cfg.specials, model.cfg.max_positions)
-        _, att, inputs = forced_pass(model, x.src.to(device), x.tgt_in.to(device))
-        t0 = time.perf_counter()
-        alti_plus(model, att, inputs)
-        alti.append(time.perf_counter() - t0)
-    return {"sentences": len(whole), "forced_pass_ms": 1000 * statistics.median(whole), "alti_ms": 1000 * statistics.median(alti)}
-
-
 def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
     """ms per generated token (per sentence) at each forced output length, cached and uncached."""
     if ours is None:
@@ -253,61 +231,6 @@ def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
                 row[f"{name}_ms_per_token"] = 1000 * seconds / (length * src.size(0))
         rows.append(row)
     return rows
-
-
-def table(r: dict) -> str:
-    t, d = r["train"], r["decode"]
-    lines = [
-        f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · compile={r['compile']['train']} · {r['date']}",
-        f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
-        f"{'beam sent/s':>13}",
-    ]
-    for name in ("ours", "ours_align", "torch", "hf"):
-        if name == "ours_align" and name not in t["systems"]:
-            continue  # only when asked for
-        row = t["systems"].get(name)
-        sent = d.get(f"{name}_sent_s")  # nn.Transformer has no decoding row
-        if row is None:
-            lines.append(f"{name:<10}{'missing: ' + t.get('hf_missing', 'not run'):>50}")
-            continue
-        mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "-"
-        lines.append(
-            f"{name:<10}{r['params'][name]:>11,}{row['tgt_tok_s']:>17,.0f}{row['tok_s']:>15,.0f}"
-            f"{row['step_ms']:>9.1f}{mfu:>7}{_fmt(sent):>13}"
-        )
-    if "ours_align_vs_ours" in t:
-        lines.append(f"train ours_align/ours {_fmt(t['ours_align_vs_ours'], 3)}")
-    lines.append(f"{'uncached':<10}{'':>59}{_fmt(d['uncached_sent_s']):>13}")
-    for key in d:
-        if key.startswith("ct2_") and key.endswith("_sent_s"):
-            kind = key[len("ct2_") : -len("_sent_s")]
-            lines.append(f"{'ct2 ' + kind:<14}{'':>55}{_fmt(d[key]):>13}   ours/ct2 {_fmt(d['ours_vs_ct2_' + kind], 2)}")
-    lines.append(f"train ours/torch {_fmt(t['ours_vs_torch'], 2)}  ours/hf {_fmt(t['ours_vs_hf'], 2)}   "
-                 f"decode ours/hf {_fmt(d['ours_vs_hf'], 2)}  cached/uncached {_fmt(d['ours_vs_uncached'], 2)}")
-    for row in r["scaling"]["decode"]:
-        lines.append(f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
-                     + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else ""))
-    for row in r["scaling"]["tokenize"]:
-        if "error" in row:
-            lines.append(f"  tokenize {row['pairs']:,} pairs: {row['error']}")
-        else:
-            lines.append(f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
-                         f"ids on disk {row['cache_mb']:.0f} MB")
-    a = r.get("analysis")
-    if a:
-        lines.append(f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
-                     f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms")
-    m = r.get("memory")
-    if m and "error" in m:
-        lines.append(f"  host memory of {m['experiment']}: {m['error']}")
-    elif m:
-        lines.append(f"  host memory of {m['experiment']} ({m['precision']}, {m['threads']} thread(s), {m['steps']} steps): "
-                     f"peak RSS {m['peak_rss_mb']:,.0f} MB, growth {_fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps")
-    return "\n".join(lines)
-
-
-def _fmt(x, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
 
 
 def _ratio(a, b):

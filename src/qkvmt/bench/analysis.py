@@ -1,0 +1,30 @@
+"""How long the analyses of one sentence take (stage 4 of scripts/benchmark.py): a forced pass
+with value norms, token scores and ALTI+, as align.py, evaluate.py and the API run it per
+sentence, and ALTI+ alone."""
+
+import statistics
+import time
+
+from qkvmt.analysis.alti import alti_plus
+from qkvmt.analysis.capture import forced_pass
+from qkvmt.model.inputs import build_inputs
+from qkvmt.views.sentence_attention import forced_attention, pair_ids
+
+
+def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int) -> dict | None:
+    """Median ms per sentence of a forced pass with every analysis (what align.py, evaluate.py and
+    the API run per sentence), and of ALTI+ alone, over the first n validation pairs."""
+    if ours is None or not n:
+        return None
+    model, whole, alti = ours.model, [], []
+    device = next(model.parameters()).device
+    for src, ref in list(zip(*pairs))[:n]:
+        t0 = time.perf_counter()
+        forced_attention(model, tokenizer, src, ref)
+        whole.append(time.perf_counter() - t0)
+        x = build_inputs(*([i] for i in pair_ids(tokenizer, src, ref)), model.cfg.specials, model.cfg.max_positions)
+        _, att, inputs = forced_pass(model, x.src.to(device), x.tgt_in.to(device))
+        t0 = time.perf_counter()
+        alti_plus(model, att, inputs)
+        alti.append(time.perf_counter() - t0)
+    return {"sentences": len(whole), "forced_pass_ms": 1000 * statistics.median(whole), "alti_ms": 1000 * statistics.median(alti)}
