@@ -6,6 +6,7 @@ A result names its files and how to write each (`files()`); `save(folder)` write
 complete: its files are written into a hidden folder beside it and moved into place.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,14 +15,14 @@ from qkvmt.files import StagedFolder
 from qkvmt.views.html import notebook_frame
 
 
-class Result:
+class Result(ABC):
+    @abstractmethod
     def html(self) -> str:
         """The whole page, as the command writes it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def files(self) -> dict[str, Callable[[Path], None]]:
         """{file name: a function that writes it to the given path}."""
-        raise NotImplementedError
 
     def _repr_html_(self) -> str:
         return notebook_frame(self.html())
