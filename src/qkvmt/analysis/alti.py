@@ -34,8 +34,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.capture import LayerInputs, attention_modules
-from qkvmt.analysis.value_norms import layer_vectors, transformed_values
+from qkvmt.analysis.capture import LayerInputs
+from qkvmt.analysis.value_norms import every_transformed_value, layer_vectors
 from qkvmt.model.transformer import AttentionWeights, Transformer
 
 
@@ -74,29 +74,33 @@ def block_contributions(seen: LayerInputs, vectors: Tensor, self_attention: bool
 
 
 @torch.no_grad()
-def alti_plus(model: Transformer, att: AttentionWeights, inputs: dict[str, list[LayerInputs]]) -> Contributions:
-    """ALTI+ from a forced pass's weights and the inputs of its layers (qkvmt.analysis.capture)."""
+def alti_plus(model: Transformer, att: AttentionWeights, inputs: dict[str, list[LayerInputs]],
+              values: dict[str, list[Tensor]] | None = None) -> Contributions:
+    """ALTI+ from a forced pass's weights and the inputs of its layers (qkvmt.analysis.capture).
+    values: each layer's transformed values (B, H, T_k, D) by kind, where the caller has them
+    already (value_norms.every_transformed_value); computed here otherwise."""
+    values = values or every_transformed_value(model, inputs)
 
-    def vectors(kind: str, layer: int) -> tuple[Tensor, Tensor]:
-        module, seen = attention_modules(model, kind)[layer], inputs[kind][layer]
-        values = transformed_values(module, seen.x, seen.y)  # (B, H, T_k, D)
-        weights = getattr(att, kind)[layer].float()
-        return layer_vectors(weights, values), torch.einsum("bhqk,bhko->bhqko", weights, values)
+    def weights(kind: str, layer: int) -> Tensor:
+        return getattr(att, kind)[layer].float()
+
+    def whole(kind: str, layer: int) -> Tensor:  # (B, T_q, T_k, D): the layer's summed vectors
+        return layer_vectors(weights(kind, layer), values[kind][layer])
 
     r_enc = None
     for layer in range(len(model.encoder_layers)):
-        c = block_contributions(inputs["encoder"][layer], vectors("encoder", layer)[0], self_attention=True)[0]
+        c = block_contributions(inputs["encoder"][layer], whole("encoder", layer), self_attention=True)[0]
         r_enc = c if r_enc is None else c @ r_enc
     t = inputs["decoder"][0].x.size(1)
     r_src = r_enc.new_zeros(t, r_enc.size(0))
     r_tgt = torch.eye(t, device=r_enc.device)
     sources, targets, heads = [], [], []
     for layer in range(len(model.decoder_layers)):
-        c_self = block_contributions(inputs["decoder"][layer], vectors("decoder", layer)[0], self_attention=True)[0]
+        c_self = block_contributions(inputs["decoder"][layer], whole("decoder", layer), self_attention=True)[0]
         r_src, r_tgt = c_self @ r_src, c_self @ r_tgt
         seen = inputs["cross"][layer]
-        whole, per_head = vectors("cross", layer)
-        c = block_contributions(seen, whole, self_attention=False)[0]  # (T, S + 1)
+        per_head = torch.einsum("bhqk,bhko->bhqko", weights("cross", layer), values["cross"][layer])
+        c = block_contributions(seen, whole("cross", layer), self_attention=False)[0]  # (T, S + 1)
         c_src, c_res = c[:, :-1], c[:, -1:]
         r_src, r_tgt = c_res * r_src + c_src @ r_enc, c_res * r_tgt
         own = torch.stack([block_contributions(seen, per_head[:, h], self_attention=False)[0, :, :-1]

@@ -4,7 +4,6 @@ a forced pass over the translation (row t predicts tgt_out[t] = y_1 .. y_m </s>)
 
 from dataclasses import dataclass
 
-import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 

@@ -161,7 +161,7 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
     hyps = {key: [] for key in keys}
     kept, skipped = [], 0
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
-        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer)
+        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer, analyses=signals != ("weights",))
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
         if groups is None:
             skipped += 1  # longer than the model's positions: cut, so words no longer line up

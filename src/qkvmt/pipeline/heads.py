@@ -10,7 +10,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
+from qkvmt.alignment.directions import Direction
+from qkvmt.alignment.links import alignment_scores, read_gold
 from qkvmt.analysis.capture import KINDS
 from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.api import Model
@@ -75,12 +76,11 @@ def heads(cfg: DictConfig) -> dict:
 
 def gold_aer(model: Model, gold) -> float:
     """AER of the model's default alignment policy on the gold pairs that fit its positions."""
-    policy, hyps, sure, possible = model.default_policy, [], [], []
+    direction, hyps, sure, possible = Direction(model, model.default_policy), [], [], []
     for src, tgt, s, p in zip(gold.src, gold.tgt, gold.sure, gold.possible):
-        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, model.meta.full_context_layer)
-        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
-        if groups is not None:
-            hyps.append(policy.links(sa.map("cross", policy.signal), groups[1], groups[0]))
+        links = direction.links(src, tgt, tgt)
+        if links is not None:
+            hyps.append(links)
             sure.append(s)
             possible.append(p)
     return alignment_scores(hyps, sure, possible)["aer"]
@@ -92,7 +92,7 @@ def head_profiles(model: Model, src: list[str], refs: list[str]) -> dict:
     for s, r in zip(src, refs):
         if not (s.strip() and r.strip()):
             continue
-        sa = forced_attention(model.transformer, model.tokenizer, s, r)
+        sa = forced_attention(model.transformer, model.tokenizer, s, r, analyses=False)  # weights are all a profile reads
         for kind in KINDS:
             m = sa.map(kind)
             keys[kind].append(m.cols)

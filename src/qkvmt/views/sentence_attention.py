@@ -21,9 +21,9 @@ from tokenizers import Tokenizer
 
 from qkvmt.alignment.links import group_words, word_groups
 from qkvmt.analysis.alti import Contributions, alti_plus
-from qkvmt.analysis.capture import KINDS, attention_modules, forced_pass
+from qkvmt.analysis.capture import KINDS, forced_pass
 from qkvmt.analysis.token_scores import TokenScore, score_tokens
-from qkvmt.analysis.value_norms import transformed_values, value_norms
+from qkvmt.analysis.value_norms import every_transformed_value, value_norms
 from qkvmt.files import atomic_write, write_text
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
@@ -172,13 +172,16 @@ def token_names(tokenizer: Tokenizer, ids) -> list[str]:
 
 @torch.no_grad()
 def forced_attention(
-    model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int], full_context_layer: int | None = None
+    model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int], full_context_layer: int | None = None,
+    analyses: bool = True,
 ) -> SentenceAttention:
     """Weights of one (source, target) pair, cut to the model's positions, with their value norms,
     each target token's scores and the ALTI+ contributions.
     full_context_layer: that decoder layer's cross-attention (and its value norms) comes from a
     pass without the causal mask instead, as a head supervised with full context was trained to
-    be read; the contributions stay those of the pass that predicts."""
+    be read; the contributions stay those of the pass that predicts.
+    analyses=False: the weights and token scores only (no value norms, no ALTI+), for callers
+    that read weights over many pairs."""
     c = model.cfg
     device = next(model.parameters()).device
     ids = pair_ids(tokenizer, source, target)
@@ -191,7 +194,8 @@ def forced_attention(
     x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
     src_t, tgt_t = x.src.to(device), x.tgt_in.to(device)
     logits, att, inputs = forced_pass(model, src_t, tgt_t)
-    contributions = alti_plus(model, att, inputs)  # of the pass that predicts: before any full-context weights
+    values = every_transformed_value(model, inputs) if analyses else None
+    contributions = alti_plus(model, att, inputs, values) if analyses else None  # of the pass that predicts: before any full-context weights
     if full_context_layer is not None:
         memory, src_mask, _ = model.encode(src_t)
         att.cross[full_context_layer] = model.full_context_cross(tgt_t, memory, src_mask, full_context_layer)
@@ -199,8 +203,11 @@ def forced_attention(
     def stack(ws):  # per-layer (1, H, Tq, Tk), or (1, Tq, Tk) -> (L, H, Tq, Tk), or (L, Tq, Tk)
         return torch.stack([w[0] for w in ws]).float().cpu().numpy()
 
-    norms = {kind: [value_norms(w, transformed_values(m, i.x, i.y)) for m, i, w in
-                    zip(attention_modules(model, kind), inputs[kind], getattr(att, kind))] for kind in KINDS}
+    per_head, per_layer = None, None
+    if analyses:  # from the weights as read, full-context layer included
+        norms = {kind: [value_norms(w, v) for v, w in zip(values[kind], getattr(att, kind))] for kind in KINDS}
+        per_head = {kind: stack([head for head, _ in norms[kind]]) for kind in KINDS}
+        per_layer = {kind: stack([layer for _, layer in norms[kind]]) for kind in KINDS}
 
     return SentenceAttention(
         source=source,
@@ -214,6 +221,6 @@ def forced_attention(
         cross=stack(att.cross),
         token_scores=score_tokens(logits[0], x.tgt_out[0].to(logits.device), tokenizer),
         contributions=contributions,
-        value_norms={kind: stack([head for head, _ in norms[kind]]) for kind in KINDS},
-        value_norms_layer={kind: stack([layer for _, layer in norms[kind]]) for kind in KINDS},
+        value_norms=per_head,
+        value_norms_layer=per_layer,
     )
