@@ -1,6 +1,7 @@
 """Word alignment from attention, and AER against gold alignments; answers worked out by hand."""
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -228,8 +229,35 @@ def test_read_gold_missing_folder_and_file(tmp_path):
         read_gold(tmp_path / "nowhere")
     root = write_gold(tmp_path / "g", DE, EN, TALP)
     (root / "en").unlink()
-    with pytest.raises(UserError, match=r"lacks en: a gold alignment folder holds de, en and alignment\.talp"):
+    with pytest.raises(UserError, match=r"lacks en: a gold folder for the checkpoint's pair de->en .* \(it has: alignment\.talp, de\)"):
         read_gold(root)
+
+
+FR = ["La maison est petite .", "Nous ne croyons pas ."]
+FR_EN = ["1-1 2-2 3-3 4-4 5-5", "1-1 2-3 3-4 3p3 4-4 5-5"]  # first index: French
+
+
+@pytest.mark.parametrize("first", ["fr", "en"])
+def test_a_gold_set_of_another_pair_reads_with_either_side_first(tmp_path, first):
+    """gold_first names the side the first index counts: the same links, written either way
+    round, come back as (source word, target word) of an fr->en checkpoint."""
+    talp = FR_EN if first == "fr" else [" ".join(f"{j}{sep}{i}" for i, sep, j in (re.fullmatch(r"(\d+)([-p])(\d+)", item).groups()
+                                                                                   for item in line.split())) for line in FR_EN]
+    root = tmp_path / "g"
+    for name, lines in (("fr", FR), ("en", EN), ("alignment.talp", talp)):
+        root.mkdir(exist_ok=True)
+        (root / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    gold = read_gold(root, src_lang="fr", tgt_lang="en", talp_first=first)
+    assert gold.src == FR and gold.tgt == EN
+    assert gold.sure[1] == {(0, 0), (1, 2), (2, 3), (3, 3), (4, 4)} and gold.possible[1] == gold.sure[1] | {(2, 2)}
+
+
+def test_a_gold_set_that_does_not_fit_the_pair_names_the_setting_and_the_files(tmp_path):
+    root = write_gold(tmp_path / "g", DE, EN, TALP)
+    with pytest.raises(UserError, match=r"gold_first='de' is not a language of the checkpoint's pair fr->en: set gold_first=fr or gold_first=en"):
+        read_gold(root, src_lang="fr", tgt_lang="en")  # gold_first left at RWTH's de
+    with pytest.raises(UserError, match=r"lacks fr: .*\(it has: alignment\.talp, de, en\); a gold set of another pair"):
+        read_gold(root, src_lang="fr", tgt_lang="en", talp_first="en")
 
 
 def test_read_gold_line_count_mismatch_names_all_counts(tmp_path):
@@ -257,11 +285,6 @@ def test_read_gold_index_out_of_range_names_index_and_word_counts(tmp_path):
     root = write_gold(tmp_path / "g", DE, EN, ["1-1 2-6", TALP[1]])
     with pytest.raises(UserError, match=r"alignment\.talp, line 1: link 2-6 .* 5 de words and 5 en words"):
         read_gold(root)
-
-
-def test_read_gold_rejects_languages_without_the_talp_first(tmp_path):
-    with pytest.raises(UserError, match="first language"):
-        read_gold(write_gold(tmp_path / "g", DE, EN, TALP), src_lang="en", tgt_lang="fr")
 
 
 @pytest.mark.skipif(not RWTH, reason="real RWTH alignments not configured: set QKVMT_RWTH (.ci/run does)")

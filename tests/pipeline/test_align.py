@@ -235,3 +235,22 @@ def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_align
     policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
     assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source", "signal": "weights"}
     assert policies["forward"]["direction"] == "target_to_source"
+
+
+def test_gold_first_reads_a_gold_set_written_either_way_round(reverse_run, tmp_path):
+    """The same gold links, written German-first (RWTH's way, the default) and English-first
+    with gold_first=en, score an en->de checkpoint alike."""
+    pairs = [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3p1"), (["w4", "w5"], ["t5", "t4"], "1-2 2-1")]
+    german_first = write_gold(tmp_path / "de_first", pairs)
+    english_first = write_gold(tmp_path / "en_first", [(d, e, " ".join(f"{j}{sep}{i}" for i, sep, j in (
+        (item[0], item[1], item[2:]) for item in talp.split()))) for d, e, talp in pairs])
+    assert (english_first / "alignment.talp").read_text().split("\n")[0] == "3-1 2-2 1p3"
+    ckpt = reverse_run["run"] / "checkpoints" / "last.ckpt"
+    scored = []
+    for name, gold, extra in (("a", german_first, ()), ("b", english_first, ("gold_first=en",))):
+        align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / name}", *extra))
+        scored.append(json.loads((tmp_path / name / "aer.json").read_text()))
+    assert scored[0]["layers"] == scored[1]["layers"] and scored[0]["direction_of_pair"] == "en->de"
+    with pytest.raises(UserError, match="gold_first='fr' is not a language of the checkpoint's pair en->de"):
+        align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={english_first}", "gold_first=fr",
+                                f"output_dir={tmp_path / 'c'}"))

@@ -22,8 +22,8 @@ with S ⊆ P, and for hypothesis links A, summed over the corpus,
 
 Gold data in the TALP layout (e.g. the RWTH German-English set) is a folder with one
 tokenized sentence per line in files named by language (`de`, `en`) and `alignment.talp`,
-whose lines hold 1-based items "i-j" (sure) or "ipj" (possible), i indexing the words of the
-first language of the pair (German).
+whose lines hold 1-based items "i-j" (sure) or "ipj" (possible), i indexing the words of one
+language of the pair, which the caller names (German for RWTH; the scripts' `gold_first`).
 """
 
 import re
@@ -166,23 +166,31 @@ class GoldAlignments:
 def read_gold(gold_dir: Path, src_lang: str = "de", tgt_lang: str = "en", talp_first: str = "de") -> GoldAlignments:
     """Read a TALP gold folder; links come back as (src_lang word, tgt_lang word), 0-based.
 
-    The talp items index talp_first's words first, so pairs are swapped when src_lang is the
-    other language (an en->de checkpoint). Every problem raises UserError naming file and line.
+    The talp items index talp_first's words first (the `gold_first` setting of the scripts), so
+    pairs are swapped when src_lang is the other language (an en->de checkpoint on RWTH). Every
+    problem raises UserError naming the file, the line or the setting.
     """
     gold_dir = Path(gold_dir)
     if not gold_dir.is_dir():
-        raise UserError(f"{gold_dir}: gold alignment folder not found; point to the folder with de, en and alignment.talp")
-    if src_lang == tgt_lang or talp_first not in (src_lang, tgt_lang):
+        raise UserError(f"{gold_dir}: gold alignment folder not found; point to the folder with {src_lang}, {tgt_lang} "
+                        "and alignment.talp")
+    if talp_first not in (src_lang, tgt_lang):
         raise UserError(
-            f"languages src={src_lang!r} tgt={tgt_lang!r} do not fit {gold_dir}: they must differ and one "
-            f"must be {talp_first!r}, the first language of alignment.talp"
+            f"gold_first={talp_first!r} is not a language of the checkpoint's pair {src_lang}->{tgt_lang}: set "
+            f"gold_first={src_lang} or gold_first={tgt_lang}, the language whose words the first index of "
+            f"{gold_dir / 'alignment.talp'} counts"
         )
     second = tgt_lang if talp_first == src_lang else src_lang
     talp_path = gold_dir / "alignment.talp"
     paths = {talp_first: gold_dir / talp_first, second: gold_dir / second, "talp": talp_path}
     missing = [path.name for path in paths.values() if not path.is_file()]
     if missing:
-        raise UserError(f"{gold_dir} lacks {', '.join(missing)}: a gold alignment folder holds {talp_first}, {second} and alignment.talp")
+        present = sorted(p.name for p in gold_dir.iterdir() if p.is_file())
+        raise UserError(
+            f"{gold_dir} lacks {', '.join(missing)}: a gold folder for the checkpoint's pair {src_lang}->{tgt_lang} holds "
+            f"one tokenized file per language, named {talp_first} and {second}, and alignment.talp "
+            f"(it has: {', '.join(present) or 'nothing'}); a gold set of another pair cannot score this checkpoint"
+        )
     lines = {key: read_lines(path) for key, path in paths.items()}
     counts = {key: len(v) for key, v in lines.items()}
     if len(set(counts.values())) != 1:

@@ -146,7 +146,7 @@ def align(cfg: DictConfig) -> dict:
 
 def align_gold(cfg: DictConfig, model: Model) -> dict:
     meta, paths = model.meta, model.paths
-    gold = read_gold(Path(cfg.gold_dir), meta.src_lang, meta.tgt_lang)
+    gold = read_gold(Path(cfg.gold_dir), meta.src_lang, meta.tgt_lang, cfg.gold_first)
     training = None
     if cfg.reference_aligner:  # fail before the slow part
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")

@@ -63,7 +63,7 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
 
 
 def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict, paths: list[Path]) -> dict:
-    g = read_gold(Path(cfg.gold_dir), forward.meta.src_lang, forward.meta.tgt_lang)
+    g = read_gold(Path(cfg.gold_dir), forward.meta.src_lang, forward.meta.tgt_lang, cfg.gold_first)
     hyps: dict[str, list] = {"forward": [], "reverse": []}
     kept = []
     for k, (src, tgt) in enumerate(zip(g.src, g.tgt)):

@@ -32,7 +32,7 @@ def heads(cfg: DictConfig) -> dict:
     gold = None
     model = load_for_inference(cfg)
     if cfg.gold_dir:  # before the slow part
-        gold = read_gold(Path(cfg.gold_dir), model.meta.src_lang, model.meta.tgt_lang)
+        gold = read_gold(Path(cfg.gold_dir), model.meta.src_lang, model.meta.tgt_lang, cfg.gold_first)
     src, refs, name = read_inputs(cfg, model.meta, model.paths[0])
     if not src or not any(r.strip() for r in refs):
         raise UserError(f"{name} has no references to score against: give a split or ref_file with translations")
