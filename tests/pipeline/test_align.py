@@ -174,6 +174,11 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     printed = capsys.readouterr().out
     assert "default: layer 1 the supervised head" in printed and "reference: eflomal (grow-diag-final-and): AER" in printed
     assert result["reference"] == reference
+    split = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / 'split'}",
+                                    "reference_aligner=eflomal", "leaderboard=true", "gold_dev=1"))
+    (row,) = [r for r in split["leaderboard"] if r["signal"] == "eflomal (grow-diag-final-and)"]
+    assert row["dev_aer"] == split["reference"]["dev_aer"] and row["aer"] == split["reference"]["aer"]
+    assert [r["dev_aer"] for r in split["leaderboard"]] == sorted(r["dev_aer"] for r in split["leaderboard"])
 
 
 def test_two_models_one_per_direction_give_symmetrized_links(trained_run, reverse_run, tmp_path, capsys):
@@ -254,3 +259,26 @@ def test_gold_first_reads_a_gold_set_written_either_way_round(reverse_run, tmp_p
     with pytest.raises(UserError, match="gold_first='fr' is not a language of the checkpoint's pair en->de"):
         align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={english_first}", "gold_first=fr",
                                 f"output_dir={tmp_path / 'c'}"))
+
+
+def test_gold_dev_chooses_on_the_first_pairs_and_scores_on_the_rest(trained_run, tmp_path):
+    """gold_dev=1: the best extraction is the one the first pair alone would choose, and its
+    figures are those of the other pairs alone."""
+    pairs = [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"), (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+             (["w2", "w4", "w1"], ["t1", "t4", "t2"], "1-3 2-2 3-1")]
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    results = {}
+    for name, subset, extra in (("dev", pairs[:1], ()), ("test", pairs[1:], ()), ("split", pairs, ("gold_dev=1",))):
+        gold = write_gold(tmp_path / f"gold_{name}", subset)
+        results[name] = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true",
+                                                f"output_dir={tmp_path / name}", *extra))
+    split, fields = results["split"], ("signal", "layer", "head", "rows", "direction")
+    assert [split["best"][f] for f in fields] == [results["dev"]["best"][f] for f in fields]
+    test_row = next(r for r in results["test"]["leaderboard"] if all(r[f] == split["best"][f] for f in fields))
+    assert split["best"]["aer"] == test_row["aer"] and split["best"]["dev_aer"] == results["dev"]["best"]["aer"]
+    assert split["n"] == 2 and split["dev"] == {"first_pairs": 1, "n": 1} and split["layers"] == results["test"]["layers"]
+    assert [r["dev_aer"] for r in split["leaderboard"]] == sorted(r["dev_aer"] for r in split["leaderboard"])
+    for bad in ("3", "-1", "true"):
+        with pytest.raises(UserError, match=rf"gold_dev={bad if bad != 'true' else 'True'}: give how many of the 3 gold pairs"):
+            align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={tmp_path / 'gold_split'}", f"gold_dev={bad}",
+                                    f"output_dir={tmp_path / 'bad'}"))

@@ -95,20 +95,28 @@ def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
     return instantiate(OmegaConf.create(data)).training_pairs()
 
 
-def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible, langs: tuple[str, str]) -> dict:
-    """AER of the statistical aligner on the gold pairs the attention was scored on, having
-    learned from the training pairs plus the gold sentences (never their links), each once."""
+def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, possible, langs: tuple[str, str],
+                     test: list[int], dev: list[int]) -> dict:
+    """AER of the statistical aligner on the gold pairs the attention was scored on (`test`,
+    positions in `kept`; `dev` apart), having learned from the training pairs plus the gold
+    sentences (never their links), each once."""
     src, tgt, positions = with_gold(*training, [gold.src[k] for k in kept], [gold.tgt[k] for k in kept])
     aligner = reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
     forward, reverse = aligner.directional(src, tgt, langs)
     forward, reverse = [forward[k] for k in positions], [reverse[k] for k in positions]
-    variants = {"forward": alignment_scores(forward, sure, possible), "reverse": alignment_scores(reverse, sure, possible)}
-    for method in METHODS:
-        variants[method] = alignment_scores([symmetrize(f, r, method) for f, r in zip(forward, reverse)], sure, possible)
+    links = {"forward": forward, "reverse": reverse}
+    links |= {method: [symmetrize(f, r, method) for f, r in zip(forward, reverse)] for method in METHODS}
+    variants = {name: scored(a, sure, possible, test) for name, a in links.items()}
     head = variants[cfg.reference_symmetrization]
-    return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head,
+    on_dev = {"dev_aer": scored(links[cfg.reference_symmetrization], sure, possible, dev)["aer"]} if dev else {}
+    return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head, **on_dev,
             "training_pairs": len(training[0]), "gold_pairs_in_training": sum(k < len(training[0]) for k in positions),
             "variants": variants}
+
+
+def scored(hyp: list, sure: list, possible: list, positions: list[int]) -> dict:
+    """alignment_scores over the pairs at `positions`."""
+    return alignment_scores([hyp[i] for i in positions], [sure[i] for i in positions], [possible[i] for i in positions])
 
 
 def _signal(policy: dict) -> str:
@@ -147,6 +155,10 @@ def align(cfg: DictConfig) -> dict:
 def align_gold(cfg: DictConfig, model: Model) -> dict:
     meta, paths = model.meta, model.paths
     gold = read_gold(Path(cfg.gold_dir), meta.src_lang, meta.tgt_lang, cfg.gold_first)
+    n_dev = cfg.gold_dev
+    if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < len(gold.src):
+        raise UserError(f"gold_dev={n_dev!r}: give how many of the {len(gold.src)} gold pairs, from the first, choose the "
+                        "best extraction (0: none), fewer than all: the rest are the test")
     training = None
     if cfg.reference_aligner:  # fail before the slow part
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
@@ -179,19 +191,28 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.transformer.cfg.max_positions} positions")
     sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
-    table = {key: alignment_scores(a, sure, possible) for key, a in hyps.items()}
+    # With gold_dev, the first pairs choose the best extraction and every figure reported comes
+    # from the rest, which chose nothing.
+    dev = [i for i, k in enumerate(kept) if k < n_dev]
+    test = [i for i, k in enumerate(kept) if k >= n_dev]
+    if not test or (n_dev and not dev):
+        raise UserError(f"gold_dev={n_dev}: of the pairs that fit the model, none is left for the "
+                        f"{'test' if not test else 'dev'} part; choose another split")
+    table = {key: scored(a, sure, possible, test) for key, a in hyps.items()}
+    chooser = {key: scored(a, sure, possible, dev) for key, a in hyps.items()} if dev else table
     fields = ("signal", "layer", "head", "rows", "direction")
-    best_key = min(table, key=lambda key: table[key]["aer"])
-    best = dict(zip(fields, best_key)) | table[best_key]
+    best_key = min(chooser, key=lambda key: chooser[key]["aer"])
+    best = dict(zip(fields, best_key)) | table[best_key] | ({"dev_aer": chooser[best_key]["aer"]} if dev else {})
     default_scores = default.to_dict() | table[default.signal, default.layer, default.head, default.rows, default.direction]
     reference = None
     if cfg.reference_aligner:
-        reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta.src_lang, meta.tgt_lang))
+        reference = reference_scores(cfg, training, gold, kept, sure, possible, (meta.src_lang, meta.tgt_lang), test, dev)
     result = {
         "gold_dir": str(cfg.gold_dir),
         "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(kept)),
         "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
-        "n": len(kept),
+        "n": len(test),  # the pairs every figure below is scored on
+        "dev": {"first_pairs": n_dev, "n": len(dev)} if dev else None,  # the pairs that chose "best"
         "skipped_too_long": skipped,
         "signal": cfg.alignment.signal,  # of "layers"
         "layers": {  # layerL -> headH or mean -> rows -> direction -> {aer, precision, recall, counts}
@@ -207,11 +228,11 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         "reference": reference,
     }
     if cfg.leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
-        rows = [dict(zip(fields, key)) | table[key] for key in table]
+        rows = [dict(zip(fields, key)) | table[key] | ({"dev_aer": chooser[key]["aer"]} if dev else {}) for key in table]
         if reference:
-            scores = {k: reference[k] for k in table[best_key]}
+            scores = {k: reference[k] for k in best if k in reference}
             rows.append(dict.fromkeys(fields) | {"signal": f"{reference['aligner']} ({reference['symmetrization']})"} | scores)
-        result["leaderboard"] = sorted(rows, key=lambda row: row["aer"])
+        result["leaderboard"] = sorted(rows, key=lambda row: row["dev_aer" if dev else "aer"])  # best first, as chosen
     grid = np.array([[table[best["signal"], l, h, best["rows"], best["direction"]]["aer"] for h in heads]
                      for l in range(n_layers)])
     staged = StagedOutput(cfg, paths, "aer", kind="alignments")
@@ -221,8 +242,9 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
                     title=f"AER ({_signal(best)}{best['rows']} rows, {best['direction']})")
     record_best(best_file(paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
+    chosen = f", chosen on the first {n_dev} pairs (AER {best['dev_aer']:.3f} there)" if dev else ""
     print(f"best: layer {best['layer']} {head_name} ({_signal(best)}{best['rows']} rows, {best['direction']}): "
-          f"{_scores(best)} over {len(kept)} pairs")
+          f"{_scores(best)} over {len(test)} pairs{chosen}")
     what = "the supervised head" if meta.alignment else "the layer's head average"
     print(f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}")
     if reference:
