@@ -17,7 +17,10 @@ from qkvmt.training.faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.host_memory import RecordHostMemory, ReleaseFreedHostMemory, keep_freed_host_memory, training_need_mb, warn_if_short
+from qkvmt.training.host_memory import (
+    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, bound_onednn_cache, idle_cuda_build, keep_freed_host_memory,
+    training_need_mb, warn_if_short,
+)
 from qkvmt.training.progress import StepProgress
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.text.tokenizer import Specials
@@ -42,6 +45,7 @@ def train(cfg: DictConfig) -> dict:
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
     keep_freed_host_memory()
+    onednn_cache = bound_onednn_cache()  # before any bf16 product; the DDP processes inherit it
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
 
@@ -72,6 +76,12 @@ def train(cfg: DictConfig) -> dict:
         log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
         log.info("precision %s: %s", precision, why)
         if hardware.device == "cpu":
+            if "bf16" in precision:
+                log.info("oneDNN keeps %d built bf16 primitives (%s; the default, 1,024, held 0.2 GB more a process)",
+                         onednn_cache, ONEDNN_CACHE)
+            idle = idle_cuda_build()
+            if idle:
+                log.info(idle)
             short = warn_if_short(training_need_mb(wanted, dm.max_tokens), trainer.num_devices)
             if short:
                 log.warning(short)

@@ -32,6 +32,15 @@ MB = 2**20
 # (0.52 GB), oneDNN's cached primitives, the heap's free blocks, Lightning's and DDP's buffers.
 # Set so that the estimate meets the CPU recipe's measured peak (1.67-1.69 GB, docs/results.md).
 PROCESS_BASE_MB = 1300
+# What a CUDA build of torch adds to each process, GPU or not: `import torch` loads its CUDA
+# libraries (2.14.1+cu130 against 2.13.0+cpu, the same packages beside them: docs/results.md).
+CUDA_BUILD_MB = 290
+CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+# oneDNN keeps up to 1,024 built bf16 matmul primitives, about 0.5 MB each, and the recipe's
+# batches need hundreds (a few dozen a step, new ones each shape). Rebuilt when needed, they
+# cost a step well under a millisecond each; kept, 0.2 GB of every process (docs/results.md).
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+ONEDNN_CACHE_PRIMITIVES = 16
 
 
 @functools.cache  # loaded once: releases run every 50 steps
@@ -50,6 +59,14 @@ def keep_freed_host_memory(trim_threshold: int = 1 << 30) -> bool:
     """Returns whether the setting took effect (glibc on Linux only; elsewhere a no-op)."""
     libc = _glibc()
     return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
+
+
+def bound_onednn_cache(capacity: int = ONEDNN_CACHE_PRIMITIVES) -> int:
+    """Caps oneDNN's primitive cache for this process and the processes it starts, unless the
+    user set ONEDNN_PRIMITIVE_CACHE_CAPACITY; returns the capacity in force. oneDNN reads the
+    variable when it builds its first primitive, so this must run before any bf16 product."""
+    os.environ.setdefault(ONEDNN_CACHE, str(capacity))
+    return int(os.environ[ONEDNN_CACHE])
 
 
 def release_freed_host_memory() -> bool:
@@ -104,16 +121,29 @@ def available_bytes() -> int | None:
     return None
 
 
+def idle_cuda_build() -> str | None:
+    """The first lines' note where torch is a CUDA build on a machine without a usable GPU, as a
+    plain `pip install` brings on Linux (None otherwise): every process carries its CUDA
+    libraries for nothing."""
+    if torch.version.cuda is None or torch.cuda.is_available():
+        return None
+    return (f"torch {torch.__version__} is a CUDA build and this machine has no usable GPU: its CUDA libraries "
+            f"take about {CUDA_BUILD_MB / 1024:.1f} GB of each process's memory for nothing; the CPU build "
+            f"saves it: {CPU_BUILD}")
+
+
 def training_need_mb(model, max_tokens: int, chunk_rows: int = CHUNK_ROWS) -> float:
-    """A rough peak resident set of one CPU training process for a ModelConfig: the base;
-    weights, gradients and Adam's two moments (16 bytes a parameter); one batch's activations
-    (each layer's inputs, attention and feed-forward states, in float32 and bf16); one chunk of
-    logits with its float32 log-softmax and gradient (qkvmt.model.loss)."""
+    """A rough peak resident set of one CPU training process for a ModelConfig: the base (more
+    with a CUDA build of torch); weights, gradients and Adam's two moments (16 bytes a
+    parameter); one batch's activations (each layer's inputs, attention and feed-forward
+    states, in float32 and bf16); one chunk of logits with its float32 log-softmax and gradient
+    (qkvmt.model.loss)."""
     d, f, e, n = model.d_model, model.ffn_dim, model.encoder_layers, model.decoder_layers
     params = model.vocab_size * d + e * (4 * d * d + 2 * d * f) + n * (8 * d * d + 2 * d * f)
     activations = max_tokens * (e + 2 * n) * (24 * d + 6 * f)
     logits = min(max_tokens, chunk_rows) * model.vocab_size * 14
-    return PROCESS_BASE_MB + (16 * params + activations + logits) / MB
+    base = PROCESS_BASE_MB + (CUDA_BUILD_MB if torch.version.cuda is not None else 0)
+    return base + (16 * params + activations + logits) / MB
 
 
 def warn_if_short(need_mb_per_process: float, processes: int) -> str | None:
@@ -123,12 +153,14 @@ def warn_if_short(need_mb_per_process: float, processes: int) -> str | None:
     need = need_mb_per_process * processes
     if available is None or available / MB >= need:
         return None
-    lower = "data.max_tokens (half the tokens, about half the activations)"
+    ways = ["close other programs", "lower data.max_tokens (half the tokens, about half the activations)"]
+    if torch.version.cuda is not None and not torch.cuda.is_available():
+        ways.append(f"install torch's CPU build ({CPU_BUILD})")
     if processes > 1:
-        lower += f", or one process instead of {processes} (trainer.devices=1 trainer.strategy=auto)"
+        ways.append(f"run one process instead of {processes} (trainer.devices=1 trainer.strategy=auto)")
     return (f"this machine has {available / 2**30:.1f} GB of memory available; the run needs about "
             f"{need / 1024:.1f} GB ({processes} process(es) of {need_mb_per_process / 1024:.1f} GB) and may be killed: "
-            f"close other programs, or lower {lower}")
+            f"{', '.join(ways[:-1])} or {ways[-1]}")
 
 
 class RecordHostMemory(Callback):
