@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.training.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, bound_onednn_cache, keep_freed_host_memory, peak_resident_bytes, resident_bytes
+from qkvmt.training.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, peak_resident_bytes, prepare_host_memory, resident_bytes
 from qkvmt.text.tokenizer import Specials
 
 
@@ -86,8 +86,7 @@ def _measure(conf_dir: str, experiment: str, out: str, overrides: list[str], ste
                 samples.append((trainer.global_step, resident_bytes() / MB))
 
     cfg = _compose(conf_dir, experiment, out, overrides)
-    keep_freed_host_memory()
-    bound_onednn_cache()  # as training does
+    prepare_host_memory()  # as training does
     processes = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) else 1
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))  # as Lightning gives each DDP process
     L.seed_everything(cfg.seed)

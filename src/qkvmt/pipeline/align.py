@@ -108,8 +108,8 @@ def reference_scores(cfg: DictConfig, training, gold, kept: list[int], sure, pos
     links |= {method: [symmetrize(f, r, method) for f, r in zip(forward, reverse)] for method in METHODS}
     variants = {name: scored(a, sure, possible, test) for name, a in links.items()}
     head = variants[cfg.reference_symmetrization]
-    on_dev = {"dev_aer": scored(links[cfg.reference_symmetrization], sure, possible, dev)["aer"]} if dev else {}
-    return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head, **on_dev,
+    dev_score = {"dev_aer": scored(links[cfg.reference_symmetrization], sure, possible, dev)["aer"]} if dev else {}
+    return {"aligner": cfg.reference_aligner, "symmetrization": cfg.reference_symmetrization, **head, **dev_score,
             "training_pairs": len(training[0]), "gold_pairs_in_training": sum(k < len(training[0]) for k in positions),
             "variants": variants}
 
@@ -200,9 +200,13 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
                         f"{'test' if not test else 'dev'} part; choose another split")
     table = {key: scored(a, sure, possible, test) for key, a in hyps.items()}
     chooser = {key: scored(a, sure, possible, dev) for key, a in hyps.items()} if dev else table
+
+    def on_dev(key) -> dict:
+        return {"dev_aer": chooser[key]["aer"]} if dev else {}
+
     fields = ("signal", "layer", "head", "rows", "direction")
     best_key = min(chooser, key=lambda key: chooser[key]["aer"])
-    best = dict(zip(fields, best_key)) | table[best_key] | ({"dev_aer": chooser[best_key]["aer"]} if dev else {})
+    best = dict(zip(fields, best_key)) | table[best_key] | on_dev(best_key)
     default_scores = default.to_dict() | table[default.signal, default.layer, default.head, default.rows, default.direction]
     reference = None
     if cfg.reference_aligner:
@@ -228,7 +232,7 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         "reference": reference,
     }
     if cfg.leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
-        rows = [dict(zip(fields, key)) | table[key] | ({"dev_aer": chooser[key]["aer"]} if dev else {}) for key in table]
+        rows = [dict(zip(fields, key)) | table[key] | on_dev(key) for key in table]
         if reference:
             scores = {k: reference[k] for k in best if k in reference}
             rows.append(dict.fromkeys(fields) | {"signal": f"{reference['aligner']} ({reference['symmetrization']})"} | scores)

@@ -33,7 +33,7 @@ from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json
 from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.host_memory import bound_onednn_cache, keep_freed_host_memory
+from qkvmt.training.host_memory import prepare_host_memory
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
 from qkvmt.decoding.lines import encode_sources
@@ -47,8 +47,7 @@ NO_HF = "transformers is not installed: pip install -e '.[bench]'"
 
 
 def benchmark(cfg: DictConfig) -> dict:
-    keep_freed_host_memory()  # as training does; a process-wide setting, so every system gets it
-    bound_onednn_cache()  # as training does
+    prepare_host_memory()  # as training does; process-wide settings, so every system gets them
     L.seed_everything(cfg.seed)
     device = _device(cfg.device)
     hardware = detect(device.type)

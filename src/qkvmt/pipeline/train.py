@@ -18,8 +18,8 @@ from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import (
-    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, bound_onednn_cache, idle_cuda_build, keep_freed_host_memory,
-    training_need_mb, warn_if_short,
+    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, idle_cuda_build, prepare_host_memory, training_need_mb,
+    warn_if_short,
 )
 from qkvmt.training.progress import StepProgress
 from qkvmt.alignment.reference import reference_aligner
@@ -44,8 +44,7 @@ def train(cfg: DictConfig) -> dict:
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
-    keep_freed_host_memory()
-    onednn_cache = bound_onednn_cache()  # before any bf16 product; the DDP processes inherit it
+    onednn_cache = prepare_host_memory()  # before any bf16 product; the DDP processes inherit it
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
 

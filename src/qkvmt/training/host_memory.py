@@ -70,6 +70,13 @@ def bound_onednn_cache(capacity: int = ONEDNN_CACHE_PRIMITIVES) -> int:
     return int(os.environ[ONEDNN_CACHE])
 
 
+def prepare_host_memory() -> int:
+    """The process-wide settings a CPU training process runs with (training, and the benchmark,
+    which measures it): freed blocks kept, oneDNN's cache bounded. Returns the cache's capacity."""
+    keep_freed_host_memory()
+    return bound_onednn_cache()
+
+
 def release_freed_host_memory() -> bool:
     """Give the pages of every free heap block back to the OS (glibc's malloc_trim(0)); returns
     whether it could (glibc on Linux only)."""
@@ -155,7 +162,7 @@ def warn_if_short(need_mb_per_process: float, processes: int) -> str | None:
     if available is None or available / MB >= need:
         return None
     ways = ["close other programs", "lower data.max_tokens (half the tokens, about half the activations)"]
-    if torch.version.cuda is not None and not torch.cuda.is_available():
+    if idle_cuda_build():
         ways.append(f"install torch's CPU build ({CPU_BUILD})")
     if processes > 1:
         ways.append(f"run one process instead of {processes} (trainer.devices=1 trainer.strategy=auto)")
