@@ -1,7 +1,11 @@
 """Benchmark against peers: python scripts/benchmark.py model=small device=cpu [output_dir=DIR]"""
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline import benchmark
+from qkvmt.training.torch_build import skip_idle_triton
+
+skip_idle_triton()  # as scripts/train.py, so that the memory stage's process is the recipe's (spawn imports this file)
+
+from qkvmt.cli import hydra_command  # noqa: E402
+from qkvmt.pipeline import benchmark  # noqa: E402
 
 main = hydra_command(benchmark, "benchmark", __file__)
 

@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.model.loss import CHUNK_ROWS
 from qkvmt.model.checkpoint import (
     average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
 )
@@ -76,12 +77,13 @@ def train(cfg: DictConfig) -> dict:
         log.info("precision %s: %s", precision, why)
         if hardware.device == "cpu":
             if "bf16" in precision:
-                log.info("oneDNN keeps %d built bf16 primitives (%s; the default, 1,024, held 0.2 GB more a process)",
-                         onednn_cache, ONEDNN_CACHE)
+                log.info("bf16 products: linear layers' rows padded to a multiple of %s in training steps "
+                         "(module.linear_row_multiple), so that oneDNN builds few primitives; it keeps %d (%s)",
+                         cfg.module.get("linear_row_multiple", 0) or "(off)", onednn_cache, ONEDNN_CACHE)
             idle = idle_cuda_build()
             if idle:
                 log.info(idle)
-            short = warn_if_short(training_need_mb(wanted, dm.max_tokens), trainer.num_devices)
+            short = warn_if_short(training_need_mb(wanted, dm.max_tokens, cfg.module.get("loss_chunk_rows", CHUNK_ROWS)), trainer.num_devices)
             if short:
                 log.warning(short)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from qkvmt.model.loss import CHUNK_ROWS
+from qkvmt.training.torch_build import CPU_BUILD, CUDA_BUILD_MB, idle_cuda_build
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
@@ -33,15 +34,13 @@ MB = 2**20
 # DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak with a CUDA build
 # (1.69 GB, docs/results.md); with the CPU build it measured 1.26 GB against an estimate of 1.4.
 PROCESS_BASE_MB = 1000
-# What a CUDA build of torch adds to each process, GPU or not: `import torch` loads its CUDA
-# libraries (2.14.1+cu130 against 2.13.0+cpu, the same packages beside them: docs/results.md).
-CUDA_BUILD_MB = 290
-CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
-# oneDNN keeps up to 1,024 built bf16 matmul primitives, about 0.5 MB each, and the recipe's
-# batches need hundreds (a few dozen a step, new ones each shape). Rebuilt when needed, they
-# cost a step well under a millisecond each; kept, 0.2 GB of every process (docs/results.md).
+# oneDNN keeps up to 1,024 built bf16 matmul primitives by default. Training pads its linear
+# layers' rows so that an epoch of the CPU recipe needs about 290 (qkvmt.training.matmul_rows);
+# 512 keeps them all with room for other pairs' lengths, so none is rebuilt (2-8 ms each with
+# AMX) and none is added after the first epoch, which is what let kept primitives fragment the
+# heap (docs/results.md, issue 35).
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-ONEDNN_CACHE_PRIMITIVES = 16
+ONEDNN_CACHE_PRIMITIVES = 512
 
 
 @functools.cache  # loaded once: releases run every 50 steps
@@ -127,17 +126,6 @@ def available_bytes() -> int | None:
     except OSError:
         pass
     return None
-
-
-def idle_cuda_build() -> str | None:
-    """The first lines' note where torch is a CUDA build on a machine without a usable GPU, as a
-    plain `pip install` brings on Linux (None otherwise): every process carries its CUDA
-    libraries for nothing."""
-    if torch.version.cuda is None or torch.cuda.is_available():
-        return None
-    return (f"torch {torch.__version__} is a CUDA build and this machine has no usable GPU: its CUDA libraries "
-            f"take about {CUDA_BUILD_MB / 1024:.1f} GB of each process's memory for nothing; the CPU build "
-            f"saves it: {CPU_BUILD}")
 
 
 def training_need_mb(model, max_tokens: int, chunk_rows: int = CHUNK_ROWS) -> float:

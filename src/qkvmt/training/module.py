@@ -16,8 +16,9 @@ from qkvmt.model.attention import attention_kernel
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.model.loss import output_loss
+from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.training.lr_schedule import lr_factor
+from qkvmt.training.matmul_rows import few_matmul_shapes
 from qkvmt.text.metrics import score
 from qkvmt.model.transformer import Transformer
 from qkvmt.decoding.lines import translate_lines
@@ -28,6 +29,10 @@ class TranslationModule(L.LightningModule):
 
     sdpa_backend: the SDPA kernel for training (see qkvmt.model.attention.attention_kernel); decoding
     lets torch choose, exactly as evaluation does.
+    loss_chunk_rows: target tokens whose logits exist at once (qkvmt.model.loss.output_loss).
+    linear_row_multiple: under CPU bf16 autocast, every linear layer of a training step computes on
+    its rows padded to a multiple of this, so that oneDNN meets few shapes (qkvmt.training.matmul_rows);
+    0: off.
     """
 
     def __init__(
@@ -41,6 +46,8 @@ class TranslationModule(L.LightningModule):
         val_decode: DecodeConfig | None = None,
         test_decode: DecodeConfig | None = None,
         sdpa_backend: str | None = "auto",
+        linear_row_multiple: int = 256,
+        loss_chunk_rows: int = CHUNK_ROWS,
         src_lang: str = "",
         tgt_lang: str = "",
         alignment: AlignmentSupervision | None = None,
@@ -56,6 +63,8 @@ class TranslationModule(L.LightningModule):
         self.val_decode = val_decode or DecodeConfig(beam_size=1)
         self.test_decode = test_decode or DecodeConfig()
         self.sdpa_backend = sdpa_backend
+        self.linear_row_multiple = linear_row_multiple
+        self.loss_chunk_rows = loss_chunk_rows
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
@@ -68,7 +77,8 @@ class TranslationModule(L.LightningModule):
         return self.output_loss(hidden, batch["tgt_out"])
 
     def output_loss(self, hidden: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-        return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing)
+        return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing,
+                           chunk_rows=self.loss_chunk_rows)
 
     def supervised_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(translation loss, alignment loss) of a batch with `align` labels."""
@@ -80,7 +90,7 @@ class TranslationModule(L.LightningModule):
         self._last_step_time = None  # tokens/s measures training steps, not validation
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        with self.attention_kernel():
+        with self.attention_kernel(), few_matmul_shapes(self.linear_row_multiple):
             if self.alignment.on:
                 translation, align = self.supervised_loss(batch)
                 loss = translation + self.alignment.weight * align
