@@ -45,6 +45,8 @@ def only_hydras_record(run) -> bool:
     ("trainer.max_steps=-5", "trainer.max_steps=-5: give a positive whole number, or -1 for no limit"),
     ("data.vocab_size=0", "data.vocab_size=0: give a whole number of at least 5"),
     ("data.max_tokens=0", "data.max_tokens=0: give a whole number of at least 1"),
+    ("module.loss_chunk_rows=100", "module.loss_chunk_rows=100: give a positive multiple of 64 (the loss takes its rows 64 at a time)"),
+    ("module.linear_row_multiple=-1", "module.linear_row_multiple=-1: give a whole number of rows, or 0 for no padding"),
 ])
 def test_a_bad_setting_is_one_line_and_leaves_no_run_folder(override, named, tmp_path):
     corpus = write_corpus(tmp_path / "corpus", sizes=SMALL, gz=False)

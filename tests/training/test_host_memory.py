@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import qkvmt.training.host_memory as host_memory
+import qkvmt.training.torch_build as torch_build
 from qkvmt.model.config import ModelConfig
 from qkvmt.training.host_memory import MB, peak_resident_bytes, resident_bytes, training_need_mb, warn_if_short
 from qkvmt.pipeline import train
@@ -41,15 +42,15 @@ def test_a_cuda_build_counts_its_libraries_and_without_a_gpu_says_how_to_shed_th
     small = ModelConfig(vocab_size=6000, d_model=192, n_heads=4, encoder_layers=3, decoder_layers=3, ffn_dim=768)
     monkeypatch.setattr(torch.version, "cuda", None)
     cpu_build = training_need_mb(small, 2048)
-    assert host_memory.idle_cuda_build() is None
+    assert torch_build.idle_cuda_build() is None
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    assert training_need_mb(small, 2048) == cpu_build + host_memory.CUDA_BUILD_MB
+    assert training_need_mb(small, 2048) == cpu_build + torch_build.CUDA_BUILD_MB
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert host_memory.CPU_BUILD in host_memory.idle_cuda_build()
+    assert torch_build.CPU_BUILD in torch_build.idle_cuda_build()
     monkeypatch.setattr(host_memory, "available_bytes", lambda: 2 * 2**30)
-    assert host_memory.CPU_BUILD in warn_if_short(1500, 2)
+    assert torch_build.CPU_BUILD in warn_if_short(1500, 2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine that trains on its CPU
-    assert host_memory.idle_cuda_build() is None and host_memory.CPU_BUILD not in warn_if_short(1500, 2)
+    assert torch_build.idle_cuda_build() is None and torch_build.CPU_BUILD not in warn_if_short(1500, 2)
 
 
 def test_a_short_machine_is_told_how_to_lower_the_need(monkeypatch):
@@ -71,8 +72,8 @@ def test_training_on_a_short_machine_warns_in_its_first_lines(corpus, tmp_path, 
         train(compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=2, val_every=2)))
     lines = [r.getMessage() for r in caplog.records]
     warned = next(i for i, line in enumerate(lines) if "may be killed" in line)
-    assert "data.max_tokens" in lines[warned] and host_memory.CPU_BUILD in lines[warned]
-    assert any(host_memory.CPU_BUILD in line and "no usable GPU" in line for line in lines[:warned])
+    assert "data.max_tokens" in lines[warned] and torch_build.CPU_BUILD in lines[warned]
+    assert any(torch_build.CPU_BUILD in line and "no usable GPU" in line for line in lines[:warned])
     assert any(line.startswith("precision ") for line in lines[:warned])  # beside the first lines
     assert not any(line.startswith("testing ") for line in lines[:warned])  # not after training
 

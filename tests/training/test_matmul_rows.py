@@ -64,21 +64,31 @@ def test_steps_pad_only_under_cpu_bf16_autocast():
 
 
 def test_training_steps_compute_on_padded_rows(corpus, tmp_path, monkeypatch):
-    """Through train(): under bf16-mixed each training step's linear layers see padded rows; with
-    module.linear_row_multiple=0 none are padded."""
+    """Through train(), under bf16-mixed: the linear layers of training, validation and test steps
+    see rows padded to module.linear_row_multiple."""
     seen = []
 
     class Recording(PadLinearRows):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if func is F.linear:
-                seen.append(args[0].numel() // args[0].size(-1))
+                seen.append(self.multiple)
             return super().__torch_function__(func, types, args, kwargs)
 
     monkeypatch.setattr(matmul_rows, "PadLinearRows", Recording)
     overrides = [*tiny_overrides(corpus, tmp_path / "run", steps=2, val_every=2), "trainer.precision=bf16-mixed"]
     metrics = train(compose_train(*overrides, "module.linear_row_multiple=64"))
-    assert seen and metrics["test_bleu"] is not None
-    seen.clear()
-    train(compose_train(*tiny_overrides(corpus, tmp_path / "off", steps=2, val_every=2), "trainer.precision=bf16-mixed",
-                        "module.linear_row_multiple=0"))
-    assert seen == []
+    assert seen and set(seen) == {64} and metrics["test_bleu"] is not None
+
+
+def test_the_module_takes_its_logits_in_chunks_of_loss_chunk_rows(monkeypatch):
+    from qkvmt.model.config import ModelConfig
+    from qkvmt.training import module as module_file
+
+    chunks = []
+    real = module_file.output_loss
+    monkeypatch.setattr(module_file, "output_loss", lambda *a, **k: chunks.append(k["chunk_rows"]) or real(*a, **k))
+    cfg = ModelConfig(vocab_size=20, d_model=16, n_heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32)
+    module = module_file.TranslationModule(cfg, tokenizer=None, optimizer=torch.optim.Adam, loss_chunk_rows=128)
+    tokens = torch.randint(4, 20, (2, 5))
+    module.loss({"src": tokens, "tgt_in": tokens, "tgt_out": tokens})
+    assert chunks == [128]

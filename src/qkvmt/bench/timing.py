@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.loss import translation_loss
+from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,9 @@ class TrainTimer:
         sync(self.device)
         start = time.perf_counter()
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-            if hasattr(self.model, "loss"):  # ours: the loss exactly as training computes it
-                loss = self.model.loss(src, tgt_in, tgt_out, label_smoothing=0.1)
+            if hasattr(self.model, "loss"):  # ours: the loss exactly as training computes it, rows padded as there
+                with few_matmul_shapes(LINEAR_ROW_MULTIPLE):
+                    loss = self.model.loss(src, tgt_in, tgt_out, label_smoothing=0.1)
             else:
                 loss = translation_loss(self.model(src, tgt_in), tgt_out, self.pad_id, label_smoothing=0.1)
         loss.backward()

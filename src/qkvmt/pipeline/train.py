@@ -10,7 +10,6 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.model.loss import CHUNK_ROWS
 from qkvmt.model.checkpoint import (
     average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
 )
@@ -19,9 +18,9 @@ from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import (
-    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, idle_cuda_build, prepare_host_memory, training_need_mb,
-    warn_if_short,
+    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, prepare_host_memory, training_need_mb, warn_if_short,
 )
+from qkvmt.training.torch_build import idle_cuda_build
 from qkvmt.training.progress import StepProgress
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.text.tokenizer import Specials
@@ -37,6 +36,7 @@ def train(cfg: DictConfig) -> dict:
     n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
     check_optimized_metric(cfg.optimized_metric)
     check_trainer(cfg.trainer)
+    check_module(cfg.module)
     alignment = instantiate(cfg.module.alignment)
     dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner)  # checks data.*
     model_partial = instantiate(cfg.model)
@@ -76,14 +76,15 @@ def train(cfg: DictConfig) -> dict:
         log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
         log.info("precision %s: %s", precision, why)
         if hardware.device == "cpu":
-            if "bf16" in precision:
-                log.info("bf16 products: linear layers' rows padded to a multiple of %s in training steps "
-                         "(module.linear_row_multiple), so that oneDNN builds few primitives; it keeps %d (%s)",
-                         cfg.module.get("linear_row_multiple", 0) or "(off)", onednn_cache, ONEDNN_CACHE)
+            if precision == "bf16-mixed":
+                log.info("bf16 products: %s; oneDNN keeps %d built primitives (%s)",
+                         f"linear layers' rows padded to a multiple of {cfg.module.linear_row_multiple} "
+                         "(module.linear_row_multiple), so that it builds few" if cfg.module.linear_row_multiple > 1
+                         else "linear layers' rows not padded (module.linear_row_multiple)", onednn_cache, ONEDNN_CACHE)
             idle = idle_cuda_build()
             if idle:
                 log.info(idle)
-            short = warn_if_short(training_need_mb(wanted, dm.max_tokens, cfg.module.get("loss_chunk_rows", CHUNK_ROWS)), trainer.num_devices)
+            short = warn_if_short(training_need_mb(wanted, dm.max_tokens, cfg.module.loss_chunk_rows), trainer.num_devices)
             if short:
                 log.warning(short)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,6 +158,15 @@ def optimized_value(metrics: dict, name: str | None) -> float | None:
 def check_optimized_metric(name: str | None) -> None:
     if name is not None and name not in OPTIMIZABLE:
         raise UserError(f"optimized_metric={name}: use one of {', '.join(OPTIMIZABLE)} (or null)")
+
+
+def check_module(m: DictConfig) -> None:
+    """The module's row settings, which would otherwise fail deep in a step, or silently."""
+    chunk, multiple = m.loss_chunk_rows, m.linear_row_multiple
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 64 or chunk % 64:
+        raise UserError(f"module.loss_chunk_rows={chunk!r}: give a positive multiple of 64 (the loss takes its rows 64 at a time)")
+    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 0:
+        raise UserError(f"module.linear_row_multiple={multiple!r}: give a whole number of rows, or 0 for no padding")
 
 
 def check_trainer(t: DictConfig) -> None:

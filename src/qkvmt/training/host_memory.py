@@ -9,8 +9,8 @@ mmap for large blocks and raising the trim threshold lets the heap keep and reus
 What a CPU training process holds (docs/results.md, issue 35): about 0.5 GB of imported code
 (torch, Lightning, datasets), the model, its gradients and Adam's state, one batch's
 activations, one chunk of logits, and under bf16 autocast oneDNN's cache of matmul primitives,
-one set per matmul shape. That cache is why every shape a step runs must come from a small set
-(qkvmt.model.loss pads its rows to a multiple).
+one set per matmul shape. That cache is why every shape a step runs must come from a small set:
+qkvmt.model.loss pads its rows to a multiple, qkvmt.training.matmul_rows the linear layers'.
 """
 
 import ctypes

@@ -11,7 +11,8 @@ a CPU with AMX, 12% of the CPU recipe's step (docs/results.md, issue 35).
 The batches fill their token budget closely (most hold 2,024-2,048 of the CPU recipe's 2,048
 padded tokens), so rows padded up to a multiple of 256 take two or three values, at a cost of
 about 1% more products. The padding rows are zeros; they are cut from each output before
-anything else reads it, so they change no value and receive no gradient.
+anything else reads it, so they change no value and receive no gradient. Attention's own
+products (B·H batches of T × S) are left as they are: they are small and few.
 """
 
 import contextlib
@@ -19,6 +20,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+
+LINEAR_ROW_MULTIPLE = 256  # training's default (module.linear_row_multiple)
 
 
 class PadLinearRows(TorchFunctionMode):
@@ -31,7 +34,7 @@ class PadLinearRows(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.linear:
+        if func is F.linear and args and args[0].dim() > 1 and args[0].size(-1):
             x = args[0]
             rows = x.numel() // x.size(-1)
             extra = -rows % self.multiple

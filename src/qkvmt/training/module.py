@@ -1,6 +1,7 @@
 """The LightningModule: label-smoothed cross-entropy, Adam with a warmed-up lr schedule, and
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -18,7 +19,7 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.training.lr_schedule import lr_factor
-from qkvmt.training.matmul_rows import few_matmul_shapes
+from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 from qkvmt.text.metrics import score
 from qkvmt.model.transformer import Transformer
 from qkvmt.decoding.lines import translate_lines
@@ -30,9 +31,9 @@ class TranslationModule(L.LightningModule):
     sdpa_backend: the SDPA kernel for training (see qkvmt.model.attention.attention_kernel); decoding
     lets torch choose, exactly as evaluation does.
     loss_chunk_rows: target tokens whose logits exist at once (qkvmt.model.loss.output_loss).
-    linear_row_multiple: under CPU bf16 autocast, every linear layer of a training step computes on
-    its rows padded to a multiple of this, so that oneDNN meets few shapes (qkvmt.training.matmul_rows);
-    0: off.
+    linear_row_multiple: under CPU bf16 autocast, every linear layer of a training, validation or
+    test step computes on its rows padded to a multiple of this, so that oneDNN meets few shapes
+    (qkvmt.training.matmul_rows); 0: off. Decoding runs in float32 and needs none.
     """
 
     def __init__(
@@ -46,7 +47,7 @@ class TranslationModule(L.LightningModule):
         val_decode: DecodeConfig | None = None,
         test_decode: DecodeConfig | None = None,
         sdpa_backend: str | None = "auto",
-        linear_row_multiple: int = 256,
+        linear_row_multiple: int = LINEAR_ROW_MULTIPLE,
         loss_chunk_rows: int = CHUNK_ROWS,
         src_lang: str = "",
         tgt_lang: str = "",
@@ -69,8 +70,13 @@ class TranslationModule(L.LightningModule):
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
 
-    def attention_kernel(self):
-        return attention_kernel(self.sdpa_backend, self.device)
+    def step_kernels(self) -> contextlib.ExitStack:
+        """What a training, validation or test step's forward runs under: the chosen attention
+        kernel, and under CPU bf16 autocast (Lightning's bf16-mixed) padded linear rows."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(attention_kernel(self.sdpa_backend, self.device))
+        stack.enter_context(few_matmul_shapes(self.linear_row_multiple))
+        return stack
 
     def loss(self, batch: dict) -> torch.Tensor:
         hidden, _ = self.model(batch["src"], batch["tgt_in"], project=False)  # (B, T, D)
@@ -90,7 +96,7 @@ class TranslationModule(L.LightningModule):
         self._last_step_time = None  # tokens/s measures training steps, not validation
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        with self.attention_kernel(), few_matmul_shapes(self.linear_row_multiple):
+        with self.step_kernels():
             if self.alignment.on:
                 translation, align = self.supervised_loss(batch)
                 loss = translation + self.alignment.weight * align
@@ -106,11 +112,11 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        with self.attention_kernel():
+        with self.step_kernels():
             self.log("val/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        with self.attention_kernel():
+        with self.step_kernels():
             self.log("test/loss", self.loss(batch), sync_dist=True, batch_size=batch["ntokens"])
 
     def translate_split(self, stage: str, cfg: DecodeConfig) -> dict:

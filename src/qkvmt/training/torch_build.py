@@ -1,10 +1,10 @@
 """What the installed build of torch costs a CPU training process, and what it can skip.
 
-A plain `pip install torch` on Linux brings a CUDA build. On a machine without a GPU, its CUDA
-libraries still load with `import torch` (cuBLASLt, nvrtc, nvJitLink...: 0.2 GB of every
-process, docs/results.md), and torch._dynamo, which Lightning imports, imports triton where it
-is installed (it comes with the CUDA build): 78 MB more a process, for GPU kernels that such a
-machine never runs. This module imports nothing heavy, so that scripts/train.py can call
+A plain `pip install torch` on Linux brings a CUDA build. On a machine without a GPU its CUDA
+libraries still load, and initialize, with `import torch` (cuBLASLt, nvrtc, nvJitLink...: 0.29 GB
+of every process, docs/results.md), and torch._dynamo, which Lightning imports, imports triton
+where it is installed (it comes with the CUDA build): 78 MB more a process, for GPU kernels that
+such a machine never runs. This module imports nothing heavy, so that scripts/train.py can call
 `skip_idle_triton` before Lightning is imported.
 """
 
@@ -12,9 +12,9 @@ import sys
 
 import torch
 
-# What a CUDA build of torch adds to each process when triton is skipped, GPU or not (2.14.1+cu130
-# against 2.13.0+cpu, the same packages beside them: docs/results.md).
-CUDA_BUILD_MB = 210
+# What a CUDA build of torch adds to each process with triton skipped, GPU or not: 645 MB after
+# importing the training code with 2.14.1+cu130, 356 MB with 2.13.0+cpu (docs/results.md).
+CUDA_BUILD_MB = 290
 CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
