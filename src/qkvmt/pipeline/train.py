@@ -77,10 +77,10 @@ def train(cfg: DictConfig) -> dict:
         log.info("precision %s: %s", precision, why)
         if hardware.device == "cpu":
             if precision == "bf16-mixed":
-                log.info("bf16 products: %s; oneDNN keeps %d built primitives (%s)",
-                         f"linear layers' rows padded to a multiple of {cfg.module.linear_row_multiple} "
-                         "(module.linear_row_multiple), so that it builds few" if cfg.module.linear_row_multiple > 1
-                         else "linear layers' rows not padded (module.linear_row_multiple)", onednn_cache, ONEDNN_CACHE)
+                rows = cfg.module.linear_row_multiple
+                padded = f"padded to a multiple of {rows}, so that oneDNN builds few primitives" if rows > 1 else "not padded"
+                log.info("bf16 products: linear layers' rows %s (module.linear_row_multiple); oneDNN keeps up to %d (%s)",
+                         padded, onednn_cache, ONEDNN_CACHE)
             idle = idle_cuda_build()
             if idle:
                 log.info(idle)

@@ -30,10 +30,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 RSS_READABLE = os.path.exists("/proc/self/statm")  # resident_bytes() works (Linux)
 MB = 2**20
 # What a CPU training process holds besides what grows with its model and batch: the imports
-# (0.45 GB with torch's CPU build), oneDNN's primitives, the heap's free blocks, Lightning's and
-# DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak with a CUDA build
-# (1.69 GB, docs/results.md); with the CPU build it measured 1.26 GB against an estimate of 1.4.
-PROCESS_BASE_MB = 1000
+# (0.36 GB with torch's CPU build), oneDNN's primitives, the heap's free blocks, Lightning's and
+# DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak over the hour with
+# a CUDA build (1.62 GB on an AMX Xeon, docs/results.md "Fourth round"); with the CPU build it
+# measured 1.31 GB in four minutes against an estimate of 1.33.
+PROCESS_BASE_MB = 1060
 # oneDNN keeps up to 1,024 built bf16 matmul primitives by default. Training pads its linear
 # layers' rows so that an epoch of the CPU recipe needs about 290 (qkvmt.training.matmul_rows);
 # 512 keeps them all with room for other pairs' lengths, so none is rebuilt (2-8 ms each with
