@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 CHUNK_ROWS = 2048  # real tokens whose logits exist at once
+ROW_MULTIPLE = 64  # the real tokens are taken in a multiple of this many rows
 
 
 def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float) -> Tensor:
@@ -31,7 +32,7 @@ def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothi
 
 
 def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
-                chunk_rows: int = CHUNK_ROWS, row_multiple: int = 64) -> Tensor:
+                chunk_rows: int = CHUNK_ROWS, row_multiple: int = ROW_MULTIPLE) -> Tensor:
     """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
     decoder's final states, weight (V, D) the output layer's."""
     real = tgt_out != pad_id

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.model.checkpoint import (
     average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
 )
+from qkvmt.model.loss import ROW_MULTIPLE
 from qkvmt.training.faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt, StopOnNonFiniteLoss, last_checkpoint_path
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
@@ -163,8 +164,9 @@ def check_optimized_metric(name: str | None) -> None:
 def check_module(m: DictConfig) -> None:
     """The module's row settings, which would otherwise fail deep in a step, or silently."""
     chunk, multiple = m.loss_chunk_rows, m.linear_row_multiple
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 64 or chunk % 64:
-        raise UserError(f"module.loss_chunk_rows={chunk!r}: give a positive multiple of 64 (the loss takes its rows 64 at a time)")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < ROW_MULTIPLE or chunk % ROW_MULTIPLE:
+        raise UserError(f"module.loss_chunk_rows={chunk!r}: give a positive multiple of {ROW_MULTIPLE} "
+                        f"(the loss takes its rows {ROW_MULTIPLE} at a time)")
     if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 0:
         raise UserError(f"module.linear_row_multiple={multiple!r}: give a whole number of rows, or 0 for no padding")
 
