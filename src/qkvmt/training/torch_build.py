@@ -2,7 +2,7 @@
 
 A plain `pip install torch` on Linux brings a CUDA build. On a machine without a GPU its CUDA
 libraries still load, and initialize, with `import torch` (cuBLASLt, nvrtc, nvJitLink...: 0.29 GB
-of every process, docs/results.md), and torch._dynamo, which Lightning imports, imports triton
+of every process after its imports, docs/results.md), and torch._dynamo, which Lightning imports, imports triton
 where it is installed (it comes with the CUDA build): 78 MB more a process, for GPU kernels that
 such a machine never runs. This module imports nothing heavy, so that scripts/train.py can call
 `skip_idle_triton` before Lightning is imported.
@@ -38,7 +38,7 @@ def idle_cuda_build() -> str | None:
     if torch.version.cuda is None or torch.cuda.is_available():
         return None
     return (f"torch {torch.__version__} is a CUDA build and this machine has no usable GPU: its CUDA libraries "
-            f"take about {CUDA_BUILD_MB / 1024:.1f} GB of each process's memory for nothing; the CPU build "
+            f"take about {CUDA_BUILD_MB / 1024:.2f} GB of each process's memory for nothing; the CPU build "
             f"saves it: {CPU_BUILD}")
 
 
