@@ -35,7 +35,8 @@ MB = 2**20
 # What a CPU training process holds besides what grows with its model and batch: the imports
 # (0.36 GB with torch's CPU build), oneDNN's primitives, the heap's free blocks, Lightning's and
 # DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak over the hour with
-# a CUDA build (1.62 GB on an AMX Xeon, docs/results.md "Fourth round"); with the CPU build it
+# a CUDA build (1.62 GB on an AMX Xeon, docs/results.md "Fourth round"; 1.46 GB with its idle
+# library pages dropped against an estimate of 1.48, "Fifth round"); with the CPU build it
 # measured 1.31 GB in four minutes against an estimate of 1.33.
 PROCESS_BASE_MB = 1060
 # oneDNN keeps up to 1,024 built bf16 matmul primitives by default. Training pads its linear
