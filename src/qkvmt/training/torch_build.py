@@ -15,6 +15,7 @@ from it if anything reads them.
 """
 
 import ctypes
+import mmap
 import re
 import sys
 
@@ -28,7 +29,6 @@ CUDA_BUILD_MB = 150
 CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 # The files of a CUDA build: the nvidia-* wheels' libraries, cuda-python's bindings, torch's own.
 CUDA_FILE = re.compile(r"/nvidia/|/cuda/|/lib(?:c10_cuda|torch_cuda\w*|torch_nvshmem)\.so")
-MADV_DONTNEED = 4
 
 
 def idle_cuda_build() -> str | None:
@@ -77,13 +77,13 @@ def drop_file_pages(is_target) -> int:
     cache. Returns the bytes of resident set dropped; 0 off Linux."""
     if not sys.platform.startswith("linux"):
         return 0
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc = ctypes.CDLL(None)  # the process's own C library, glibc or not
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     dropped = 0
     for start, end, perms, path, kb in _mappings():
         if (path.startswith("/") and "w" not in perms and kb.get("Rss", 0) and not kb.get("Anonymous", 0)
                 and not kb.get("Swap", 0) and is_target(path)
-                and libc.madvise(start, end - start, MADV_DONTNEED) == 0):
+                and libc.madvise(start, end - start, mmap.MADV_DONTNEED) == 0):
             dropped += kb["Rss"] * 1024
     return dropped
 
