@@ -71,3 +71,31 @@ def test_output_loss_multiplies_a_few_row_counts_whatever_the_number_of_real_tok
         if event.key == "aten::mm":
             shapes.add(str(event.input_shapes))
     assert shapes and len(shapes) <= 3 * 3  # 64, 128 and 192 rows; three products each
+
+
+def test_compiled_training_loss_does_not_recompile_for_each_batch_size():
+    """benchmark.py compile=true compiles the training loss; on an H200 the chunk loop made a graph
+    per batch size until dynamo's recompile limit (docs/results.md, the first GPU run)."""
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    weight = torch.randn(50, 16, requires_grad=True)
+
+    @torch.compile(backend=counting_backend)
+    def step(hidden, tgt_out):
+        return output_loss(torch.tanh(hidden), weight, tgt_out, 0, 0.1, chunk_rows=8, row_multiple=4)
+
+    counts = []
+    for t in range(9, 19):  # ten batch sizes, each a different number of chunks
+        torch.manual_seed(t)
+        hidden = torch.randn(3, t, 16, requires_grad=True)
+        step(hidden, torch.randint(1, 50, (3, t))).backward()
+        counts.append(len(graphs))
+    assert counts[-1] == counts[2], f"graphs compiled after each batch: {counts}"
+    torch.testing.assert_close(  # and what runs is still the loss
+        step(hidden, tgt_out := torch.randint(1, 50, (3, 18))),
+        output_loss(torch.tanh(hidden), weight, tgt_out, 0, 0.1, chunk_rows=8, row_multiple=4),
+    )

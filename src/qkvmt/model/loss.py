@@ -31,6 +31,7 @@ def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothi
     )
 
 
+@torch.compiler.disable  # its row count and chunk loop are data-dependent: compiled, a graph per batch size
 def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
                 chunk_rows: int = CHUNK_ROWS, row_multiple: int = ROW_MULTIPLE) -> Tensor:
     """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
