@@ -15,6 +15,7 @@ from qkvmt.data.batching import Collate
 from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
+from qkvmt.bench.profile import profile_training
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
@@ -94,6 +95,22 @@ def test_time_training_runs_full_steps_for_every_system():
         assert any(not torch.equal(a, p) for a, p in zip(before[name], m.parameters())), name
 
 
+def test_profile_ranks_the_operators_of_a_training_step():
+    """Per-step figures: the operators' own times fit inside the step, the largest first, and a
+    matrix product is among them; a CPU has no device time."""
+    torch.manual_seed(0)
+    timer = TrainTimer(Ours(CFG), torch.device("cpu"), None, CFG.pad_id)
+    before = [p.detach().clone() for p in timer.model.parameters()]
+    summary, text = profile_training(timer, batches(3), steps=3, top=8)
+    assert any(not torch.equal(a, p) for a, p in zip(before, timer.model.parameters()))  # real steps ran
+    assert summary["steps"] == 3 and summary["device_busy_ms"] is None
+    own = [row["self_cpu_ms"] for row in summary["top"]]
+    assert len(own) == 8 and own == sorted(own, reverse=True)
+    assert 0 < sum(own) <= summary["step_ms"]
+    assert any(row["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for row in summary["top"])
+    assert "Self CPU" in text
+
+
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_ours_fixed_length_decodes_exactly_n_tokens(use_cache):
     torch.manual_seed(0)
@@ -135,7 +152,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
     cmd = [
         sys.executable, "scripts/benchmark.py", "model=tiny", "device=cpu", f"output_dir={out}",
         f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=120",
-        "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1",
+        "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1", "train.profile_steps=1",
         "decode.sentences=4", "decode.length=6", "decode.repeats=1",
         "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]", "analysis.sentences=3",
         "memory.steps=6", "memory.every=2", 'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
@@ -148,6 +165,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
     for key in ("ours_sent_s", "uncached_sent_s", "hf_sent_s", "ours_vs_hf", "ours_vs_uncached"):
         assert key in r["decode"]
     assert r["train"]["ours_tok_s"] > 0 and r["train"]["torch_tok_s"] > 0
+    assert r["train"]["profile"]["steps"] == 1 and "Self CPU" in (out / "profile.txt").read_text()
     assert r["train"]["ours_vs_torch"] == pytest.approx(r["train"]["ours_tok_s"] / r["train"]["torch_tok_s"])
     if HAS_HF:
         assert r["train"]["hf_tok_s"] > 0 and r["decode"]["hf_sent_s"] > 0

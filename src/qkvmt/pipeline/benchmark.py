@@ -27,11 +27,12 @@ from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.table import table
+from qkvmt.bench.profile import profile_training
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
-from qkvmt.files import write_json
+from qkvmt.files import write_json, write_text
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import prepare_host_memory
 from qkvmt.model.checkpoint import CheckpointMeta
@@ -95,7 +96,7 @@ def benchmark(cfg: DictConfig) -> dict:
     }
     log.info("stage 1/6, training speed: %s on %s", ", ".join(present), result["device"])
     batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
-    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype)
+    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype, out)
 
     log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
@@ -123,12 +124,18 @@ def benchmark(cfg: DictConfig) -> dict:
     return result
 
 
-def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype) -> dict:
+def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out_dir: Path) -> dict:
     timers = {name: TrainTimer(m, device, dtype, model_cfg.pad_id) for name, m in models.items()}
     flops = [training_flops(model_cfg, b["src"], b["tgt_in"]) for b in batches]
     rows = time_training(timers, batches, cfg.train.warmup_steps, cfg.train.steps, cfg.train.rounds, flops)
+    profiled = None
+    if cfg.train.profile_steps and "ours" in timers:
+        log.info("  profile: ours, %d steps (profile.txt)", cfg.train.profile_steps)
+        profiled, text = profile_training(timers["ours"], batches, cfg.train.profile_steps)
+        write_text(out_dir / "profile.txt", text)
     peak, peak_source = peak_tflops(device, cfg.peak_tflops)
-    out = {"max_tokens": cfg.data.max_tokens, "peak_tflops": peak, "peak_source": peak_source, "systems": rows}
+    out = {"max_tokens": cfg.data.max_tokens, "peak_tflops": peak, "peak_source": peak_source, "systems": rows,
+           "profile": profiled}
     for name in ("ours", "torch", "hf"):
         out[f"{name}_tok_s"] = rows[name]["tgt_tok_s"] if name in rows else None
         out[f"{name}_src_tgt_tok_s"] = rows[name]["tok_s"] if name in rows else None
