@@ -4,8 +4,8 @@
 #                  with the tokenized references (bleu_tok_lc), report.html and curve.png;
 #   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and MFU
 #                  of ours, nn.Transformer and HF Marian, and beam-5 decoding of 1,000 validation
-#                  sentences in one batch at a fixed length (ours and HF generate); then ours
-#                  alone with compile=true.
+#                  sentences in one batch at a fixed length (ours and HF generate), 10 steps of
+#                  ours under torch.profiler (profile.txt); then ours alone with compile=true.
 # Run on the GPU machine from the repository root, with .whl and .device-data carried
 # (scripts/device/prepare.sh makes them). What comes back is written to $OUT.
 # Further arguments are overrides for train.py or benchmark.py (a smoke test on a CPU:
@@ -44,12 +44,36 @@ case "$stage" in
     if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
+    # tokenizing a large corpus is CPU work: left to the CPU figures, it would take this call's time
     python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' \
-      decode.sentences=1000 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
+      decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
+    cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run outlasts the call
+    cp "$runs/bench/profile.txt" "$out/profile.txt"
     python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' compile=true \
-      'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
-    cp "$runs/bench/benchmark.json" "$out/benchmark.json"
+      'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
     ;;
-  *) echo "unknown stage $stage: use en_de, de_en or bench" >&2; exit 2 ;;
+  sweep)
+    # Variants of a GPU preset trained side by side on the one GPU (a step of these small models
+    # leaves it mostly idle), to choose a recipe by validation BLEU. Each argument is one variant's
+    # overrides, quoted; SWEEP_EXPERIMENT names the preset (default multi30k_en_de_gpu). Their
+    # wall times are shared-GPU times: measure the chosen one alone with its own stage.
+    exp=${SWEEP_EXPERIMENT:-multi30k_en_de_gpu}
+    variants=("$@")
+    rm -rf "$runs/sweep" && mkdir -p "$runs/sweep"
+    for i in "${!variants[@]}"; do
+      # shellcheck disable=SC2086  # a variant is a list of overrides
+      python3 scripts/train.py experiment="$exp" hydra.run.dir="$runs/sweep/$i" ${variants[$i]} > "$runs/sweep/$i.log" 2>&1 &
+    done
+    wait || true  # one variant's failure leaves the others' figures
+    printf 'variant\tbest_val_bleu\tsteps\twall_s\ttest_bleu\toverrides\n' > "$out/sweep.tsv"
+    for i in "${!variants[@]}"; do
+      m="$runs/sweep/$i/train_metrics.json"
+      python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print(sys.argv[2], *(m[k] for k in ("best_val_bleu", "steps", "wall_s", "test_bleu")), sys.argv[3], sep="\t")' \
+        "$m" "$i" "${variants[$i]}" >> "$out/sweep.tsv" 2>/dev/null || printf '%s\tfailed\t\t\t\t%s\n' "$i" "${variants[$i]}" >> "$out/sweep.tsv"
+      { echo "== variant $i: ${variants[$i]}"; tail -n 25 "$runs/sweep/$i.log"; } >> "$out/sweep.log"
+    done
+    cat "$out/sweep.tsv"
+    ;;
+  *) echo "unknown stage $stage: use en_de, de_en, bench or sweep" >&2; exit 2 ;;
 esac
