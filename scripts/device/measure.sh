@@ -5,7 +5,9 @@
 #   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and MFU
 #                  of ours, nn.Transformer and HF Marian, and beam-5 decoding of 1,000 validation
 #                  sentences in one batch at a fixed length (ours and HF generate), 10 steps of
-#                  ours under torch.profiler (profile.txt); then ours alone with compile=true.
+#                  ours under torch.profiler (profile.txt); then ours alone with compile=true;
+#   sweep:         variants of a GPU preset side by side, each argument one variant's overrides
+#                  (SWEEP_EXPERIMENT, default multi30k_en_de_gpu): sweep.tsv, to choose by val BLEU.
 # Run on the GPU machine from the repository root, with .whl and .device-data carried
 # (scripts/device/prepare.sh makes them). What comes back is written to $OUT.
 # Further arguments are overrides for train.py or benchmark.py (a smoke test on a CPU:
@@ -13,7 +15,7 @@
 #        model.decoder_layers=1 data.vocab_size=1000 trainer.max_steps=20 trainer.val_check_interval=10;
 #   the preset's model keys override model=NAME, so name the fields).
 set -euo pipefail
-stage=${1:?stage: en_de, de_en or bench}
+stage=${1:?stage: en_de, de_en, bench or sweep}
 shift
 out=${OUT:-outputs/device}
 mkdir -p "$out"
@@ -48,7 +50,7 @@ case "$stage" in
     python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' \
       decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
     cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run outlasts the call
-    cp "$runs/bench/profile.txt" "$out/profile.txt"
+    if [ -f "$runs/bench/profile.txt" ]; then cp "$runs/bench/profile.txt" "$out/"; fi  # none if overridden away
     python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' compile=true \
       'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
@@ -58,14 +60,17 @@ case "$stage" in
     # leaves it mostly idle), to choose a recipe by validation BLEU. Each argument is one variant's
     # overrides, quoted; SWEEP_EXPERIMENT names the preset (default multi30k_en_de_gpu). Their
     # wall times are shared-GPU times: measure the chosen one alone with its own stage.
+    [ $# -gt 0 ] || { echo "sweep: give each variant's overrides as one quoted argument" >&2; exit 2; }
     exp=${SWEEP_EXPERIMENT:-multi30k_en_de_gpu}
     variants=("$@")
     rm -rf "$runs/sweep" && mkdir -p "$runs/sweep"
+    set -f  # a variant is split into overrides at spaces, but a list such as [1,2] is not a file pattern
     for i in "${!variants[@]}"; do
-      # shellcheck disable=SC2086  # a variant is a list of overrides
+      # shellcheck disable=SC2086
       python3 scripts/train.py experiment="$exp" hydra.run.dir="$runs/sweep/$i" ${variants[$i]} > "$runs/sweep/$i.log" 2>&1 &
     done
-    wait || true  # one variant's failure leaves the others' figures
+    set +f
+    wait  # a variant that fails shows as "failed" below; the others' figures stand
     printf 'variant\tbest_val_bleu\tsteps\twall_s\ttest_bleu\toverrides\n' > "$out/sweep.tsv"
     for i in "${!variants[@]}"; do
       m="$runs/sweep/$i/train_metrics.json"

@@ -15,7 +15,7 @@ from qkvmt.data.batching import Collate
 from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
-from qkvmt.bench.profile import profile_training
+from qkvmt.bench.profile import device_busy_ms, profile_training
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
@@ -109,6 +109,26 @@ def test_profile_ranks_the_operators_of_a_training_step():
     assert 0 < sum(own) <= summary["step_ms"]
     assert any(row["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for row in summary["top"])
     assert "Self CPU" in text
+
+
+def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", "train.profile_steps=-1"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "train.profile_steps=-1" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_device_busy_time_counts_each_kernel_once():
+    """The profiler lists a kernel's time on its own row and again under the operator that
+    launched it; the busy time is the kernels' rows alone."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    mm = SimpleNamespace(device_type=DeviceType.CPU, self_device_time_total=3000.0)  # its kernels' time, in µs
+    kernels = [SimpleNamespace(device_type=DeviceType.CUDA, self_device_time_total=t) for t in (2000.0, 1000.0)]
+    assert device_busy_ms([mm, *kernels], steps=2) == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])

@@ -10,24 +10,26 @@ then ranks the operators by their own CPU time.
 
 import time
 
-import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from qkvmt.bench.timing import TrainTimer, sync
 
 
-def _device_us(event) -> float:
-    """An operator's own device time in µs; torch < 2.4 names it after CUDA."""
-    return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0)
+def device_busy_ms(events, steps: int) -> float:
+    """Milliseconds per step the device spent running kernels. The profiler lists each kernel
+    as a row of its own and also adds its time to the operator that launched it: only the
+    kernels' own rows are counted, or the time would be counted twice."""
+    return sum(e.self_device_time_total for e in events if e.device_type != DeviceType.CPU) / 1000 / steps
 
 
 def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: int = 15) -> tuple[dict, str]:
-    """Profile `steps` training steps of one system (after the timed ones, so warm).
+    """Profile `steps` (> 0) training steps of one system (after the timed ones, so warm).
 
     Returns (summary, table): summary has the steps, the wall milliseconds per step (the
-    profiler's own overhead in it), the device's
-    busy milliseconds per step (None on a CPU) and the `top` operators by own time; table is
-    torch's own key_averages table of the same, to be written beside benchmark.json."""
+    profiler's own overhead in it), the device's busy milliseconds per step (None on a CPU) and
+    the `top` operators by their own time (on a GPU, the time of the kernels they launched);
+    table is torch's own key_averages table of the same, to be written beside benchmark.json."""
     on_device = timer.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
     sync(timer.device)
@@ -38,24 +40,20 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
         wall = time.perf_counter() - start
     events = prof.key_averages()
     sort_key = "self_device_time_total" if on_device else "self_cpu_time_total"
-    ranked = sorted(events, key=(_device_us if on_device else lambda e: e.self_cpu_time_total), reverse=True)
-    busy_ms = sum(_device_us(e) for e in events) / 1000 / steps if on_device else None
+    operators = [e for e in events if e.device_type == DeviceType.CPU]
+    ranked = sorted(operators, key=lambda e: getattr(e, sort_key), reverse=True)
     summary = {
         "steps": steps,
         "step_ms": 1000 * wall / steps,
-        "device_busy_ms": busy_ms,
+        "device_busy_ms": device_busy_ms(events, steps) if on_device else None,
         "top": [
             {
                 "op": e.key,
                 "calls_per_step": e.count / steps,
                 "self_cpu_ms": e.self_cpu_time_total / 1000 / steps,
-                "self_device_ms": _device_us(e) / 1000 / steps if on_device else None,
+                "self_device_ms": e.self_device_time_total / 1000 / steps if on_device else None,
             }
             for e in ranked[:top]
         ],
     }
-    try:
-        table = events.table(sort_by=sort_key, row_limit=top * 2)
-    except (AttributeError, KeyError):  # torch < 2.4 sorts by the CUDA name
-        table = events.table(sort_by="self_cuda_time_total", row_limit=top * 2)
-    return summary, table
+    return summary, events.table(sort_by=sort_key, row_limit=top * 2)

@@ -4,7 +4,8 @@ Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianM
 measured side by side in one process, on the same batches and sentences: training tokens/s,
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
-default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json into output_dir and prints a table.
+default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json into output_dir and prints a table;
+`train.profile_steps=N` adds profile.txt, where N steps of ours spent their time (qkvmt.bench.profile).
 """
 
 import copy
@@ -26,9 +27,9 @@ from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.memory import recipe_memory
-from qkvmt.bench.table import table
-from qkvmt.bench.profile import profile_training
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
+from qkvmt.bench.profile import profile_training
+from qkvmt.bench.table import table
 from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
@@ -56,6 +57,8 @@ def benchmark(cfg: DictConfig) -> dict:
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     dtype = DTYPES[precision]
+    if cfg.train.profile_steps < 0:
+        raise UserError(f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip")
     peers = [name for name in ("torch", "hf") if name in cfg.systems]
     if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
         raise UserError(f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
@@ -129,7 +132,9 @@ def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out
     flops = [training_flops(model_cfg, b["src"], b["tgt_in"]) for b in batches]
     rows = time_training(timers, batches, cfg.train.warmup_steps, cfg.train.steps, cfg.train.rounds, flops)
     profiled = None
-    if cfg.train.profile_steps and "ours" in timers:
+    if cfg.train.profile_steps and "ours" not in timers:
+        log.info("  profile: skipped, it profiles ours and systems=%s", list(timers))
+    elif cfg.train.profile_steps:
         log.info("  profile: ours, %d steps (profile.txt)", cfg.train.profile_steps)
         profiled, text = profile_training(timers["ours"], batches, cfg.train.profile_steps)
         write_text(out_dir / "profile.txt", text)
