@@ -46,13 +46,12 @@ case "$stage" in
     if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
+    base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
     # tokenizing a large corpus is CPU work: left to the CPU figures, it would take this call's time
-    python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' \
-      decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
+    python3 scripts/benchmark.py "${base[@]}" decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
     cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run outlasts the call
     if [ -f "$runs/bench/profile.txt" ]; then cp "$runs/bench/profile.txt" "$out/"; fi  # none if overridden away
-    python3 scripts/benchmark.py model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]' compile=true \
-      'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
+    python3 scripts/benchmark.py "${base[@]}" compile=true 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
     ;;
   sweep)

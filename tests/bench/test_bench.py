@@ -5,10 +5,12 @@ import importlib.util
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from torch.autograd import DeviceType
 from torch.utils.flop_counter import FlopCounterMode
 
 from qkvmt.data.batching import Collate
@@ -122,10 +124,6 @@ def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
 def test_device_busy_time_counts_each_kernel_once():
     """The profiler lists a kernel's time on its own row and again under the operator that
     launched it; the busy time is the kernels' rows alone."""
-    from types import SimpleNamespace
-
-    from torch.autograd import DeviceType
-
     mm = SimpleNamespace(device_type=DeviceType.CPU, self_device_time_total=3000.0)  # its kernels' time, in µs
     kernels = [SimpleNamespace(device_type=DeviceType.CUDA, self_device_time_total=t) for t in (2000.0, 1000.0)]
     assert device_busy_ms([mm, *kernels], steps=2) == pytest.approx(1.5)

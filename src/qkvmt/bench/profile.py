@@ -13,7 +13,7 @@ import time
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from qkvmt.bench.timing import TrainTimer, sync
+from qkvmt.bench.timing import TrainTimer
 
 
 def device_busy_ms(events, steps: int) -> float:
@@ -32,7 +32,6 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
     table is torch's own key_averages table of the same, to be written beside benchmark.json."""
     on_device = timer.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
-    sync(timer.device)
     with profile(activities=activities) as prof:
         start = time.perf_counter()
         for i in range(steps):
