@@ -1,8 +1,44 @@
 """Corpus metrics from sacreBLEU, always reported with their signatures."""
 
+import functools
+
 import sacrebleu
+from sacrebleu.tokenizers.tokenizer_base import BaseTokenizer
 
 
+def _tokenizer_classes(cls: type = BaseTokenizer):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _tokenizer_classes(sub)
+
+
+def forget_tokenized_lines() -> None:
+    """Empty sacreBLEU's memo of tokenized lines.
+
+    Each sacreBLEU tokenizer memoizes its calls in a class-wide lru_cache of 2**16 lines, keyed
+    by the tokenizer object and the line. A training run scores a new set of translations at
+    every validation, so the memo kept every hypothesis and reference it had scored, and each
+    scoring's tokenizers, until it filled: 9 MB more heap in use in each CPU-recipe process
+    every 1,000 steps (docs/results.md, issue 35). A split is scored in one call, so emptying
+    the memo after it costs nothing."""
+    for cls in _tokenizer_classes():
+        memo = vars(cls).get("__call__")
+        if hasattr(memo, "cache_clear"):
+            memo.cache_clear()
+
+
+def forgets_tokenized_lines(fn):
+    @functools.wraps(fn)
+    def scored(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            forget_tokenized_lines()
+
+    return scored
+
+
+@forgets_tokenized_lines
 def score(hypotheses: list[str], references: list[str]) -> dict:
     """Cased, detokenized BLEU and chrF, plus lowercased BLEU; sacreBLEU's default settings."""
     bleu = sacrebleu.metrics.BLEU()
@@ -18,6 +54,7 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
     }
 
 
+@forgets_tokenized_lines
 def sentence_scores(hypotheses: list[str], references: list[str]) -> tuple[list[dict], dict]:
     """Each sentence's own BLEU (effective order, as sacreBLEU's sentence_bleu) and chrF, and
     their signatures."""
@@ -29,6 +66,7 @@ def sentence_scores(hypotheses: list[str], references: list[str]) -> tuple[list[
     return scores, {"sentence_bleu": str(bleu.get_signature()), "sentence_chrf": str(chrf.get_signature())}
 
 
+@forgets_tokenized_lines
 def score_tokenized_lowercased(hypotheses: list[str], tokenized_references: list[str], lang: str) -> dict:
     """BLEU as Multi30k papers report it: against the dataset's lowercased, punctuation-normalised,
     Moses-tokenized references, with hypotheses prepared the same way by sacremoses and no
