@@ -6,7 +6,9 @@ Lightning, in its precision, with its batches and its host-memory settings: the 
 its processes, on as many threads as each of its processes gets. It runs in a fresh process, so
 nothing that the benchmark's other stages allocated or cached (oneDNN keeps primitives
 process-wide) counts. Validation is left out: it decodes in float32 and repeats the same batches
-every time. Readings at multiples of 50 steps come right after a release of free heap pages
+every time, so what a run's validations add shows in its train_metrics.json instead
+(`host_memory.rss_mb_at_step`; there sacreBLEU's memo of scored lines showed, issue 35).
+Readings at multiples of 50 steps come right after a release of free heap pages
 (qkvmt.training.host_memory), so their growth is that of what stays; the peak is the high-water mark.
 """
 
