@@ -12,8 +12,8 @@ def _tokenizer_classes(cls: type = BaseTokenizer):
         yield from _tokenizer_classes(sub)
 
 
-def forget_tokenized_lines() -> None:
-    """Empty sacreBLEU's memo of tokenized lines.
+def forgets_tokenized_lines(fn):
+    """`fn`, emptying sacreBLEU's memo of tokenized lines when it returns.
 
     Each sacreBLEU tokenizer memoizes its calls in a class-wide lru_cache of 2**16 lines, keyed
     by the tokenizer object and the line. A training run scores a new set of translations at
@@ -21,19 +21,16 @@ def forget_tokenized_lines() -> None:
     scoring's tokenizers, until it filled: 9 MB more heap in use in each CPU-recipe process
     every 1,000 steps (docs/results.md, issue 35). A split is scored in one call, so emptying
     the memo after it costs nothing."""
-    for cls in _tokenizer_classes():
-        memo = vars(cls).get("__call__")
-        if hasattr(memo, "cache_clear"):
-            memo.cache_clear()
 
-
-def forgets_tokenized_lines(fn):
     @functools.wraps(fn)
     def scored(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         finally:
-            forget_tokenized_lines()
+            for cls in _tokenizer_classes():
+                memo = vars(cls).get("__call__")
+                if hasattr(memo, "cache_clear"):
+                    memo.cache_clear()
 
     return scored
 
