@@ -192,12 +192,15 @@ def _memory(cfg, device) -> dict | None:
     return recipe_memory(main.path, m.experiment, m.steps, m.every, overrides)
 
 
-def _compiled(model):
-    """torch.compile of what a training step runs: ours' `loss` (the training loss), a peer's forward."""
+def _compiled(model, backend: str = "inductor"):
+    """torch.compile of what a training step runs: ours' `loss` (the training loss), a peer's forward.
+    Dynamic from the start: token-budget batches differ in rows and both lengths, and dynamo's
+    default compiles a static graph first, then again once shapes change (and again for a dimension
+    that stayed put until then). On an H200 the default timed no step in 140 s (docs/results.md)."""
     if hasattr(model, "loss"):
-        model.loss = torch.compile(model.loss)
+        model.loss = torch.compile(model.loss, backend=backend, dynamic=True)
         return model
-    return torch.compile(model)
+    return torch.compile(model, backend=backend, dynamic=True)
 
 
 def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) -> dict:
