@@ -30,14 +30,15 @@ requires_hf = pytest.mark.skipif(not HAS_HF, reason="transformers not installed 
 CFG = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0)
 
 
+def random_batch(rng, lengths) -> dict:
+    """One collated batch of random pairs, a (source, target) length for each row."""
+    collate = Collate(CFG.specials)
+    return collate([(i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t)) for i, (s, t) in enumerate(lengths)])
+
+
 def batches(n: int, seed: int = 0, pad: bool = True) -> list[dict]:
     rng = np.random.default_rng(seed)
-    collate = Collate(CFG.specials)
-    out = []
-    for _ in range(n):
-        lens = rng.integers(3, 9, size=(6, 2)) if pad else np.full((6, 2), 6)
-        out.append(collate([(i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t)) for i, (s, t) in enumerate(lens)]))
-    return out
+    return [random_batch(rng, rng.integers(3, 9, size=(6, 2)) if pad else np.full((6, 2), 6)) for _ in range(n)]
 
 
 def systems() -> dict:
@@ -104,13 +105,10 @@ def test_compiled_training_compiles_once_for_batches_of_every_shape():
     from qkvmt.pipeline.benchmark import _compiled
 
     rng = np.random.default_rng(0)
-    collate = Collate(CFG.specials)
     # No batch's rows equal one of its lengths, as in real 25k-token batches: dynamo gives equal
     # sizes one symbol, and a later batch that parts them compiles again.
-    data = [
-        collate([(i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t)) for i in range(rows)])
-        for rows, s, t in [(7, 4, 9), (3, 10, 5), (9, 5, 3), (2, 13, 11), (5, 7, 12)]
-    ]
+    shapes = [(7, 4, 9), (3, 10, 5), (9, 5, 3), (2, 13, 11), (5, 7, 12)]
+    data = [random_batch(rng, [(s, t)] * rows) for rows, s, t in shapes]
     for name, model in systems().items():
         if name == "hf":
             continue  # Marian's graph breaks are its own; ours and nn.Transformer are what is timed compiled

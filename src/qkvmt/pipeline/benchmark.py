@@ -14,6 +14,7 @@ import importlib.metadata
 import logging
 import platform
 import tempfile
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
@@ -192,7 +193,7 @@ def _memory(cfg, device) -> dict | None:
     return recipe_memory(main.path, m.experiment, m.steps, m.every, overrides)
 
 
-def _compiled(model, backend: str = "inductor"):
+def _compiled(model, backend: str | Callable = "inductor"):
     """torch.compile of what a training step runs: ours' `loss` (the training loss), a peer's forward.
     Dynamic from the start: token-budget batches differ in rows and both lengths, and dynamo's
     default compiles a static graph first, then again once shapes change (and again for a dimension
