@@ -10,6 +10,7 @@ default, `decode.ctranslate2`), decodes the same sentences beside them. Writes b
 
 import copy
 import datetime
+import functools
 import importlib.metadata
 import logging
 import platform
@@ -198,10 +199,11 @@ def _compiled(model, backend: str | Callable = "inductor"):
     Dynamic from the start: token-budget batches differ in rows and both lengths, and dynamo's
     default compiles a static graph first, then again once shapes change (and again for a dimension
     that stayed put until then). On an H200 the default timed no step in 140 s (docs/results.md)."""
+    compile_ = functools.partial(torch.compile, backend=backend, dynamic=True)
     if hasattr(model, "loss"):
-        model.loss = torch.compile(model.loss, backend=backend, dynamic=True)
+        model.loss = compile_(model.loss)
         return model
-    return torch.compile(model, backend=backend, dynamic=True)
+    return compile_(model)
 
 
 def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) -> dict:
