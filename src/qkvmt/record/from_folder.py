@@ -1,0 +1,119 @@
+"""A record entry from a training run's folder: what train.py wrote there (train_metrics.json, with
+the experiment, precision, hardware, steps, wall time, test scores and memory), the overrides
+and seed Hydra kept (.hydra/), and, where given, the test scores of an evaluate.py folder
+(metrics.json) instead of the training command's own.
+
+A run folder does not say how many cores the machine had or which torch it ran; where the run's
+hardware is this machine's, they are read here, else they must be given."""
+
+import datetime
+import json
+import os
+import re
+from pathlib import Path
+
+from qkvmt.errors import UserError
+
+# Overrides that say where a run read and wrote, not what it computed: left out of the recipe.
+PLACES = ("data.root=", "data.cache_dir=", "paths.", "hydra.", "resume=")
+
+
+def read_json(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise UserError(f"{path} not found: {what}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not valid JSON ({e})") from None
+
+
+def overrides_and_seed(folder: Path) -> tuple[list[str], list[str], int | None]:
+    """The command line's overrides that change what is computed (the seed apart: runs of one
+    recipe with other seeds are one group), the same with the seed for the command, and the
+    seed the run used."""
+    import yaml  # Hydra's own dependency
+
+    hydra = folder / ".hydra"
+    given = yaml.safe_load((hydra / "overrides.yaml").read_text()) if (hydra / "overrides.yaml").is_file() else []
+    config = yaml.safe_load((hydra / "config.yaml").read_text()) if (hydra / "config.yaml").is_file() else {}
+    command = [o for o in given or [] if not o.lstrip("+~").startswith(("experiment=", *PLACES))]
+    return [o for o in command if not o.startswith("seed=")], command, (config or {}).get("seed")
+
+
+def free_id(base: str, taken) -> str:
+    n = 1
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def quoted(override: str) -> str:
+    return f"'{override}'" if re.search(r"[\[\]{}$ ,]", override) else override
+
+
+def cpu_words(name: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\((R|TM|tm|r)\)", "", name)).strip()
+
+
+def describe(hw: dict, cores: int | None, amx: bool | None) -> tuple[str, str, str]:
+    """(hardware text, hardware class, the class's label) for a run's recorded hardware."""
+    if hw["device"] != "cpu":
+        slug = re.sub(r"[^a-z0-9]+", "-", hw["name"].lower()).strip("-")
+        return f"1 {hw['name']}", f"gpu-{slug}", f"1 {hw['name']}"
+    name = cpu_words(hw["name"])
+    if hw["cpu_native_bf16"]:
+        what = " with AMX (AVX512-BF16)" if amx else " with AVX512-BF16" + (", no AMX" if amx is False else "")
+        cls, label = "cpu-bf16", "native bf16 (AMX or AVX512-BF16)"
+    else:
+        what = f", {hw['cpu_capability']} without native bf16"
+        cls, label = f"cpu-{hw['cpu_capability'].lower()}", f"{hw['cpu_capability']} only (float32)"
+    article = "an" if name[:1].upper() in "AEIOU" else "a"
+    return f"{cores} cores of {article} {name}{what}", cls, label
+
+
+def test_scores(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
+    """The test figures and the method that measured them."""
+    if evaluation is None:
+        sig = metrics["signatures"]
+        return {"split": metrics["test_split"], "bleu": round(metrics["test_bleu"], 2), "chrf": round(metrics["test_chrf"], 2),
+                "signatures": {"bleu": sig["bleu"], "chrf": sig["chrf"]}}, "train"
+    ev = read_json(evaluation / "metrics.json", "give evaluation= an evaluate.py output folder")
+    keys = [k for k in ("bleu", "chrf", "bleu_tok_lc") if k in ev]
+    return {"split": ev["source"], **{k: round(ev[k], 2) for k in keys},
+            "signatures": {k: ev["signatures"][k] for k in keys}}, "evaluate"
+
+
+def entry(folder: Path, this_machine: dict, *, id: str | None = None, hardware: str | None = None,
+          cores: int | None = None, torch: str | None = None, commit: str | None = None, conditions: str | None = None,
+          disturbed: bool = False, evaluation: Path | None = None, taken_ids=()) -> tuple[dict, dict]:
+    """(entry, the hardware class it needs) for the run in `folder`.
+
+    this_machine: {"hardware": qkvmt.training.hardware.Hardware.to_dict(), "cores", "amx", "torch"}
+    of the machine reading the folder; used only where the run's hardware is the same."""
+    folder = Path(folder)
+    metrics = read_json(folder / "train_metrics.json",
+                        "give add= the folder of a training run that finished (train.py writes this after its test)")
+    hw = metrics["hardware"]
+    same = this_machine["hardware"] == hw
+    cores = cores or (this_machine["cores"] if same else None)
+    if hw["device"] == "cpu" and cores is None:
+        raise UserError(f"{folder} was trained on another machine ({hw['name']}): give cores=N, the CPU cores it had")
+    text, cls, label = describe(hw, cores if hw["device"] == "cpu" else None, this_machine["amx"] if same else None)
+    overrides, on_command_line, seed = overrides_and_seed(folder)
+    experiment = metrics["experiment"]
+    test, how = test_scores(metrics, Path(evaluation) if evaluation else None)
+    when = datetime.datetime.fromtimestamp(os.path.getmtime(folder / "train_metrics.json"), datetime.timezone.utc)
+    run = {
+        "id": id or free_id(experiment, taken_ids), "kind": "train", "experiment": experiment, "overrides": overrides,
+        "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *map(quoted, on_command_line)]),
+        "hardware": hardware or text, "hardware_class": cls, "cores": cores if hw["device"] == "cpu" else None,
+        "precision": metrics.get("precision"), "torch": torch or (this_machine["torch"] if same else None), "seed": seed,
+        "date": when.date().isoformat(), "commit": commit, "settings_current": True, "disturbed": bool(disturbed),
+        "how_measured": how, "steps": metrics["steps"], "wall_s": round(metrics["wall_s"]), "test": test,
+    }
+    if conditions:
+        run["conditions"] = conditions
+    peak = metrics.get("host_memory", {}).get("peak_rss_mb")
+    if peak:
+        run["peak_rss_mib"] = peak
+    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}

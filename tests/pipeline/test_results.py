@@ -1,0 +1,56 @@
+"""scripts/results.py: a run folder is added and the pages rewritten in one command; check=true
+writes nothing and fails while a page disagrees with the record; a page without its markers
+stops everything before anything is written."""
+
+import json
+
+import pytest
+
+from qkvmt.errors import UserError
+from qkvmt.pipeline.results import results, this_machine
+from tests.conftest import compose_inference
+from tests.record.conftest import RECORD
+
+
+def setup(tmp_path, readme="# R\n<!-- results:begin -->\n<!-- results:end -->\n"):
+    (tmp_path / "runs.json").write_text(json.dumps(RECORD))
+    (tmp_path / "README.md").write_text(readme)
+    (tmp_path / "results.md").write_text("# Results\n<!-- results:runs:begin -->\n<!-- results:runs:end -->\n")
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- experiment=multi30k_en_de_cpu\n")
+    (run / "train_metrics.json").write_text(json.dumps({
+        "experiment": "multi30k_en_de_cpu", "precision": "bf16-mixed", "hardware": this_machine()["hardware"],
+        "steps": 5000, "wall_s": 3390.0, "test_split": "test_2016_flickr", "test_bleu": 38.123, "test_chrf": 63.0,
+        "signatures": {"bleu": "B", "chrf": "C"}}))
+    paths = [f"record={tmp_path / 'runs.json'}", f"readme={tmp_path / 'README.md'}", f"results_page={tmp_path / 'results.md'}"]
+    return run, paths
+
+
+def test_a_run_folder_is_added_and_both_pages_show_it(tmp_path):
+    run, paths = setup(tmp_path)
+    out = results(compose_inference("results", *paths, f"add={run}", "conditions='nothing else running'"))
+    assert out["added"] == "multi30k_en_de_cpu-1"
+    (entry,) = json.loads((tmp_path / "runs.json").read_text())["runs"]
+    assert entry["conditions"] == "nothing else running" and entry["test"]["bleu"] == 38.12
+    assert "| `multi30k_en_de_cpu` |" in (tmp_path / "README.md").read_text() and "38.12" in (tmp_path / "README.md").read_text()
+    assert "multi30k_en_de_cpu-1" in (tmp_path / "results.md").read_text()
+    assert results(compose_inference("results", *paths, "check=true"))["stale"] == []
+
+
+def test_check_fails_on_a_page_changed_by_hand_and_writes_nothing(tmp_path):
+    run, paths = setup(tmp_path)
+    results(compose_inference("results", *paths, f"add={run}"))
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("38.12", "39.99"))
+    before = readme.read_text()
+    with pytest.raises(UserError, match="not what .* gives"):
+        results(compose_inference("results", *paths, "check=true"))
+    assert readme.read_text() == before
+
+
+def test_a_readme_without_markers_stops_before_the_record_is_touched(tmp_path):
+    run, paths = setup(tmp_path, readme="# R\nno table here\n")
+    with pytest.raises(UserError, match="results:begin"):
+        results(compose_inference("results", *paths, f"add={run}"))
+    assert json.loads((tmp_path / "runs.json").read_text())["runs"] == []
