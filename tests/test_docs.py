@@ -1,6 +1,8 @@
-"""The documentation runs: the README's Python API example, and docs/tour.ipynb executed cell by
-cell in a real Jupyter kernel (nbclient), each on a tiny trained model."""
+"""The documentation runs and reads as a user's: the README's Python API example and
+docs/tour.ipynb execute (each on a tiny trained model), the README stays a short front page that
+links every docs page, and no user doc speaks of how the project is run."""
 
+import json
 import re
 import subprocess
 import sys
@@ -11,17 +13,47 @@ from nbclient import NotebookClient
 
 from tests.conftest import ROOT
 
+README = ROOT / "README.md"
+README_MAX_LINES = 200
+# Words of the project's process, which a user cannot follow: they belong in git history or
+# CHANGELOG.md. Rounds of work and sessions count in prose only, outside code spans (`train.rounds`).
+PROCESS_WORDS = re.compile(r"\bissues? #?\d+|\bmoonshots?\b|can_start_another|\$OUT\b|\bdevice tool\b", re.I)
+PROCESS_PROSE = re.compile(
+    r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|\d+(?:st|nd|rd|th)|next|last|this|that|"
+    r"each|every|another|previous|earlier|later)\s+rounds?\b|\brounds? \d+\b|\bsessions?\b", re.I)  # not "the other way round"
+
+
+def user_docs() -> list:
+    return [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "tour.ipynb"]
+
+
+def doc_lines(path) -> list[str]:
+    """The lines a reader sees: a notebook's cell sources (its outputs are what the code printed)."""
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        return [line for c in cells for line in "".join(c["source"]).splitlines()]
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def process_words(path, root=ROOT) -> list[str]:
+    found = []
+    for number, line in enumerate(doc_lines(path), 1):
+        prose = re.sub(r"`[^`]*`", "", line)
+        for m in [*PROCESS_WORDS.finditer(line), *PROCESS_PROSE.finditer(prose)]:
+            found.append(f"{path.relative_to(root)}:{number}: {m.group(0)!r} in {line.strip()[:120]!r}")
+    return found
+
 
 def readme_api_example() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Python API"):]
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("## Attention for your own sentence"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_readmes_api_example_runs_as_written(trained_run, tmp_path):
     code = readme_api_example()
-    path = re.search(r'qkvmt\.load\("([^"]+)"\)', code).group(1)
-    code = code.replace(f'"{path}"', repr(str(trained_run["run"])))  # the README's run folder: ours is elsewhere
+    name = re.search(r'qkvmt\.load\("([^"]+)"\)', code).group(1)
+    code = code.replace(f'"{name}"', repr(str(trained_run["run"])))  # the README's bundled model: a tiny run stands in
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "->" in r.stdout  # the example prints what it found
@@ -39,3 +71,62 @@ def test_the_tour_notebook_runs_in_a_kernel(trained_run, tmp_path, monkeypatch):
     assert all(c.execution_count for c in code)
     pages = [o for c in code for o in c.outputs if "text/html" in o.get("data", {})]
     assert len(pages) >= 4 and all(o["data"]["text/html"].startswith("<iframe srcdoc=") for o in pages)
+
+
+def test_no_user_doc_speaks_of_the_projects_process():
+    found = [hit for path in user_docs() if path.is_file() for hit in process_words(path)]
+    assert not found, "process words in user docs (history goes to git or CHANGELOG.md):\n" + "\n".join(found)
+
+
+def test_the_process_word_check_finds_and_places_them(tmp_path):
+    doc = tmp_path / "page.md"
+    doc.write_text("Fine.\nAs issue 12 says, the seventh round\n`train.rounds` is an option; j → round(j·n/m), "
+                   "the other way round\n", encoding="utf-8")
+    hits = process_words(doc, root=tmp_path)
+    assert [h.split(": ", 1)[0] for h in hits] == ["page.md:2", "page.md:2"]
+    assert "issue 12" in hits[0] and "seventh round" in hits[1]
+
+
+def test_the_readme_is_a_short_front_page_linking_every_docs_page():
+    readme = README.read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_MAX_LINES
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").iterdir() if p.suffix in (".md", ".ipynb"))
+    linked = {target for target, _ in links(README)}
+    assert [p for p in pages if p not in linked] == []
+
+
+def heading_anchors(page) -> set[str]:
+    """The anchors a code host gives a Markdown page's headings (GitHub's rule)."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def links(page) -> list[tuple[str, str]]:
+    """(target, anchor) of every relative link of a Markdown page, the target as a path from ROOT."""
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        out.append(((page.parent / path).resolve().relative_to(ROOT).as_posix() if path else page.relative_to(ROOT).as_posix(), anchor))
+    return out
+
+
+def test_every_link_in_the_user_docs_leads_somewhere():
+    broken = []
+    for page in user_docs():
+        if page.suffix != ".md" or not page.is_file():
+            continue
+        for target, anchor in links(page):
+            path = ROOT / target
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} does not exist")
+            elif anchor and path.suffix == ".md" and anchor not in heading_anchors(path):
+                broken.append(f"{page.relative_to(ROOT)}: {target} has no heading #{anchor}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_shows_every_command_with_an_example():
+    readme = README.read_text(encoding="utf-8")
+    for script in sorted((ROOT / "scripts").glob("*.py")):
+        assert f"python scripts/{script.name}" in readme, f"README has no example of scripts/{script.name}"
