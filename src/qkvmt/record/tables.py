@@ -55,10 +55,15 @@ def train_columns(g: Group) -> tuple[str, str]:
     return minutes(g.stat(lambda r: r.get("wall_s"))), spread(g.stat(lambda r: r["test"]["bleu"]))
 
 
+def by_recipe(record: dict) -> list[Group]:
+    """Training groups, a recipe's variants after it (and each on its hardware in record order)."""
+    return sorted(groups(record["runs"], "train"), key=lambda g: (g.recipe, len(g.overrides), g.overrides))
+
+
 def glance(record: dict) -> str:
     """One row a recipe as documented (no overrides) on one class of hardware."""
     rows = []
-    for g in groups(record["runs"], "train"):
+    for g in by_recipe(record):
         if g.overrides:
             continue
         time, bleu = train_columns(g)
@@ -70,7 +75,7 @@ def glance(record: dict) -> str:
 def recipes(record: dict) -> str:
     """Every recipe and variant with counted runs: steps, time, BLEU and chrF over its runs."""
     rows = []
-    for g in groups(record["runs"], "train"):
+    for g in by_recipe(record):
         time, bleu = train_columns(g)
         steps = spread(g.stat(lambda r: r["steps"]), lambda x: f"{x:,.0f}")
         chrf = spread(g.stat(lambda r: r["test"].get("chrf")))
@@ -102,9 +107,10 @@ def runs(record: dict) -> str:
 
 def not_counted(record: dict) -> str:
     """The training runs in no mean: at earlier settings, or disturbed."""
-    rows = [[r["id"], code(r["command"]), r["hardware"], f"{r['steps']:,}", optional(r["test"]["bleu"]), why_not_counted(r)]
+    rows = [[r["id"], code(r["command"]), r["hardware"], f"{r['steps']:,}", optional(r.get("wall_s"), duration),
+             optional(r["test"]["bleu"]), why_not_counted(r)]
             for r in record["runs"] if r["kind"] == "train" and not counted(r)]
-    return table(["run", "command", "machine", "steps", "test BLEU", "why it is not counted"], rows)
+    return table(["run", "command", "machine", "steps", "time", "test BLEU", "why it is not counted"], rows)
 
 
 def signatures(record: dict) -> str:
