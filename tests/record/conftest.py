@@ -10,7 +10,7 @@ SIG = {"bleu": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}
 
 def train_run(id, bleu, *, experiment="recipe_a", overrides=(), hardware_class="cpu-x", cores=2, steps=100,
               wall_s=3000, current=True, disturbed=False, **extra) -> dict:
-    return {"id": id, "kind": "train", "experiment": experiment, "overrides": list(overrides),
+    return {"id": id, "kind": "train", "experiment": experiment, "overrides": list(overrides), "settings": {},
             "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *overrides]),
             "hardware": f"{cores} cores of a test CPU", "hardware_class": hardware_class, "cores": cores,
             "date": "2000-01-01", "settings_current": current, "disturbed": disturbed, "how_measured": "train",

@@ -3,8 +3,9 @@ hand, or a run added without regenerating, fails here (python scripts/results.py
 
 import pytest
 
-from qkvmt.record import pages, runs
-from tests.conftest import ROOT
+from qkvmt.record import pages, runs, settings
+from qkvmt.record.summary import counted
+from tests.conftest import CONF, ROOT
 
 RECORD = ROOT / "docs" / "runs.json"
 
@@ -14,3 +15,14 @@ def test_the_committed_tables_agree_with_the_record(page, required):
     text = (ROOT / page).read_text(encoding="utf-8")
     wanted = pages.render(text, runs.load(RECORD), page, required)
     assert text == wanted, f"{page}'s tables differ from {RECORD.name}: run python scripts/results.py"
+
+
+def test_every_counted_run_ran_at_its_recipes_settings_as_they_are_now():
+    """A recipe changed after its runs: mark them settings_current false (with a settings_note)
+    and regenerate, so that no table counts them for the recipe as it is."""
+    stale = []
+    for run in runs.load(RECORD)["runs"]:
+        if run["kind"] == "train" and counted(run):
+            changed = settings.differences(run["settings"], settings.recipe_now(run["experiment"], run["overrides"], CONF))
+            stale += [f"{run['id']}: {c}" for c in changed]
+    assert not stale, "runs counted at settings their recipe no longer has:\n" + "\n".join(stale)

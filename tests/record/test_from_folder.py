@@ -20,7 +20,7 @@ def run_folder(tmp_path, overrides=("experiment=multi30k_de_en_cpu",)):
     folder = tmp_path / "run"
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    (folder / ".hydra" / "config.yaml").write_text("seed: 7\n")
+    (folder / ".hydra" / "config.yaml").write_text("seed: 7\nmodel:\n  d_model: 192\n  dropout: 0.2\ndata:\n  root: /x\n")
     (folder / "train_metrics.json").write_text(json.dumps({
         "experiment": "multi30k_de_en_cpu", "precision": "bf16-mixed", "hardware": HW, "steps": 7001, "wall_s": 3380.4,
         "test_split": "test_2016_flickr", "test_bleu": 41.8049, "test_chrf": 61.1612,
@@ -37,6 +37,7 @@ def test_a_run_folder_becomes_an_entry_the_record_accepts(tmp_path):
     assert entry["overrides"] == ["model.positions=rotary"]  # not where files were, not the seed
     assert entry["command"] == "python scripts/train.py experiment=multi30k_de_en_cpu seed=7 model.positions=rotary"
     assert (entry["seed"], entry["steps"], entry["wall_s"], entry["peak_rss_mib"]) == (7, 7001, 3380, [1465, 1446])
+    assert entry["settings"] == {"model.d_model": 192, "model.dropout": 0.2}  # what decides the figures, no paths
     assert entry["test"] == {"split": "test_2016_flickr", "bleu": 41.8, "chrf": 61.16,
                              "signatures": {"bleu": "BLEU-SIG", "chrf": "CHRF-SIG"}}
     assert (entry["cores"], entry["torch"], entry["hardware_class"]) == (2, "9.9.9+cpu", "cpu-bf16")
@@ -70,6 +71,10 @@ def test_test_figures_can_come_from_an_evaluation_folder(tmp_path):
 def test_a_folder_without_a_finished_run_is_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="train_metrics.json not found"):
         from_folder.entry(tmp_path, HERE)
+    folder = run_folder(tmp_path)
+    (folder / ".hydra" / "config.yaml").unlink()
+    with pytest.raises(UserError, match="config.yaml not found"):
+        from_folder.entry(folder, HERE)
 
 
 def test_a_new_id_never_takes_one_in_use(tmp_path):

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
-from qkvmt.record import from_folder, pages, runs
+from qkvmt.record import from_folder, pages, runs, settings
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
 
@@ -36,31 +36,44 @@ def rendered(record: dict, readme: Path, results_page: Path) -> dict[Path, tuple
     return out
 
 
+def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
+    """The run in cfg.add as a record entry, compared with its recipe as it is now: a run whose
+    settings differ (an older folder) is recorded and listed, never counted for the recipe."""
+    text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
+    entry, classes = from_folder.entry(  # str: Hydra reads id=7 or torch=2.13 as numbers, and they are names
+        Path(cfg.add), this_machine(), **text, cores=cfg.cores, disturbed=cfg.disturbed, evaluation=cfg.evaluation,
+        taken_ids={r["id"] for r in record["runs"]},
+    )
+    now = settings.recipe_now(entry["experiment"], entry["overrides"], Path(cfg.conf_dir))
+    changed = settings.differences(entry["settings"], now)
+    if changed:
+        entry.update(settings_current=False, settings_note="; ".join(changed))
+    return entry, classes
+
+
 def results(cfg: DictConfig) -> dict:
+    if cfg.check and cfg.add:
+        raise UserError("check=true writes nothing, so it cannot add a run: give add= or check=true, not both")
     record_path = Path(cfg.record)
     record = runs.load(record_path)
-    added = None
+    entry = None
     if cfg.add:
-        entry, classes = from_folder.entry(
-            Path(cfg.add), this_machine(), id=cfg.id, hardware=cfg.hardware, cores=cfg.cores, torch=cfg.torch,
-            commit=cfg.commit, conditions=cfg.conditions, disturbed=cfg.disturbed, evaluation=cfg.evaluation,
-            taken_ids={r["id"] for r in record["runs"]},
-        )
-        record, added = runs.add(record, entry, classes), entry["id"]
+        entry, classes = new_run(cfg, record)
+        record = runs.add(record, entry, classes)
     texts = rendered(record, Path(cfg.readme), Path(cfg.results_page))
     stale = [str(p) for p, (now, wanted) in texts.items() if now != wanted]
     if cfg.check:
-        if cfg.add:
-            raise UserError("check=true writes nothing, so it cannot add a run: give add= or check=true, not both")
         if stale:
             raise UserError(f"{' and '.join(stale)}: the tables are not what {record_path} gives; "
                             "run python scripts/results.py to write them")
         print(f"the tables agree with {record_path} ({len(record['runs'])} runs)")
         return {"runs": len(record["runs"]), "stale": []}
-    if added:
+    if entry:
         runs.save(record_path, record)
     for path in stale:
         write_text(Path(path), texts[Path(path)][1])
+    added = entry["id"] if entry else None
     print(f"{len(record['runs'])} runs" + (f", added {added}" if added else "")
+          + ("" if not entry or entry["settings_current"] else f" (not counted: {entry['settings_note']})")
           + (f"; wrote {', '.join(stale)}" if stale else "; the tables were already up to date"))
     return {"runs": len(record["runs"]), "added": added, "written": stale}

@@ -12,7 +12,10 @@ import os
 import re
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from qkvmt.errors import UserError
+from qkvmt.record import settings
 
 # Overrides that say where a run read and wrote, not what it computed: left out of the recipe.
 PLACES = ("data.root=", "data.cache_dir=", "paths.", "hydra.", "resume=")
@@ -27,17 +30,18 @@ def read_json(path: Path, what: str) -> dict:
         raise UserError(f"{path} is not valid JSON ({e})") from None
 
 
-def overrides_and_seed(folder: Path) -> tuple[list[str], list[str], int | None]:
+def hydra_record(folder: Path) -> tuple[list[str], list[str], int | None, dict]:
     """The command line's overrides that change what is computed (the seed apart: runs of one
-    recipe with other seeds are one group), the same with the seed for the command, and the
-    seed the run used."""
-    import yaml  # Hydra's own dependency
-
+    recipe with other seeds are one group), the same with the seed for the command, the seed the
+    run used and its settings (qkvmt.record.settings), from what Hydra kept in <run>/.hydra/."""
     hydra = folder / ".hydra"
-    given = yaml.safe_load((hydra / "overrides.yaml").read_text()) if (hydra / "overrides.yaml").is_file() else []
-    config = yaml.safe_load((hydra / "config.yaml").read_text()) if (hydra / "config.yaml").is_file() else {}
+    if not (hydra / "config.yaml").is_file():
+        raise UserError(f"{hydra / 'config.yaml'} not found: give add= a folder that scripts/train.py made (hydra.run.dir)")
+    given = OmegaConf.to_container(OmegaConf.load(hydra / "overrides.yaml")) if (hydra / "overrides.yaml").is_file() else []
+    config = OmegaConf.load(hydra / "config.yaml")
     command = [o for o in given or [] if not o.lstrip("+~").startswith(("experiment=", *PLACES))]
-    return [o for o in command if not o.startswith("seed=")], command, (config or {}).get("seed")
+    return ([o for o in command if not o.startswith("seed=")], command, OmegaConf.select(config, "seed", default=None),
+            settings.pick(config))
 
 
 def free_id(base: str, taken) -> str:
@@ -99,16 +103,18 @@ def entry(folder: Path, this_machine: dict, *, id: str | None = None, hardware: 
     if hw["device"] == "cpu" and cores is None:
         raise UserError(f"{folder} was trained on another machine ({hw['name']}): give cores=N, the CPU cores it had")
     text, cls, label = describe(hw, cores if hw["device"] == "cpu" else None, this_machine["amx"] if same else None)
-    overrides, on_command_line, seed = overrides_and_seed(folder)
+    overrides, on_command_line, seed, ran_with = hydra_record(folder)
     experiment = metrics["experiment"]
     test, how = test_scores(metrics, Path(evaluation) if evaluation else None)
     when = datetime.datetime.fromtimestamp(os.path.getmtime(folder / "train_metrics.json"), datetime.timezone.utc)
     run = {
         "id": id or free_id(experiment, taken_ids), "kind": "train", "experiment": experiment, "overrides": overrides,
+        "settings": ran_with,
         "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *map(quoted, on_command_line)]),
         "hardware": hardware or text, "hardware_class": cls, "cores": cores if hw["device"] == "cpu" else None,
         "precision": metrics.get("precision"), "torch": torch or (this_machine["torch"] if same else None), "seed": seed,
-        "date": when.date().isoformat(), "commit": commit, "settings_current": True, "disturbed": bool(disturbed),
+        "date": when.date().isoformat(), "commit": commit, "settings_current": True,  # until compared: scripts/results.py
+        "disturbed": bool(disturbed),
         "how_measured": how, "steps": metrics["steps"], "wall_s": round(metrics["wall_s"]), "test": test,
     }
     if conditions:

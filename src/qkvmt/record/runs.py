@@ -4,7 +4,8 @@ The record is one JSON object: `hardware_classes` (what a run's `hardware_class`
 `methods` (how a figure was measured, named by a run's `how_measured`) and `runs`, a list of
 entries. Every entry names its command, its machine, whether it ran at the recipe's current
 settings (`settings_current`) and whether other work on the machine disturbed it (`disturbed`);
-a training run adds its recipe (`experiment`, `overrides`), steps and test scores, a benchmark
+a training run adds its recipe (`experiment`, `overrides`, and the `settings` that decide what it
+computes: qkvmt.record.settings), steps and test scores, a benchmark
 or measurement a list of labelled `figures`."""
 
 import json
@@ -16,7 +17,7 @@ from qkvmt.files import write_json
 COMMON = ("id", "kind", "command", "hardware", "hardware_class", "cores", "date", "settings_current", "disturbed",
           "how_measured")
 BY_KIND = {
-    "train": ("experiment", "overrides", "steps", "test"),
+    "train": ("experiment", "overrides", "settings", "steps", "test"),
     "benchmark": ("what", "figures"),
     "measurement": ("what", "figures"),
 }
