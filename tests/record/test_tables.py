@@ -15,6 +15,8 @@ def test_the_glance_table_has_one_row_a_recipe_and_hardware_with_mean_range_and_
         ["`recipe_a`", "2 CPU cores, test class X", "50–57 min", "41.17 (40.00–42.50)", "3"],
         ["`recipe_a`", "2 CPU cores, test class Y", "50 min 00 s", "30.00", "1"],
     ]
+    record["runs"][0]["wall_s"] = None
+    assert rows(tables.glance(record))[0][2] == "50–57 min (2 of 3 runs)"  # a mean of what is known, saying so
     text = tables.glance(record)
     assert "10.00" not in text and "20.00" not in text and "43.00" not in text  # not counted; a variant
 

@@ -75,7 +75,7 @@ def describe(hw: dict, cores: int | None, amx: bool | None) -> tuple[str, str, s
     return f"{cores} cores of {article} {name}{what}", cls, label
 
 
-def test_scores(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
+def scores_of(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
     """The test figures and the method that measured them."""
     if evaluation is None:
         sig = metrics["signatures"]
@@ -105,7 +105,7 @@ def entry(folder: Path, this_machine: dict, *, id: str | None = None, hardware: 
     text, cls, label = describe(hw, cores if hw["device"] == "cpu" else None, this_machine["amx"] if same else None)
     overrides, on_command_line, seed, ran_with = hydra_record(folder)
     experiment = metrics["experiment"]
-    test, how = test_scores(metrics, Path(evaluation) if evaluation else None)
+    test, how = scores_of(metrics, Path(evaluation) if evaluation else None)
     when = datetime.datetime.fromtimestamp(os.path.getmtime(folder / "train_metrics.json"), datetime.timezone.utc)
     run = {
         "id": id or free_id(experiment, taken_ids), "kind": "train", "experiment": experiment, "overrides": overrides,

@@ -52,7 +52,10 @@ def recipe(run: dict) -> str:
 
 
 def train_columns(g: Group) -> tuple[str, str]:
-    return minutes(g.stat(lambda r: r.get("wall_s"))), spread(g.stat(lambda r: r["test"]["bleu"]))
+    """Time and test BLEU over a group; a time known for only some of its runs says so."""
+    wall = g.stat(lambda r: r.get("wall_s"))
+    time = minutes(wall) + (f" ({wall.n} of {len(g.runs)} runs)" if wall and wall.n < len(g.runs) else "")
+    return time, spread(g.stat(lambda r: r["test"]["bleu"]))
 
 
 def by_recipe(record: dict) -> list[Group]:
