@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.errors import UserError, report_user_errors
 from qkvmt.text.tokenizer import encode
-from tests.conftest import ROOT, tiny_overrides, write_corpus
+from tests.conftest import ROOT, tiny_overrides, training_fixture, write_corpus
 
 SMALL = {"train": 60, "val": 4, "test_2016_flickr": 4}
 
@@ -78,7 +78,7 @@ def test_parallel_files_of_different_length_name_both_counts(ckpt, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.fixture(scope="module")
+@training_fixture(scope="module")
 def dropping_run(tmp_path_factory):
     """One training run whose corpus has 3 pairs with an empty side and many longer than
     model.max_positions=8; returns the run folder, its log and the corpus."""
@@ -164,7 +164,8 @@ def test_an_empty_sentence_is_one_line(script, ckpt, tmp_path):
 
 def test_a_checkpoint_that_does_not_exist_is_one_line(tmp_path):
     r = run_script("evaluate", f"ckpt_path={tmp_path / 'nope.ckpt'}", f"output_dir={tmp_path / 'out'}")
-    assert user_error(r) == f"error: checkpoint not found: {tmp_path / 'nope.ckpt'}; set ckpt_path to a .ckpt file"
+    assert user_error(r).startswith(f"error: checkpoint not found: {tmp_path / 'nope.ckpt'}; set ckpt_path to a .ckpt file, "
+                                    "a model folder or a bundled model's name")
     assert not (tmp_path / "out").exists()
 
 

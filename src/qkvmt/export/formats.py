@@ -3,15 +3,16 @@
 A format is a class made from the command's config (it checks its package and options then,
 before the checkpoint is loaded), with `check(model)`, which refuses in one line what the format
 cannot hold, and `write(model, tokenizer, meta, out)`, which fills an empty folder and writes
-qkvmt.json (qkvmt.export.metadata). A new format is such a class in its own module, and one
+qkvmt.json (qkvmt.export.metadata; safetensors: qkvmt.model.weights_folder). A new format is such a class in its own module, and one
 entry here.
 """
 
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import CTranslate2Format
 from qkvmt.export.to_huggingface import HuggingFaceFormat
+from qkvmt.export.to_safetensors import SafetensorsFormat
 
-FORMATS = {"ctranslate2": CTranslate2Format, "huggingface": HuggingFaceFormat}
+FORMATS = {"ctranslate2": CTranslate2Format, "huggingface": HuggingFaceFormat, "safetensors": SafetensorsFormat}
 
 
 def export_format(cfg):

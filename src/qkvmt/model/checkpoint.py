@@ -12,9 +12,11 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from qkvmt.bundled import bundled_names, resolve
 from qkvmt.model.config import ModelConfig
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
+from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
 
 
 USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
@@ -61,10 +63,13 @@ REQUIRED = {f.name: f.type for f in fields(CheckpointMeta) if f.default is MISSI
 
 def load_checkpoint(path) -> dict:
     path = Path(path)
+    if is_weights_folder(path):
+        return checked(read_weights_folder(path), path)
     if path.is_dir():
         raise UserError(f"ckpt_path={path} is a folder; set it to a .ckpt file in it (e.g. last.ckpt)")
     if not path.is_file():
-        raise UserError(f"checkpoint not found: {path}; set ckpt_path to a .ckpt file")
+        raise UserError(f"checkpoint not found: {path}; set ckpt_path to a .ckpt file, a model folder or a bundled "
+                        f"model's name ({', '.join(bundled_names()) or 'none installed'})")
     try:
         with warnings.catch_warnings():
             # An unusual pickle protocol only means the load below fails, which is reported.
@@ -76,6 +81,11 @@ def load_checkpoint(path) -> dict:
                 f"{path} holds code or objects that are not plain data; refusing to load it ({_brief(e)}); {USE_ANOTHER}"
             ) from None
         raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}") from None
+    return checked(ckpt, path)
+
+
+def checked(ckpt, path: Path) -> dict:
+    """`ckpt` if it holds what inference needs, else a UserError naming what it lacks."""
     meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
     bad = [k for k, kind in REQUIRED.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
     if bad or not isinstance(ckpt.get("state_dict"), dict):
@@ -143,7 +153,7 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
     average=None: just ckpt_path. average="lastN": the N most recent step*.ckpt next to ckpt_path
     (or in it, if it is a folder). average=[paths]: those files.
     """
-    ckpt_path = Path(ckpt_path) if ckpt_path else None
+    ckpt_path = resolve(ckpt_path) if ckpt_path else None
     if average is None:
         if ckpt_path is None:
             raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
@@ -159,7 +169,7 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
         if len(found) < n:
             raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
         return found
-    paths = [Path(p) for p in average]
+    paths = [resolve(p) for p in average]
     seen = {}
     for p in paths:
         key = p.resolve()

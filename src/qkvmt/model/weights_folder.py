@@ -1,0 +1,75 @@
+"""A model as a folder of plain files: model.safetensors, tokenizer.json and qkvmt.json.
+
+The same thing a checkpoint holds, minus the training state, in formats that load without
+pickle: safetensors for the weights (optionally in half precision, half the size), the
+tokenizer's own JSON, and the checkpoint's metadata as JSON. `scripts/export.py
+format=safetensors` writes one; `qkvmt.load(folder)` and every command's `ckpt_path=` read it;
+the models that ship with qkvmt (qkvmt.pretrained) are such folders.
+
+qkvmt.json may also carry `provenance`: how the weights were made (recipe, commit, machine,
+scores), which loading ignores.
+"""
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.errors import UserError
+from qkvmt.files import atomic_write, write_json, write_text
+from qkvmt.model.transformer import Transformer
+
+if TYPE_CHECKING:  # checkpoint.py reads these folders, so it imports this module
+    from qkvmt.model.checkpoint import CheckpointMeta
+
+FORMAT = "safetensors"
+WEIGHTS, TOKENIZER, METADATA = "model.safetensors", "tokenizer.json", "qkvmt.json"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def is_weights_folder(folder) -> bool:
+    folder = Path(folder)
+    return folder.is_dir() and all((folder / n).is_file() for n in (WEIGHTS, TOKENIZER, METADATA))
+
+
+def write_weights_folder(model: Transformer, tokenizer: Tokenizer, meta: "CheckpointMeta", out: Path,
+                         dtype: str = "float32") -> None:
+    """Fill the empty folder `out`; the weights are stored as `dtype` (float32, float16, bfloat16)."""
+    from safetensors.torch import save
+
+    if dtype not in DTYPES:
+        raise UserError(f"dtype={dtype!r}: use one of {', '.join(DTYPES)}")
+    # safetensors refuses tensors that share memory (tied embeddings): each is stored on its own
+    weights = {k: v.detach().to("cpu", DTYPES[dtype]).contiguous().clone() for k, v in model.state_dict().items()}
+    atomic_write(out / WEIGHTS, lambda f: f.write(save(weights)))
+    write_text(out / TOKENIZER, tokenizer.to_str())
+    stored = {k: v for k, v in meta.to_dict().items() if k != "tokenizer"}
+    write_json(out / METADATA, {"format": FORMAT, "dtype": dtype, **stored})
+
+
+def read_weights_folder(folder) -> dict:
+    """The folder as a checkpoint dict ({"state_dict", "qkvmt"}, weights in float32), which
+    build_model and average_checkpoints take as they take a .ckpt file's."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"format is {meta.get('format')!r}, not {FORMAT!r}" if isinstance(meta, dict) else "not an object")
+        weights = load_file(folder / WEIGHTS)
+        tokenizer = (folder / TOKENIZER).read_text(encoding="utf-8")
+    except (OSError, ValueError, SafetensorError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise UserError(f"{folder} is not a readable model folder ({type(e).__name__}: {e}); use a "
+                        f"folder written by scripts/export.py format=safetensors, or a checkpoint") from None
+    meta["tokenizer"] = tokenizer
+    return {"state_dict": {f"model.{k}": v.float() for k, v in weights.items()}, "qkvmt": meta}
+
+
+def add_provenance(folder, provenance: dict) -> None:
+    """Record in the folder's qkvmt.json how its weights were made and scored."""
+    path = Path(folder) / METADATA
+    write_json(path, json.loads(path.read_text(encoding="utf-8")) | {"provenance": provenance})
