@@ -1,7 +1,8 @@
 """qkvmt: encoder-decoder Transformers for machine translation, with attention as a first-class output.
 
     import qkvmt
-    model = qkvmt.load("<run>/checkpoints/best.ckpt")
+    qkvmt.pretrained()                              # the trained models that ship with qkvmt
+    model = qkvmt.load("multi30k-de-en")            # one of them, or a run folder, a .ckpt, a model folder
     model.translate(["Ein Mann fährt Fahrrad ."])
     model.attention("Ein Mann fährt Fahrrad .")     # shows itself in a notebook; .save(folder)
 
@@ -13,6 +14,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "load": "qkvmt.api",
+    "pretrained": "qkvmt.bundled",
     "Model": "qkvmt.api",
     "CTranslate2Model": "qkvmt.export.ctranslate2_engine",
     "DecodeConfig": "qkvmt.decoding.search",

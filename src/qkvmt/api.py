@@ -1,7 +1,7 @@
 """The Python API: `qkvmt.load(path)` and the model it returns, for notebooks and scripts.
 
     import qkvmt
-    model = qkvmt.load("outputs/multi30k_de_en_cpu/<run>/checkpoints/best.ckpt")
+    model = qkvmt.load("multi30k-de-en")    # a bundled model (qkvmt.pretrained()), a run folder, a .ckpt
     model.translate(["Ein Mann fährt Fahrrad ."])                      # Translations
     model.attention("Ein Mann fährt Fahrrad .")                        # every kind, layer and head
     model.align("Ein Mann fährt Fahrrad .", "A man rides a bike .")    # word links and Pharaoh
@@ -21,6 +21,7 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.bundled import resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -38,6 +39,8 @@ from qkvmt.views.translations import Translations
 def load(path, average: list | None = None, device: str = "auto", precision: str = "32-true"):
     """A trained model from `path`:
 
+    - the name of a model that ships with qkvmt (`qkvmt.pretrained()` lists them) -> `Model`;
+    - a folder from `scripts/export.py format=safetensors` -> `Model`;
     - a checkpoint (.ckpt, from scripts/train.py or scripts/average.py) -> `Model`;
     - a training run's folder -> `Model` of its checkpoints/best.ckpt;
     - a folder from `scripts/export.py format=ctranslate2` -> a CTranslate2Model, which translates.
@@ -46,7 +49,7 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
     device: where Lightning Fabric puts the model ("auto": a GPU when there is one, or "cpu").
     precision: a Lightning precision for translation ("32-true", "bf16-mixed", ...).
     """
-    path = Path(path)
+    path = resolve(path)
     if path.is_dir() and is_ctranslate2_folder(path):
         if average:
             raise UserError("average= needs checkpoints; an exported CTranslate2 folder holds one model already")
@@ -54,7 +57,7 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
     if path.is_dir() and (path / "checkpoints" / "best.ckpt").is_file():
         path = path / "checkpoints" / "best.ckpt"
     fabric = L.Fabric(accelerator=device, devices=1, precision=precision)
-    return Model.from_checkpoints([path, *map(Path, average or [])], fabric)
+    return Model.from_checkpoints([path, *map(resolve, average or [])], fabric)
 
 
 class Model:

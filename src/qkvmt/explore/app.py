@@ -16,7 +16,7 @@ from qkvmt.errors import UserError, optional_import
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024  # bytes: far more than any sentence the model's positions hold
-INSTALL = "pip install -e '.[explore]' (starlette and uvicorn)"
+INSTALL = "pip install starlette uvicorn (qkvmt's own dependencies: reinstall it with pip install -e .)"
 HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 

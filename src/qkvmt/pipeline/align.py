@@ -30,10 +30,10 @@ from qkvmt.views.sentence_attention import forced_attention
 log = logging.getLogger(__name__)
 
 
-def best_file(paths: list[Path]) -> Path:
+def best_file(cfg: DictConfig, paths: list[Path]) -> Path:
     """Where an AER run records its best policy: <run>/aer_<id>.json, one per checkpoint (or
     average), so a best head found for one checkpoint is never applied to another."""
-    return beside_checkpoint(paths, "aer")
+    return beside_checkpoint(cfg, paths, "aer")
 
 
 def gold_identity(gold_dir: Path, n_pairs: int, n_scored: int) -> dict:
@@ -68,7 +68,7 @@ def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
     reads an AER run's result (its scores and file are recorded too)."""
     a, paths, c = cfg.alignment, model.paths, model.transformer.cfg
     if str(a.head) == "best":
-        aer_file = Path(a.aer_file) if a.aer_file else best_file(paths)
+        aer_file = Path(a.aer_file) if a.aer_file else best_file(cfg, paths)
         if not aer_file.is_file():
             raise UserError(f"alignment.head=best needs {aer_file}: run align.py gold_dir=... with this checkpoint first, or set alignment.aer_file")
         best = json.loads(aer_file.read_text())["best"]
@@ -244,7 +244,7 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         write_json(out / "aer.json", result)
         aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
                     title=f"AER ({_signal(best)}{best['rows']} rows, {best['direction']})")
-    record_best(best_file(paths), result, staged.final / "aer.json")
+    record_best(best_file(cfg, paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
     chosen = f", chosen on the first {n_dev} pairs (AER {best['dev_aer']:.3f} there)" if dev else ""
     print(f"best: layer {best['layer']} {head_name} ({_signal(best)}{best['rows']} rows, {best['direction']}): "

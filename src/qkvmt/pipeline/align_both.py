@@ -13,6 +13,7 @@ from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.links import alignment_scores, read_gold, to_pharaoh
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.api import Model
+from qkvmt.bundled import resolve
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
 from qkvmt.pipeline.runs import StagedOutput, decode_overrides
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 def align_both(cfg: DictConfig, model: Model) -> dict:
     if cfg.symmetrize not in METHODS:
         raise UserError(f"symmetrize={cfg.symmetrize!r}: use one of {', '.join(METHODS)}")
-    paths, reverse_path = model.paths, Path(cfg.reverse_ckpt_path)
+    paths, reverse_path = model.paths, resolve(cfg.reverse_ckpt_path)
     forward = Direction(model)
     reverse = Direction(Model.from_checkpoints([reverse_path], model.fabric))
     check_pair(forward, reverse, (paths[0], reverse_path))

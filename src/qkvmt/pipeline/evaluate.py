@@ -120,7 +120,7 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
                                     source_share=sa.contributions.source_share))
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
-    found = beside_checkpoint(model.paths, "heads")  # what heads.py found for this checkpoint, if it ran
+    found = beside_checkpoint(cfg, model.paths, "heads")  # what heads.py found for this checkpoint, if it ran
     heads = HeadsReport(**json.loads(found.read_text())) if found.is_file() else None
     attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown, heads)
     if curve:

@@ -1,12 +1,13 @@
-"""explore(cfg): the attention explorer, a local web page over a checkpoint (and optionally the
-reverse direction's, for symmetrized links) until Ctrl-C; qkvmt.explore does the work."""
+"""explore(cfg): the attention explorer, a local web page over a checkpoint (by default the
+bundled de->en model; optionally with the reverse direction's, for symmetrized links) until
+Ctrl-C; qkvmt.explore does the work."""
 
 import sys
-from pathlib import Path
 
 from omegaconf import DictConfig
 
 from qkvmt.api import Model
+from qkvmt.bundled import resolve
 from qkvmt.errors import UserError
 from qkvmt.explore.app import bind, create_app, is_loopback, server
 from qkvmt.explore.session import Explorer
@@ -19,7 +20,7 @@ def explore(cfg: DictConfig) -> dict:
         raise UserError(f"port={port!r}: give a port number 1..65535, or 0 for any free port")
     sock = bind(str(cfg.host), port)  # before the slow load: a port in use fails at once
     model = load_for_inference(cfg)
-    reverse = Model.from_checkpoints([Path(cfg.reverse_ckpt_path)], model.fabric) if cfg.reverse_ckpt_path else None
+    reverse = Model.from_checkpoints([resolve(cfg.reverse_ckpt_path)], model.fabric) if cfg.reverse_ckpt_path else None
     app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)))
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"

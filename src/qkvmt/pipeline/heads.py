@@ -63,7 +63,7 @@ def heads(cfg: DictConfig) -> dict:
         for file, write in report.files().items():
             write(out / file)
     try:  # evaluate.py's report.html of this checkpoint shows it
-        write_json(beside_checkpoint(model.paths, "heads"), report.to_dict())
+        write_json(beside_checkpoint(cfg, model.paths, "heads"), report.to_dict())
     except OSError as e:
         log.warning("could not record the heads beside the checkpoint (%s); they are in %s", e, staged.final)
     top = sorted(rows, key=lambda r: -r["bleu_drop"])[:5]

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.api import Model
+from qkvmt.bundled import bundled_name
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.model.checkpoint import resolve_average
 
@@ -33,12 +34,12 @@ def decode_overrides(cfg_decode: DictConfig) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
 
 
-def beside_checkpoint(paths: list[Path], name: str) -> Path:
+def beside_checkpoint(cfg: DictConfig, paths: list[Path], name: str) -> Path:
     """Where a command records a result that belongs to one checkpoint (or one average):
     <run>/<name>_<id>.json, the id a digest of the files, so a result found for one checkpoint
     is never taken for another's."""
     ident = hashlib.sha256("\n".join(sha256(p) for p in paths).encode()).hexdigest()[:12]
-    return run_folder(paths[0]) / f"{name}_{ident}.json"
+    return results_home(cfg, paths) / f"{name}_{ident}.json"
 
 
 def run_folder(ckpt: Path) -> Path:
@@ -46,10 +47,17 @@ def run_folder(ckpt: Path) -> Path:
     return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
 
 
-def default_output_dir(ckpt: Path, name: str, kind: str = "evaluations") -> Path:
-    """A new folder beside the checkpoint's run, <run>/<kind>/<name>_<time>[-k], created here so
+def results_home(cfg: DictConfig, paths: list[Path]) -> Path:
+    """Where results of these checkpoints go by default: their run's folder, or for a bundled
+    model <paths.log_dir>/pretrained/NAME, since the installed package is no place for them."""
+    name = bundled_name(paths[0])
+    return Path(cfg.paths.log_dir) / "pretrained" / name if name else run_folder(paths[0])
+
+
+def default_output_dir(home: Path, name: str, kind: str = "evaluations") -> Path:
+    """A new folder <home>/<kind>/<name>_<time>[-k] (home: results_home), created here so
     that two commands finishing in the same second never share it."""
-    base = run_folder(ckpt) / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    base = home / kind / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     base.parent.mkdir(parents=True, exist_ok=True)
     out, k = base, 1
     while True:
@@ -118,7 +126,7 @@ def check_output_dir(cfg: DictConfig) -> None:
 
 class StagedOutput(StagedFolder):
     """A command's output folder, whole or not at all (qkvmt.files.StagedFolder): output_dir,
-    or a new <run>/<kind>/<name>_<time> beside the checkpoint's run.
+    or a new <run>/<kind>/<name>_<time> beside the checkpoint's run (results_home).
 
         staged = StagedOutput(cfg, paths, "align", kind="alignments")
         with staged as out:
@@ -128,5 +136,6 @@ class StagedOutput(StagedFolder):
 
     def __init__(self, cfg: DictConfig, paths: list[Path], name: str, kind: str):
         explicit = Path(cfg.output_dir) if cfg.output_dir else None
-        parent = explicit.parent if explicit else run_folder(paths[0]) / kind
-        super().__init__(parent, name, final=lambda: explicit or default_output_dir(paths[0], name, kind=kind))
+        home = results_home(cfg, paths)
+        parent = explicit.parent if explicit else home / kind
+        super().__init__(parent, name, final=lambda: explicit or default_output_dir(home, name, kind=kind))

@@ -1,0 +1,74 @@
+"""The trained models that ship with qkvmt, by name: `qkvmt.pretrained()` lists them,
+`qkvmt.load(NAME)` and every command's `ckpt_path=NAME` open them.
+
+Each is a folder beside this file in qkvmt's own safetensors format (qkvmt.model.weights_folder),
+trained with a documented recipe; its qkvmt.json says how (`provenance`: recipe, command,
+commit, machine, steps, time, and the test scores of the stored weights with their sacreBLEU
+signatures). A path that exists always wins over a bundled name, so a run folder called
+`multi30k-de-en` still opens as itself. Their outputs go under `outputs/pretrained/NAME/`
+where the command runs (conf/paths), never into the installed package.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT = "multi30k-de-en"  # what scripts/explore.py opens without ckpt_path=
+
+
+def bundled_names() -> list[str]:
+    return sorted(p.name for p in HERE.iterdir() if (p / "qkvmt.json").is_file())
+
+
+def resolve(spec) -> Path:
+    """The path `spec` names: an existing file or folder as it is, else a bundled model's folder."""
+    path = Path(spec)
+    if not path.exists() and str(spec) in bundled_names():
+        return HERE / str(spec)
+    return path
+
+
+def bundled_name(path) -> str | None:
+    """NAME if `path` is a bundled model's folder, else None."""
+    path = Path(path).resolve()
+    return path.name if path.parent == HERE and path.name in bundled_names() else None
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """One bundled model, as `qkvmt.pretrained()` lists it."""
+
+    name: str
+    src_lang: str
+    tgt_lang: str
+    experiment: str
+    test_split: str
+    test_bleu: float
+    test_chrf: float
+    steps: int
+    train_minutes: float
+    machine: str
+    folder: Path
+
+    def __repr__(self) -> str:
+        return (f"<{self.name}: {self.src_lang}->{self.tgt_lang}, {self.experiment}, {self.test_split} BLEU "
+                f"{self.test_bleu:.2f} chrF {self.test_chrf:.2f}, {self.steps:,} steps in {self.train_minutes:.0f} min "
+                f"on {self.machine}>")
+
+    @property
+    def provenance(self) -> dict:
+        """Everything its qkvmt.json records about how it was made and scored."""
+        return json.loads((self.folder / "qkvmt.json").read_text(encoding="utf-8"))["provenance"]
+
+
+def pretrained() -> list[Pretrained]:
+    """The bundled models, by name."""
+    out = []
+    for name in bundled_names():
+        meta = json.loads((HERE / name / "qkvmt.json").read_text(encoding="utf-8"))
+        p = meta["provenance"]
+        out.append(Pretrained(name, meta["src_lang"], meta["tgt_lang"], p["experiment"], p["test"]["split"],
+                              p["test"]["bleu"], p["test"]["chrf"], p["steps"], p["train_wall_s"] / 60,
+                              p["machine"]["summary"], HERE / name))
+    return out
