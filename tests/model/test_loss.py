@@ -58,7 +58,7 @@ def test_a_tied_model_trains_the_same_under_bf16_autocast():
 
 def test_output_loss_multiplies_a_few_row_counts_whatever_the_number_of_real_tokens():
     """oneDNN builds and caches a bf16 primitive per matmul shape: the number of real tokens,
-    which differs in every batch, must not reach the matmuls (issue 35)."""
+    which differs in every batch, must not reach the matmuls, or the cache grows all run long."""
     weight = torch.randn(50, 16, requires_grad=True)
     shapes = set()
     with torch.profiler.profile(record_shapes=True) as prof:
@@ -75,7 +75,7 @@ def test_output_loss_multiplies_a_few_row_counts_whatever_the_number_of_real_tok
 
 def test_compiled_training_loss_does_not_recompile_for_each_batch_size():
     """benchmark.py compile=true compiles the training loss; on an H200 the chunk loop made a graph
-    per batch size until dynamo's recompile limit (docs/results.md, the first GPU run)."""
+    per batch size until dynamo's recompile limit, and the benchmark gave no compiled figure."""
     graphs = []
 
     def counting_backend(gm, example_inputs):

@@ -75,8 +75,9 @@ class AlignmentPolicy:
         layer's head average, target→source (Garg et al.'s choice for plain attention).
 
         Why the intersection for a supervised head: of the directions, it reproduces the
-        head's own training labels best on training pairs (docs/results.md), a choice made
-        without the gold links. The links then lean to precision, as eflomal's do."""
+        head's own training labels best on training pairs, a choice made without the gold
+        links (docs/results.md, "Word alignment"). The links then lean to precision, as
+        eflomal's do."""
         sup = meta.alignment
         if sup:
             return cls.validated(sup["layer"], sup["head"], "predicting", "intersection", n_layers, n_heads)

@@ -10,7 +10,7 @@ Links are between whitespace words, the ones attention alignments are made of
 (qkvmt.alignment.links groups subwords by their "▁"). eflomal itself learns from those words
 lowercased and Moses-tokenized (sacremoses), so that "Haus," and "Haus" are one word to it; a
 link between two tokens links the whitespace words they come from. On RWTH that gives AER 35.5
-against 36.4 for raw whitespace words (grow-diag-final-and, one run each, docs/results.md).
+against 36.4 for raw whitespace words (grow-diag-final-and, one run each; CHANGELOG.md).
 It runs a forward and a reverse model; their links, both (source word, target word), are
 combined by qkvmt.alignment.symmetrize.
 """
@@ -103,7 +103,7 @@ def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: lis
     """The training pairs plus each gold pair that is not among them already, and each gold
     pair's position in the result. A gold pair the training data holds (added with
     data.extra_train) is not added again: eflomal aligns worse given the same sentences twice
-    (on RWTH, AER 36.4 once and 40.7 twice, docs/results.md)."""
+    (on RWTH, AER 36.4 once and 40.7 twice; CHANGELOG.md)."""
     def key(s: str, t: str) -> tuple[str, str]:  # eflomal splits on whitespace: "a  b" is "a b"
         return " ".join(s.split()), " ".join(t.split())
 

@@ -7,7 +7,7 @@ its processes, on as many threads as each of its processes gets. It runs in a fr
 nothing that the benchmark's other stages allocated or cached (oneDNN keeps primitives
 process-wide) counts. Validation is left out: it decodes in float32 and repeats the same batches
 every time, so what a run's validations add shows in its train_metrics.json instead
-(`host_memory.rss_mb_at_step`; there sacreBLEU's memo of scored lines showed, issue 35).
+(`host_memory.rss_mb_at_step`; there sacreBLEU's memo of scored lines showed).
 Readings at multiples of 50 steps come right after a release of free heap pages
 (qkvmt.training.host_memory), so their growth is that of what stays; the peak is the high-water mark.
 """

@@ -1,6 +1,6 @@
 """Where a training step's time goes: torch.profiler over a few of our training steps.
 
-The first GPU run (docs/results.md, "GPU: the first run") reached 10% MFU, and a step's wall
+The GPU benchmark (docs/results.md, "Speed") reached 10% MFU, and a step's wall
 time alone cannot say whether the GPU was busy or waiting for the host to launch its kernels.
 This puts the two side by side: the step's wall time, and the time the device spent running
 kernels. Where the second is far below the first, the step is bound by the host (Python,

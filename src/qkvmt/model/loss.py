@@ -5,12 +5,12 @@
 layer's weight, and computes the logits, the loss and its gradients chunk by chunk over the
 real tokens, so the (tokens × vocabulary) logits, their float32 copy, their log-softmax and
 its gradient never exist whole. Those buffers were what held a tiny model's training at
-2-3 GB (docs/results.md); the FLOPs are the same, and pad rows are skipped.
+2-3 GB a process; the FLOPs are the same, and pad rows are skipped.
 
 The real tokens are taken in a multiple of `row_multiple` rows, the last ones masked out. Their
 number differs in every batch, and on a CPU oneDNN builds and caches a bf16 matmul primitive per
 shape: three new shapes a step grew its cache (up to 1,024 primitives) for as long as training
-ran, and the CPU recipe's processes with it (3.5 GB each after 4 minutes; docs/results.md).
+ran, and the CPU recipe's processes with it (3.5 GB each after 4 minutes).
 
     loss = mean over real tokens t of  (1 - ε) · -log p_t(y_t)  +  ε · mean_v -log p_t(v)
     ∂loss/∂logits_t = (softmax_t - (1 - ε) · onehot(y_t) - ε / V) / n_real

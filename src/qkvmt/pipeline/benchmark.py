@@ -198,7 +198,7 @@ def _compiled(model, backend: str | Callable = "inductor"):
     """torch.compile of what a training step runs: ours' `loss` (the training loss), a peer's forward.
     Dynamic from the start: token-budget batches differ in rows and both lengths, and dynamo's
     default compiles a static graph first, then again once shapes change (and again for a dimension
-    that stayed put until then). On an H200 the default timed no step in 140 s (docs/results.md)."""
+    that stayed put until then). On an H200 the default timed no step in 140 s."""
     compile_ = functools.partial(torch.compile, backend=backend, dynamic=True)
     if hasattr(model, "loss"):
         model.loss = compile_(model.loss)

@@ -19,7 +19,7 @@ def forgets_tokenized_lines(fn):
     by the tokenizer object and the line. A training run scores a new set of translations at
     every validation, so the memo kept every hypothesis and reference it had scored, and each
     scoring's tokenizers, until it filled: 9 MB more heap in use in each CPU-recipe process
-    every 1,000 steps (docs/results.md, issue 35). A split is scored in one call, so emptying
+    every 1,000 steps (CHANGELOG.md, the CPU recipe). A split is scored in one call, so emptying
     the memo after it costs nothing."""
 
     @functools.wraps(fn)

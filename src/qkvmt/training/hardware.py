@@ -2,7 +2,7 @@
 
 bf16 autocast pays on a CPU only where the CPU multiplies bf16 in hardware (AMX, or
 AVX512-BF16). Elsewhere oneDNN emulates it, and training runs many times slower than in
-float32 (docs/results.md measures both on an AVX2 CPU). So `trainer.precision=auto` picks:
+float32 (docs/results.md, "Speed", measures both on an AVX2 CPU). So `trainer.precision=auto` picks:
 
 - a GPU: bf16 mixed where the device supports it, else fp16 mixed;
 - a CPU with native bf16: bf16 mixed; any other CPU: float32.

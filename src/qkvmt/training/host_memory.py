@@ -6,7 +6,7 @@ them on free, so each training step page-faults its largest buffers in again. On
 that cost a quarter of the step time (0.71 -> 0.53 s for model=small, measured). Turning off
 mmap for large blocks and raising the trim threshold lets the heap keep and reuse them.
 
-What a CPU training process holds (docs/results.md, issue 35): about 0.5 GB of imported code
+What a CPU training process holds (CHANGELOG.md, the CPU recipe): about 0.5 GB of imported code
 (torch, Lightning, datasets), the model, its gradients and Adam's state, one batch's
 activations, one chunk of logits, and under bf16 autocast oneDNN's cache of matmul primitives,
 one set per matmul shape. That cache is why every shape a step runs must come from a small set:
@@ -35,15 +35,14 @@ MB = 2**20
 # What a CPU training process holds besides what grows with its model and batch: the imports
 # (0.36 GB with torch's CPU build), oneDNN's primitives, the heap's free blocks, Lightning's and
 # DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak over the hour with
-# a CUDA build (1.62 GB on an AMX Xeon, docs/results.md "Fourth round"; 1.46 GB with its idle
-# library pages dropped against an estimate of 1.48, "Fifth round"); with the CPU build it
-# measured 1.31 GB in four minutes against an estimate of 1.33.
+# a CUDA build (1.62 GB on an AMX Xeon; 1.46 GB with its idle library pages dropped against an
+# estimate of 1.48); with the CPU build it measured 1.31 GB in four minutes against an estimate
+# of 1.33.
 PROCESS_BASE_MB = 1060
 # oneDNN keeps up to 1,024 built bf16 matmul primitives by default. Training pads its linear
 # layers' rows so that an epoch of the CPU recipe needs about 290 (qkvmt.training.matmul_rows);
 # 512 keeps them all with room for other pairs' lengths, so none is rebuilt (2-8 ms each with
-# AMX) and none is added after the first epoch, which is what let kept primitives fragment the
-# heap (docs/results.md, issue 35).
+# AMX) and none is added after the first epoch: primitives added all along fragmented the heap.
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 ONEDNN_CACHE_PRIMITIVES = 512
 
@@ -90,11 +89,11 @@ def release_freed_host_memory() -> bool:
 
 class ReleaseFreedHostMemory(Callback):
     """Kept blocks fragment: in the CPU recipe half of a process's heap was free yet resident
-    after a few hundred steps (500 of 1,050 MB, docs/results.md). Every `every_n_steps` steps,
-    and around each validation and test (their decoding allocates other sizes), the free pages
-    go back. A step after a release faults its buffers in again, once per N steps. At the start
-    of training, a CUDA build without a GPU also drops its libraries' idle file pages (0.14 GB a
-    process, qkvmt.training.torch_build)."""
+    after a few hundred steps (500 of 1,050 MB). Every `every_n_steps` steps, and around each
+    validation and test (their decoding allocates other sizes), the free pages go back. A step
+    after a release faults its buffers in again, once per N steps. At the start of training, a
+    CUDA build without a GPU also drops its libraries' idle file pages (0.14 GB a process,
+    qkvmt.training.torch_build)."""
 
     def __init__(self, every_n_steps: int = 50):
         self.every_n_steps = every_n_steps

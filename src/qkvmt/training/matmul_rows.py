@@ -6,7 +6,7 @@ out) and keeps up to ONEDNN_PRIMITIVE_CACHE_CAPACITY of them, each about 0.5 MB.
 batches give the linear layers B·S or B·T rows, a number that takes a few dozen values an epoch;
 with a layer's forward and its two backward products, a few hundred primitives. Kept, they held
 0.2-0.5 GB of every process and fragmented its heap; rebuilt each time, they cost 2-8 ms each on
-a CPU with AMX, 12% of the CPU recipe's step (docs/results.md, issue 35).
+a CPU with AMX, 12% of the CPU recipe's step.
 
 The batches fill their token budget closely (most hold 2,024-2,048 of the CPU recipe's 2,048
 padded tokens), so rows padded up to a multiple of 256 take two or three values, at a cost of

@@ -2,7 +2,7 @@
 
 A plain `pip install torch` on Linux brings a CUDA build. On a machine without a GPU its CUDA
 libraries still load, and initialize, with `import torch` (cuBLASLt, nvrtc, nvJitLink...: 0.29 GB
-of every process after its imports, docs/results.md), and torch._dynamo, which Lightning imports, imports triton
+of every process after its imports), and torch._dynamo, which Lightning imports, imports triton
 where it is installed (it comes with the CUDA build): 78 MB more a process, for GPU kernels that
 such a machine never runs. This module imports nothing heavy, so that scripts/train.py can call
 `skip_idle_triton` before Lightning is imported.
@@ -23,7 +23,7 @@ import torch
 
 # What a CUDA build of torch adds to each CPU training process with triton skipped: 645 MB after
 # importing the training code with 2.14.1+cu130, 356 MB with 2.13.0+cpu, less the 142 MB of file
-# pages dropped at the start of training (docs/results.md). The rest is the libraries' own
+# pages dropped at the start of training (measured on an AMX Xeon). The rest is the libraries' own
 # memory, written when they load (cuBLASLt's static tables alone: 84 MB).
 CUDA_BUILD_MB = 150
 CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
