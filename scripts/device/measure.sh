@@ -1,65 +1,110 @@
 #!/usr/bin/env bash
-# Issue 14's measurements, one stage per device call (each stays under the 10-minute limit):
-#   en_de | de_en: train the GPU preset (tokenizer to test), then evaluate.py on test_2016_flickr
-#                  with the tokenized references (bleu_tok_lc), report.html and curve.png;
-#   bench:         scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and MFU
-#                  of ours, nn.Transformer and HF Marian, and beam-5 decoding of 1,000 validation
-#                  sentences in one batch at a fixed length (ours and HF generate), 10 steps of
-#                  ours under torch.profiler (profile.txt); then ours alone with compile=true;
-#   sweep:         variants of a GPU preset side by side, each argument one variant's overrides
-#                  (SWEEP_EXPERIMENT, default multi30k_en_de_gpu): sweep.tsv, to choose by val BLEU.
-# Run on the GPU machine from the repository root, with .whl and .device-data carried
-# (scripts/device/prepare.sh makes them). What comes back is written to $OUT.
-# Further arguments are overrides for train.py or benchmark.py (a smoke test on a CPU:
-#   bash scripts/device/measure.sh en_de model.d_model=32 model.ffn_dim=64 model.encoder_layers=1 \
-#        model.decoder_layers=1 data.vocab_size=1000 trainer.max_steps=20 trainer.val_check_interval=10;
-#   the preset's model keys override model=NAME, so name the fields).
+# The GPU figures of qkvmt, one stage per command, on any Linux machine with one NVIDIA GPU.
+# `bash scripts/device/measure.sh --help` says how to run it. A smoke test of a stage on a CPU
+# shrinks the model by its fields (the recipe's model keys override model=NAME):
+#   measure.sh en_de model.d_model=32 model.ffn_dim=64 model.encoder_layers=1 model.decoder_layers=1 \
+#     data.vocab_size=1000 trainer.max_steps=20 trainer.val_check_interval=10
 set -euo pipefail
-stage=${1:?stage: en_de, de_en, bench or sweep}
-shift
-out=${OUT:-outputs/device}
-mkdir -p "$out"
-if [ -d .whl ]; then
-  site=$(mktemp -d)  # the carried wheels, installed for this call only
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
-  export PYTHONPATH=$site:$PWD/src
-else
-  export PYTHONPATH=$PWD/src
+
+usage() {
+  cat <<'EOF'
+Usage: bash scripts/device/measure.sh [--out DIR] STAGE [ARGS...]
+
+Stages (each sized to finish in about ten minutes on one recent GPU):
+  en_de | de_en  train the GPU recipe multi30k_<stage>_gpu (tokenizer to test), then evaluate.py on
+                 test_2016_flickr with the tokenized references (bleu_tok_lc): metrics.json,
+                 report.html, curve.png. ARGS: overrides for train.py.
+  bench          scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and
+                 MFU of ours, nn.Transformer and HF Marian, beam-5 decoding of 1,000 validation
+                 sentences in one batch, 10 of our steps under torch.profiler (profile.txt); then
+                 ours alone with compile=true. ARGS: overrides for benchmark.py.
+  sweep          variants of a GPU recipe trained side by side on the one GPU, to choose one by
+                 validation BLEU: sweep.tsv. Each ARG is one variant's overrides, quoted:
+                   measure.sh sweep 'model.dropout=0.2' 'model.dropout=0.3 module.optimizer.lr=7e-4'
+                 SWEEP_EXPERIMENT names the recipe (default multi30k_en_de_gpu). Wall times are
+                 shared-GPU times: time the chosen variant alone with its own stage.
+
+Where things go:
+  --out DIR             what the stage measured, small enough to keep (logs, metrics, reports,
+                        gpu.txt: GPU, torch, commit); default $QKVMT_GPU_RESULTS, else
+                        outputs/gpu-results (git-ignored)
+  QKVMT_GPU_RUNS        the run folders with their checkpoints (default outputs/gpu-runs); a stage
+                        starts its runs afresh
+  QKVMT_MULTI30K        Multi30k with its tok/ references; default .device-data/multi30k where
+                        scripts/device/prepare.sh made it, else data/multi30k
+Python needs the project's dependencies, installed (pip install -e ".[bench]") or as wheels in
+.whl/ (scripts/device/prepare.sh, for a GPU machine without network), which are then installed
+into a temporary folder for this command only. Relative paths are taken from where you run it.
+EOF
+}
+
+out=${QKVMT_GPU_RESULTS:-outputs/gpu-results}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    -o|--out) [ $# -ge 2 ] || { echo "measure.sh: $1 needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
+    --out=*) out=${1#--out=}; shift ;;
+    *) break ;;
+  esac
+done
+stage=${1:-}
+case "$stage" in
+  en_de|de_en|bench|sweep) shift ;;
+  "") usage >&2; exit 2 ;;
+  *) echo "measure.sh: unknown stage '$stage': use en_de, de_en, bench or sweep (--help)" >&2; exit 2 ;;
+esac
+if [ "$stage" = sweep ] && [ $# -eq 0 ]; then
+  echo "measure.sh: sweep needs each variant's overrides as one quoted argument (--help)" >&2; exit 2
 fi
-export QKVMT_MULTI30K=${QKVMT_MULTI30K:-$PWD/.device-data/multi30k} PYTHONUNBUFFERED=1
+# Paths given relative to where the command runs; the stages run from the repository root.
+out=$(realpath -m "$out")
+runs=$(realpath -m "${QKVMT_GPU_RUNS:-outputs/gpu-runs}")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -n "${QKVMT_MULTI30K:-}" ]; then data=$(realpath -m "$QKVMT_MULTI30K")
+elif [ -d "$root/.device-data/multi30k" ]; then data=$root/.device-data/multi30k
+else data=$root/data/multi30k; fi
+if [ "$stage" = en_de ] || [ "$stage" = de_en ]; then
+  ref=$data/tok/test_2016_flickr.lc.norm.tok.${stage#*_}.gz  # checked now, not after the training
+  [ -f "$ref" ] || { echo "measure.sh: no $ref: set QKVMT_MULTI30K to a Multi30k folder with tok/, or run scripts/device/prepare.sh" >&2; exit 2; }
+fi
+cd "$root"
+mkdir -p "$out" "$runs"
+if [ -d .whl ]; then
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+  export PYTHONPATH=$site:$root/src
+else
+  export PYTHONPATH=$root/src
+fi
+export QKVMT_MULTI30K=$data PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
 } | tee "$out/gpu.txt"
-runs=${RUNS:-outputs/device_runs}  # beside train.py's own outputs/ (git-ignored)
 case "$stage" in
   en_de|de_en)
-    tgt=${stage#*_}
-    exp=multi30k_${stage}_gpu run=$runs/$exp
-    rm -rf "$run"  # a warm machine's earlier run would be resumed, not measured
+    exp=multi30k_${stage}_gpu run=$runs/multi30k_${stage}_gpu
+    rm -rf "$run"  # an earlier run in the folder would be resumed, not measured
     start=$(date +%s)
     python3 scripts/train.py experiment="$exp" hydra.run.dir="$run" "$@" 2>&1 | tee "$out/train.log"
-    cp "$run/train_metrics.json" "$out/"  # kept even if evaluation runs past the call's limit
+    cp "$run/train_metrics.json" "$out/"  # kept even if the evaluation fails or is stopped
     python3 scripts/evaluate.py ckpt_path="$run/checkpoints/averaged_last10.ckpt" split=test_2016_flickr \
-      ref_tok_file="$QKVMT_MULTI30K/tok/test_2016_flickr.lc.norm.tok.$tgt.gz" output_dir="$run/test" 2>&1 | tee "$out/evaluate.log"
+      ref_tok_file="$ref" output_dir="$run/test" 2>&1 | tee "$out/evaluate.log"
     echo "wall_s tokenizer to report: $(( $(date +%s) - start ))" | tee -a "$out/gpu.txt"
     cp "$run/test/metrics.json" "$run/test/report.html" "$out/"
     if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
     base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
-    # tokenizing a large corpus is CPU work: left to the CPU figures, it would take this call's time
+    # tokenizing a large corpus is CPU work, measured by the CPU benchmark; here it would only take time
     python3 scripts/benchmark.py "${base[@]}" decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
-    cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run outlasts the call
+    cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run fails or is stopped
     if [ -f "$runs/bench/profile.txt" ]; then cp "$runs/bench/profile.txt" "$out/"; fi  # none if overridden away
     python3 scripts/benchmark.py "${base[@]}" compile=true 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
     ;;
   sweep)
-    # Variants of a GPU preset trained side by side on the one GPU (a step of these small models
-    # leaves it mostly idle), to choose a recipe by validation BLEU. Each argument is one variant's
-    # overrides, quoted; SWEEP_EXPERIMENT names the preset (default multi30k_en_de_gpu). Their
-    # wall times are shared-GPU times: measure the chosen one alone with its own stage.
-    [ $# -gt 0 ] || { echo "sweep: give each variant's overrides as one quoted argument" >&2; exit 2; }
+    # Side by side because a step of these small models leaves the GPU mostly idle.
     exp=${SWEEP_EXPERIMENT:-multi30k_en_de_gpu}
     variants=("$@")
     rm -rf "$runs/sweep" && mkdir -p "$runs/sweep"
@@ -79,5 +124,4 @@ case "$stage" in
     done
     cat "$out/sweep.tsv"
     ;;
-  *) echo "unknown stage $stage: use en_de, de_en, bench or sweep" >&2; exit 2 ;;
 esac

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Run here, on a machine with package registries, before a GPU session (issue 14): fills the
-# git-ignored .whl/ with the wheels the GPU machine lacks, and .device-data/ with the data.
-# That machine has Python 3.12 with torch, lightning, transformers, tokenizers, sacrebleu and
-# matplotlib (KINDS.md of the device tool), and no network: hydra-core, omegaconf, antlr4 and
-# sacremoses are missing; the others come along at the versions we test with. Both folders
-# travel with `carry: [".whl", ".device-data"]` (about 30 MB together).
+# For a GPU machine without network access: run this on a machine with it. It fills the
+# checkout's git-ignored .whl/ with wheels of the dependencies such a machine usually lacks, and
+# .device-data/ with a writable copy of Multi30k (about 30 MB together); copy the checkout with
+# both to the GPU machine, where scripts/device/measure.sh uses them. The GPU machine needs
+# Linux x86-64 and Python (PYTHON_VERSION, default 3.12) with torch, transformers and tokenizers
+# and what they bring (numpy, tqdm, safetensors). The wheels are the rest the GPU stages import,
+# at the versions it is tested with, hydra-core, omegaconf, antlr4 and sacremoses among them.
 # Usage: bash scripts/device/prepare.sh /path/to/multi30k
 set -euo pipefail
-multi30k=$(realpath "${1:?give the Multi30k folder (the one with train.de.gz and tok/)}")
+src=${1:?give the Multi30k folder (the one with train.de.gz and tok/)}
+[ -d "$src/tok" ] || { echo "prepare.sh: $src has no tok/: the GPU stages score against its tokenized references" >&2; exit 2; }
+multi30k=$(realpath "$src")
+python=${PYTHON_VERSION:-3.12}
 cd "$(dirname "$0")/../.."
 rm -rf .whl .device-data
 mkdir -p .whl .device-data
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d .whl \
   lightning==2.6.6 lightning-utilities hydra-core==1.3.2 omegaconf==2.3.0 sacrebleu==2.6.0 portalocker tabulate \
