@@ -1,5 +1,6 @@
 """Shared fixtures: a small synthetic parallel corpus, Hydra composition, real-data locations, tiny
-trained models, and a headless browser for the pages."""
+trained models, and a headless browser for the pages; and the slow marker, set from the fixtures
+a test uses."""
 
 import gzip
 import os
@@ -17,6 +18,43 @@ MULTI30K = os.environ.get("QKVMT_MULTI30K")
 requires_multi30k = pytest.mark.skipif(
     not MULTI30K, reason="real Multi30k not configured: set QKVMT_MULTI30K to its folder (.ci/run does)"
 )
+
+
+TRAINING_FIXTURES: set[str] = set()
+
+
+def training_fixture(**kwargs):
+    """pytest.fixture for a fixture that trains a model: every test that uses it, directly or
+    through other fixtures, is marked slow, so `-m "not slow"` leaves it out."""
+
+    def register(func):
+        TRAINING_FIXTURES.add(kwargs.get("name", func.__name__))
+        return pytest.fixture(**kwargs)(func)
+
+    return register
+
+
+def pytest_collection_modifyitems(config, items):
+    # item.fixturenames is the closure: it includes what the test's fixtures request in turn.
+    for item in items:
+        if TRAINING_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def train_only_when_slow(request, monkeypatch):
+    """A test without the slow marker that trains in this process fails at once, saying so,
+    instead of silently slowing the fast suite. Training in a subprocess (scripts/train.py) is
+    not seen here: such a test carries @pytest.mark.slow by hand."""
+    if request.node.get_closest_marker("slow"):
+        return
+    from lightning.pytorch import Trainer
+
+    def refuse(*args, **kwargs):
+        pytest.fail(f"{request.node.nodeid} trains a model: mark it @pytest.mark.slow, or, if it trains through "
+                    "a fixture, make that fixture a @training_fixture (tests/conftest.py)", pytrace=False)
+
+    monkeypatch.setattr(Trainer, "fit", refuse)
 
 
 def write_corpus(root: Path, sizes=None, langs=("de", "en"), gz: bool = True, seed: int = 0) -> Path:
@@ -71,7 +109,7 @@ def tiny_overrides(data_root: Path, out: Path, steps: int = 8, val_every: int = 
     ]
 
 
-@pytest.fixture(scope="session")
+@training_fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny model trained for 40 steps on the toy corpus, validated at steps 20 and 40."""
     from qkvmt.pipeline import train
@@ -84,7 +122,7 @@ def trained_run(tmp_path_factory):
     return {"corpus": corpus, "run": run}
 
 
-@pytest.fixture(scope="session")
+@training_fixture(scope="session")
 def supervised_run(tmp_path_factory):
     """A tiny model whose last decoder layer's head 1 learned eflomal's links of the toy corpus
     with full context, for 60 steps."""
@@ -99,7 +137,7 @@ def supervised_run(tmp_path_factory):
     return {"corpus": corpus, "run": run, "metrics": metrics}
 
 
-@pytest.fixture(scope="session")
+@training_fixture(scope="session")
 def reverse_run(tmp_path_factory, trained_run):
     """trained_run's toy pair the other way round: en->de, same data and vocabulary size."""
     from qkvmt.pipeline import train

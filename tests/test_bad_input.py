@@ -108,6 +108,7 @@ def test_training_pairs_longer_than_max_positions_are_filtered_and_counted(dropp
     assert f"filtered {too_long} training pairs longer than max_positions=8 tokens" in dropping_run["log"]
 
 
+@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_training_corpus_of_empty_lines_is_one_line(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", sizes=SMALL, gz=False)
     for lang in ("de", "en"):

@@ -20,7 +20,7 @@ from qkvmt.pipeline.align import record_best
 from qkvmt.pipeline.runs import StagedOutput
 from qkvmt.views.sentence_attention import forced_attention
 from qkvmt.decoding.lines import translate_lines
-from tests.conftest import ROOT, write_corpus
+from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.test_bad_input import SMALL, run_script, train_args, user_error
 
 
@@ -38,6 +38,7 @@ def only_hydras_record(run) -> bool:
     return not run.exists() or {p.name for p in run.iterdir()} <= {".hydra", "train.log"}
 
 
+@pytest.mark.slow(reason="one fresh scripts/train.py process, importing torch and Lightning, per setting")
 @pytest.mark.parametrize("override, named", [
     ("model.d_model=7", "model.d_model=7 is not divisible by model.n_heads=4"),
     ("model.n_heads=0", "model.n_heads=0: give a positive whole number"),
@@ -55,7 +56,7 @@ def test_a_bad_setting_is_one_line_and_leaves_no_run_folder(override, named, tmp
     assert only_hydras_record(tmp_path / "run")
 
 
-@pytest.fixture(scope="module")
+@training_fixture(scope="module")
 def small_run(tmp_path_factory):
     """A one-step run with a vocabulary below the alphabet and a batch budget below the longest pair."""
     base = tmp_path_factory.mktemp("small")

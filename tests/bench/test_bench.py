@@ -98,6 +98,7 @@ def test_time_training_runs_full_steps_for_every_system():
         assert any(not torch.equal(a, p) for a, p in zip(before[name], m.parameters())), name
 
 
+@pytest.mark.slow(reason="torch.compile traces two systems' training step")
 def test_compiled_training_compiles_once_for_batches_of_every_shape():
     """compile=true: token-budget batches differ in rows and both lengths; each system's step is
     compiled once for all of them (dynamo's default compiled again for each dimension that later
@@ -192,6 +193,7 @@ def test_tokenize_scaling_caches_every_token(tmp_path):
     assert row["cache_mb"] * 2**20 >= 4 * expected  # int32 ids on disk
 
 
+@pytest.mark.slow
 def test_benchmark_script_writes_every_key(tmp_path):
     """scripts/benchmark.py end to end on a tiny model: one process, every system, one JSON."""
     corpus = write_corpus(tmp_path / "corpus")

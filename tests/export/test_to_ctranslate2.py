@@ -14,7 +14,7 @@ from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline import export, train, translate
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.decoding.lines import translate_ids
-from tests.conftest import compose_inference, compose_train, tiny_overrides
+from tests.conftest import compose_inference, compose_train, tiny_overrides, training_fixture
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
 
@@ -44,7 +44,7 @@ def exported(trained_run, tmp_path_factory):
     return export_run(trained_run["run"], tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
+@training_fixture(scope="module")
 def exported_rotary(trained_run, tmp_path_factory):
     """trained_run's recipe with model.positions=rotary, exported."""
     run = tmp_path_factory.mktemp("rotary") / "run"

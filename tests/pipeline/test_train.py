@@ -31,6 +31,7 @@ def logged(rows: list[dict], key: str) -> list[float]:
     return [float(r[key]) for r in rows if r.get(key)]
 
 
+@pytest.mark.slow
 def test_train_writes_checkpoints_logs_and_test_scores(corpus, tmp_path):
     out = tmp_path / "run"
     metrics = train(compose_train(*tiny_overrides(corpus, out)))
@@ -49,6 +50,7 @@ def test_train_writes_checkpoints_logs_and_test_scores(corpus, tmp_path):
     assert memory["peak_rss_mb"][0] >= max(memory["end_rss_mb"][0], *memory["rss_mb_at_step"]["8"]) - 4 > 100
 
 
+@pytest.mark.slow
 def test_checkpoint_alone_rebuilds_model_and_tokenizer(corpus, tmp_path):
     out = tmp_path / "run"
     train(compose_train(*tiny_overrides(corpus, out, steps=4)))
@@ -63,6 +65,7 @@ def test_checkpoint_alone_rebuilds_model_and_tokenizer(corpus, tmp_path):
     assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
 
 
+@pytest.mark.slow
 def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_path):
     out = tmp_path / "run"
     train(compose_train(*tiny_overrides(corpus, out, steps=4)))
@@ -76,6 +79,7 @@ def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_p
     assert steps and min(steps) >= 4  # the second run continued after step 4
 
 
+@pytest.mark.slow
 def test_train_script_returns_the_optimized_metric_for_hydra_sweepers(corpus, tmp_path):
     spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
     script = importlib.util.module_from_spec(spec)
@@ -88,6 +92,7 @@ def test_train_script_returns_the_optimized_metric_for_hydra_sweepers(corpus, tm
     assert not (tmp_path / "typo").exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_training_from_a_hugging_face_dataset_offline(tmp_path):
     datasets = pytest.importorskip("datasets")
     files = write_corpus(tmp_path / "files", gz=False)
@@ -119,6 +124,7 @@ def cli(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("paths.output_dir")]
 
 
+@pytest.mark.slow
 def test_two_process_ddp_on_cpu(corpus, tmp_path):
     out = tmp_path / "ddp"
     r = run_script(
@@ -137,6 +143,7 @@ def test_two_process_ddp_on_cpu(corpus, tmp_path):
     assert all(peak >= end - 4 > 100 for peak, end in zip(memory["peak_rss_mb"], memory["end_rss_mb"]))
 
 
+@pytest.mark.slow
 def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
     sweep = tmp_path / "sweep"
     r = run_script(
@@ -198,6 +205,7 @@ def test_early_stopping_is_optional_and_watches_validation_bleu(tmp_path):
     assert isinstance(stop, EarlyStopping) and stop.monitor == "val/bleu" and stop.patience == 3
 
 
+@pytest.mark.slow
 def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
     import lightning as L
     from hydra.utils import instantiate
@@ -222,6 +230,7 @@ def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
     assert sorted(i for b in seen[0] for i in b) == sorted(i for b in seen[1] for i in b)  # same sentences
 
 
+@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_user_error_inside_a_configured_object_is_one_line(corpus, tmp_path):
     r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, tmp_path)), "model.n_heads=3", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -235,6 +244,7 @@ def progress_overrides(corpus: Path, out: Path, **kw) -> list[str]:
     return [o for o in tiny_overrides(corpus, out, **kw) if "enable_progress_bar" not in o]
 
 
+@pytest.mark.slow
 def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_steps(corpus, tmp_path, caplog, monkeypatch):
     # every_s=0: a progress line after every step, as a log file gets one every minute
     monkeypatch.setattr(TRAIN_MODULE, "StepProgress", functools.partial(StepProgress, every_s=0, interactive=False))
@@ -256,6 +266,7 @@ def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_st
     assert recorded["hardware"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
+@pytest.mark.slow
 def test_a_cpu_with_native_bf16_trains_in_bf16_and_an_explicit_precision_wins(corpus, tmp_path, monkeypatch):
     amx = Hardware("cpu", "Intel Xeon", "AVX512", cpu_native_bf16=True)
     monkeypatch.setattr(TRAIN_MODULE, "detect", lambda accelerator: amx)
@@ -265,6 +276,7 @@ def test_a_cpu_with_native_bf16_trains_in_bf16_and_an_explicit_precision_wins(co
     assert (metrics["precision"], metrics["precision_reason"]) == ("32-true", "set by trainer.precision")
 
 
+@pytest.mark.slow
 def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
     out = tmp_path / "run"
     r = run_script("scripts/train.py", *cli(progress_overrides(corpus, out)), f"hydra.run.dir={out}")
@@ -276,6 +288,7 @@ def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
     assert "training ended at step 8" in (out / "train.log").read_text()  # the log file has the progress too
 
 
+@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_without_a_gpu_train_runs_the_cpu_recipe(tmp_path):
     r = run_script("scripts/train.py", "--cfg", "job", "--resolve", f"hydra.run.dir={tmp_path}")
@@ -284,6 +297,7 @@ def test_without_a_gpu_train_runs_the_cpu_recipe(tmp_path):
     assert "experiment_name: multi30k_de_en_cpu" in r.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_test_checkpoint_lastn_tests_the_average_of_the_final_weights_and_the_latest_checkpoints(corpus, tmp_path):
     out = tmp_path / "run"
     metrics = train(compose_train(*tiny_overrides(corpus, out, steps=8, val_every=2), "test_checkpoint=last3"))
@@ -297,6 +311,7 @@ def test_test_checkpoint_lastn_tests_the_average_of_the_final_weights_and_the_la
         torch.testing.assert_close(value, sum(p[key] for p in parts) / 3)
 
 
+@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp_path):
     out = tmp_path / "run"
     r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, out)), "test_checkpoint=lats5", f"hydra.run.dir={out}")
@@ -305,6 +320,7 @@ def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp
     assert not (out / "tokenizer.json").exists() and not (out / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_the_linear_schedule_warms_up_then_reaches_zero_with_the_step_budget(corpus, tmp_path):
     out = tmp_path / "run"
     steps, warmup, peak = 12, 4, 2e-3
@@ -325,6 +341,7 @@ def test_alignment_supervision_teaches_one_head_eflomal_links_and_the_checkpoint
     assert len(list((run / "cache").glob("links_*.npz"))) == 1  # eflomal ran once, its links kept beside the ids
 
 
+@pytest.mark.slow
 def test_rotary_positions_train_through_the_pipeline(corpus, tmp_path):
     """model.positions=rotary, set as on the command line: the run trains and tests, and its
     checkpoint rebuilds a rotary model, with no table added to its embeddings."""

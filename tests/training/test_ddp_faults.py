@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, write_corpus
+from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.training.test_faults import STEPS, VAL_EVERY, assert_same_weights, run, train_cmd, weights
 
 DDP = ["trainer.devices=2", "trainer.strategy=ddp", "trainer.accelerator=cpu"]
@@ -43,7 +43,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
+@training_fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     base = tmp_path_factory.mktemp("ddp")
     corpus = write_corpus(base / "corpus")
@@ -98,6 +98,7 @@ spec.loader.exec_module(importlib.util.module_from_spec(spec))
 """
 
 
+@pytest.mark.slow
 def test_a_nan_on_one_rank_stops_both_and_keeps_the_last_good_checkpoint(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "run"

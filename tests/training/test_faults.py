@@ -19,7 +19,7 @@ import torch
 from qkvmt.training.faults import AtomicCheckpointIO, CheckpointWriteError
 from qkvmt.errors import UserError
 
-from tests.conftest import ROOT, compose_train, tiny_overrides, write_corpus
+from tests.conftest import ROOT, compose_train, tiny_overrides, training_fixture, write_corpus
 
 STEPS, VAL_EVERY = 40, 7  # the toy corpus makes 5 batches an epoch: checkpoints fall mid-epoch
 
@@ -49,7 +49,7 @@ def weights(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
-@pytest.fixture(scope="module")
+@training_fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     base = tmp_path_factory.mktemp("uninterrupted")
     corpus = write_corpus(base / "corpus")
@@ -132,6 +132,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     assert ckpt["step"] == 1 and torch.equal(ckpt["w"], torch.ones(3))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_ones(tmp_path, monkeypatch):
     """Disk full at the second checkpoint: a one-line error naming the file; the first is intact."""
     from qkvmt import files
@@ -154,6 +155,7 @@ def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_one
     assert not list((out / "checkpoints").glob(".*tmp*"))  # no half-written file left behind
 
 
+@pytest.mark.slow
 def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch):
     from qkvmt.training.module import TranslationModule
     from qkvmt.pipeline import train
@@ -174,6 +176,7 @@ def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_pa
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
 
 
+@pytest.mark.slow
 def test_same_seed_in_deterministic_mode_gives_identical_losses(tmp_path):
     """Two CPU runs with seed=S and trainer.deterministic=true log the same 50 training losses."""
     from qkvmt.pipeline import train

@@ -64,6 +64,7 @@ def test_a_short_machine_is_told_how_to_lower_the_need(monkeypatch):
     assert warn_if_short(10**6, 2) is None
 
 
+@pytest.mark.slow
 def test_training_on_a_short_machine_warns_in_its_first_lines(corpus, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(host_memory, "available_bytes", lambda: 100 * MB)
     monkeypatch.setattr(torch.version, "cuda", "13.0")  # as a plain `pip install torch` brings: a CUDA build, no GPU here

@@ -3,6 +3,7 @@ product of a step takes a padded shape, and training steps pad only under CPU bf
 
 import contextlib
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -63,6 +64,7 @@ def test_steps_pad_only_under_cpu_bf16_autocast():
         assert not isinstance(few_matmul_shapes(256), PadLinearRows)
 
 
+@pytest.mark.slow
 def test_training_steps_compute_on_padded_rows(corpus, tmp_path, monkeypatch):
     """Through train(), under bf16-mixed: the linear layers of training, validation and test steps
     see rows padded to module.linear_row_multiple."""

@@ -46,6 +46,7 @@ def _run(tmp_path, script):
     return r.stdout.strip(), marker.exists()
 
 
+@pytest.mark.slow(reason="two fresh Pythons per script, each importing Lightning and torch._dynamo")
 @pytest.mark.parametrize("script", ["train.py", "benchmark.py"])  # the benchmark measures the recipe's process
 def test_the_training_scripts_skip_triton_before_lightning_imports_it(tmp_path, script):
     """With a triton installed and no GPU, scripts/train.py's process never imports it; a script
