@@ -1,8 +1,15 @@
-"""The explorer's fixtures: the tiny trained models of both directions, and an Explorer over them."""
+"""The explorer's fixtures: the tiny trained models of both directions, an Explorer over them, and
+a real server of an explorer on a free port."""
+
+import threading
+import time
+from contextlib import contextmanager
 
 import pytest
 
 import qkvmt
+from qkvmt.explore.app import bind, create_app, server
+from qkvmt.explore.guard import Access
 from qkvmt.explore.session import Explorer
 
 SOURCE = "w3 w14 w7 w22 w9"  # the toy language: the target is the source reversed, "w" -> "t"
@@ -22,3 +29,22 @@ def reverse_model(reverse_run):
 @pytest.fixture(scope="session")
 def explorer(model, reverse_model):
     return Explorer(model, reverse_model)
+
+
+@contextmanager
+def serving(explorer, token: str | None = None):
+    """`explorer` served by uvicorn on a free port of 127.0.0.1, in a thread: yields its address.
+    token: serve as beyond this computer (a token is needed), though still on 127.0.0.1."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    access = Access.of("127.0.0.1", port) if token is None else Access(port, frozenset({f"127.0.0.1:{port}"}), token)
+    running = server(create_app(explorer, access))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not running.started and thread.is_alive():
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        running.should_exit = True
+        thread.join(10)

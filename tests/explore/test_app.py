@@ -7,18 +7,25 @@ import re
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.explore.app import MAX_BODY, create_app, is_loopback
+from qkvmt.explore.app import MAX_BODY, create_app
+from qkvmt.explore.guard import Access
 from qkvmt.views.html import page
 from tests.explore.conftest import SOURCE
 
 HOSTILE = "<script>alert(1)</script> w3 </script><img src=x onerror=alert(2)>"
+PORT = 8123  # no socket: the port the server would have been started on, which the Host names
+JSON = {"content-type": "application/json"}
+
+
+def client_of(explorer):
+    from starlette.testclient import TestClient
+
+    return TestClient(create_app(explorer, Access.of("127.0.0.1", PORT)), base_url=f"http://127.0.0.1:{PORT}")
 
 
 @pytest.fixture(scope="module")
 def client(explorer):
-    from starlette.testclient import TestClient
-
-    return TestClient(create_app(explorer))
+    return client_of(explorer)
 
 
 def test_the_page_may_fetch_from_its_own_server_only(client):
@@ -49,7 +56,7 @@ def test_hostile_text_comes_back_as_json_text(client):
     (b"{" + b" " * MAX_BODY + b"}", "at most 65,536 are read"),
 ])
 def test_bad_requests_get_a_json_error_and_the_server_keeps_serving(client, raw, message):
-    r = client.post("/api/sentence", content=raw)
+    r = client.post("/api/sentence", content=raw, headers=JSON)
     assert r.status_code in (400, 413) and re.search(message, r.json()["error"])
     assert client.post("/api/sentence", json={"source": SOURCE}).status_code == 200
 
@@ -68,8 +75,6 @@ def test_a_missing_or_out_of_range_head_or_layer_is_a_json_error(client, body, m
 
 
 def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
-    from starlette.testclient import TestClient
-
     class Broken:
         def page(self):
             return "page"
@@ -83,16 +88,10 @@ def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
         def inspect(self, body):
             return {"fine": body["n"]}
 
-    client = TestClient(create_app(Broken()))
+    client = client_of(Broken())
     r = client.post("/api/sentence", json={"source": "x"})
     assert r.status_code == 500 and r.json() == {"error": "internal error: the server logged it and keeps serving"}
     assert "boom" in caplog.text
     assert client.post("/api/align", json={}).json() == {"error": "a user's mistake"}
     assert client.post("/api/inspect", json={"n": 3}).json() == {"fine": 3}
     assert client.get("/api/sentence").status_code == 405
-
-
-@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("::1", True), ("localhost", True),
-                                           ("0.0.0.0", False), ("192.168.1.5", False), ("example.org", False)])
-def test_which_hosts_serve_this_computer_alone(host, loopback):
-    assert is_loopback(host) is loopback

@@ -1,19 +1,18 @@
 """The explorer in headless Chromium, served by uvicorn on a free port: type a sentence, switch
 maps, click a token and a head, and read the numbers the page shows against the API's; hostile,
-empty and too long input shows as text or as an error, and the server keeps serving.
+empty and too long input shows as text or as an error, and the server keeps serving. Served
+beyond this computer, the page works with the printed address's token alone.
 
 With QKVMT_SCREENSHOTS=<folder>, it also saves a screenshot of each view there."""
 
 import os
-import threading
-import time
+import secrets
 from pathlib import Path
 
 import pytest
 
-from qkvmt.explore.app import bind, create_app, server
 from qkvmt.text.metrics import sentence_scores
-from tests.explore.conftest import REFERENCE, SOURCE
+from tests.explore.conftest import REFERENCE, SOURCE, serving
 
 MARK = "document.body.setAttribute('data-pwned','{}')"
 HOSTILE = [f"<script>{MARK.format(1)}</script> w3", f'w4 <img src=x onerror="{MARK.format(2)}">', "<script>alert(1)</script>"]
@@ -21,15 +20,8 @@ HOSTILE = [f"<script>{MARK.format(1)}</script> w3", f'w4 <img src=x onerror="{MA
 
 @pytest.fixture(scope="module")
 def url(explorer):
-    sock = bind("127.0.0.1", 0)
-    running = server(create_app(explorer))
-    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not running.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    running.should_exit = True
-    thread.join(10)
+    with serving(explorer) as address:
+        yield address
 
 
 def screenshot(page, name: str) -> None:
@@ -147,3 +139,22 @@ def test_hostile_empty_and_too_long_input_shows_as_text_or_an_error(browser, url
     ask(page, SOURCE)  # the server kept serving
     assert page.locator("#error").is_hidden() and page.locator("#texts dd").first.inner_text() == SOURCE
     assert dialogs == [] and page.evaluate("document.body.getAttribute('data-pwned')") is None
+
+
+def test_served_beyond_this_computer_the_page_works_with_the_printed_token_alone(browser, explorer):
+    token = secrets.token_urlsafe(32)
+    with serving(explorer, token) as url:
+        page = browser.new_page()  # a context of its own: no cookie yet
+        refused = page.goto(url)
+        assert refused.status == 403 and "needs its token" in refused.json()["error"]
+        page.goto(f"{url}?token={token}")
+        assert page.url == url  # traded for a cookie: the token left the address bar
+        ask(page, SOURCE)  # the page's own fetches are answered
+        assert page.locator("#texts dd").first.inner_text() == SOURCE
+        page.reload()
+        assert page.locator("#source").count() == 1
+        stranger = browser.new_page()
+        assert stranger.goto(url).status == 403
+        answer = stranger.evaluate("""async (url) => { const r = await fetch(url + "api/sentence", {method: "POST",
+            headers: {"Content-Type": "application/json"}, body: JSON.stringify({source: "w3"})}); return r.status; }""", url)
+        assert answer == 403

@@ -1,7 +1,9 @@
-"""scripts/explore.py's function: it binds 127.0.0.1 unless told otherwise (then it warns), prints
-the address, and refuses a bad port before loading anything."""
+"""scripts/explore.py's function: it binds 127.0.0.1 unless told otherwise (then it warns, and its
+address carries a token that every request needs), prints the address, and refuses a bad port
+before loading anything."""
 
 import importlib
+import re
 import socket
 
 import pytest
@@ -32,6 +34,8 @@ def served(monkeypatch):
 
 
 def test_it_serves_this_computer_alone_by_default_on_a_free_port(trained_run, served, capsys):
+    from starlette.testclient import TestClient
+
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     result = explore(compose_inference("explore", f"ckpt_path={ckpt}"))
     out, err = capsys.readouterr()
@@ -39,14 +43,23 @@ def test_it_serves_this_computer_alone_by_default_on_a_free_port(trained_run, se
     ((host, port),) = run.bound
     assert host == "127.0.0.1" and port > 0  # port=0 chose a free one
     assert result["url"] == f"http://127.0.0.1:{port}/" and result["url"] in out and "warning" not in err
-    assert run.app.routes  # the Starlette application of the checkpoint's explorer
+    client = TestClient(run.app, base_url=result["url"])  # the printed address is answered, no token needed
+    assert client.get("/").status_code == 200
+    assert client.get("/", headers={"host": f"evil.example:{port}"}).status_code == 403
 
 
-def test_another_host_warns_that_the_model_is_exposed(trained_run, served, capsys):
+def test_another_host_warns_and_needs_the_printed_token(trained_run, served, capsys):
+    from starlette.testclient import TestClient
+
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     result = explore(compose_inference("explore", f"ckpt_path={ckpt}", "host=0.0.0.0"))
     err = capsys.readouterr().err
-    assert result["url"].startswith("http://0.0.0.0:") and "warning: host=0.0.0.0 exposes the model" in err
+    assert re.fullmatch(r"http://0\.0\.0\.0:\d+/\?token=[\w-]{40,}", result["url"])
+    assert "warning: host=0.0.0.0 serves anyone" in err and "has the token" in err and "without it are refused" in err
+    client = TestClient(served[0].app, base_url=result["url"].split("?")[0], follow_redirects=False)
+    assert client.get("/").status_code == 403
+    assert client.get(result["url"]).status_code == 303  # the token becomes a cookie
+    assert client.get("/").status_code == 200
 
 
 def test_a_bad_or_busy_port_is_refused_before_loading(served, tmp_path):

@@ -3,15 +3,16 @@
 Starlette and uvicorn (the `explore` extra) parse HTTP; this module only routes: GET / is the
 page, POST /api/{sentence,align,inspect} take a JSON object and answer JSON. Every failure is a
 JSON {"error": message} with a 4xx status for the user's mistakes (a UserError, a body that is
-not JSON or too large) or 500 for a fault, logged; either way the server keeps serving.
+not JSON, not sent as JSON or too large) or 500 for a fault, logged; either way the server keeps
+serving. `guard` refuses, in the same shape, what did not come from the explorer's own page.
 """
 
-import ipaddress
 import json
 import logging
 import socket
 
 from qkvmt.errors import UserError, optional_import
+from qkvmt.explore.guard import Access, Guard
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +21,29 @@ INSTALL = "pip install starlette uvicorn (qkvmt's own dependencies: reinstall it
 HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 
-def create_app(explorer):
-    """The Starlette application: the page and the three JSON endpoints of `explorer`."""
+def error(message: str, status: int):
+    """Every refusal and failure: {"error": one line}, which the page shows."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+
+
+def create_app(explorer, access: Access):
+    """The Starlette application: the page and the three JSON endpoints of `explorer`, answering
+    only the requests `access` allows (guard.Access.of(host, port) of the server's socket)."""
     optional_import("starlette", INSTALL)  # a clear error when it is missing, before the imports below
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
-    def error(message: str, status: int):
-        return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
-
     def endpoint(answer):
         async def handle(request):
+            # JSON only: a form or a text/plain body is what another site can send without asking
+            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media != "application/json":
+                return error(f"Content-Type {media or 'none'}: send the body as application/json", 415)
             raw = await request.body()
             if len(raw) > MAX_BODY:
                 return error(f"the request is {len(raw):,} bytes; at most {MAX_BODY:,} are read", 413)
@@ -58,7 +69,7 @@ def create_app(explorer):
         Route("/api/sentence", endpoint(explorer.sentence), methods=["POST"]),
         Route("/api/align", endpoint(explorer.align), methods=["POST"]),
         Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
-    ])
+    ], middleware=[Middleware(Guard, access=access, refuse=error)])
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -73,13 +84,6 @@ def bind(host: str, port: int) -> socket.socket:
         raise UserError(f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one") from None
     sock.listen(64)
     return sock
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def server(app):

@@ -9,7 +9,8 @@ from omegaconf import DictConfig
 from qkvmt.api import Model
 from qkvmt.bundled import resolve
 from qkvmt.errors import UserError
-from qkvmt.explore.app import bind, create_app, is_loopback, server
+from qkvmt.explore.app import bind, create_app, server
+from qkvmt.explore.guard import Access
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.runs import decode_overrides, load_for_inference
 
@@ -21,12 +22,14 @@ def explore(cfg: DictConfig) -> dict:
     sock = bind(str(cfg.host), port)  # before the slow load: a port in use fails at once
     model = load_for_inference(cfg)
     reverse = Model.from_checkpoints([resolve(cfg.reverse_ckpt_path)], model.fabric) if cfg.reverse_ckpt_path else None
-    app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)))
     host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    if not is_loopback(str(cfg.host)):
-        print(f"warning: host={cfg.host} exposes the model to anyone who can reach this machine on port {port}; "
-              "leave host= out to serve this computer alone (127.0.0.1)", file=sys.stderr)
+    access = Access.of(str(cfg.host), port)
+    app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)), access)
+    url = access.url(str(cfg.host) or host)  # as given: a host name is what the Host check expects
+    if access.token is not None:
+        print(f"warning: host={cfg.host} serves anyone who can reach this machine on port {port} and has the token in "
+              "the address below (sent unencrypted, over plain HTTP); requests without it are refused. Leave host= out "
+              "to serve this computer alone (127.0.0.1)", file=sys.stderr)
     print(f"attention explorer of {model!r}{' with its reverse' if reverse else ''} at {url} (Ctrl-C stops it)", flush=True)
     server(app).run(sockets=[sock])
     return {"url": url}

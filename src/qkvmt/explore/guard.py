@@ -1,0 +1,113 @@
+"""Who the explorer answers: its own page, in a browser that opened the address it printed.
+
+A server on 127.0.0.1 is within reach of every web page its user visits. Such a page can send it
+cross-site "simple" requests (a form, a text/plain fetch: no preflight asks first), and, by
+rebinding its own host name to 127.0.0.1 (DNS rebinding), even read the answers. So, as Jupyter
+does, the explorer refuses (403, the app's JSON error):
+
+- a Host that is not the address it was started on (127.0.0.1, localhost, [::1] or the host=
+  given, with its port): a rebound name still says the attacker's host;
+- a POST whose Origin is not the page's own (app.py also takes application/json only, which no
+  form sends and no cross-site fetch sends unasked);
+- served beyond this computer (host= not loopback), a request without its random token: the
+  printed address carries it once, the first visit trades it for a cookie and drops it from the
+  address bar, and the page's own fetches send the cookie.
+"""
+
+import ipaddress
+import secrets
+from dataclasses import dataclass
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+SAFE = ("GET", "HEAD", "OPTIONS")  # methods that only read: the Origin check is for the others
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def is_wildcard(host: str) -> bool:
+    """0.0.0.0, :: or "": every address of the machine, so no one name the browser will use."""
+    try:
+        return host == "" or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def netloc(host: str) -> str:
+    """The host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a request must carry to be answered."""
+
+    port: int
+    hosts: frozenset[str] | None  # the Host headers answered; None: any (a wildcard address: the token guards it)
+    token: str | None  # None: this computer alone, no token
+
+    @classmethod
+    def of(cls, host: str, port: int) -> "Access":
+        """Access to a server started on host:port (its real port, once bound)."""
+        host = host.lower()
+        if is_loopback(host):
+            names, token = {*LOOPBACK, netloc(host)}, None
+        else:
+            names, token = (None if is_wildcard(host) else {netloc(host)}), secrets.token_urlsafe(32)
+        if names is not None:  # a browser leaves out port 80
+            names = {f"{n}:{port}" for n in names} | (names if port == 80 else set())
+        return cls(port, None if names is None else frozenset(names), token)
+
+    @property
+    def cookie(self) -> str:
+        # one per port: browsers share a host's cookies across its ports
+        return f"qkvmt-explorer-{self.port}"
+
+    def url(self, host: str) -> str:
+        """The address to open, with the token when there is one."""
+        return f"http://{netloc(host)}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+
+    def has_token(self, given: str | None) -> bool:
+        return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
+
+
+class Guard:
+    """ASGI middleware: a request `access` refuses gets `refuse(message, 403)`; the others go on to `app`."""
+
+    def __init__(self, app, access: Access, refuse):
+        self.app, self.access, self.refuse = app, access, refuse
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            from starlette.requests import Request
+
+            answer = self.check(Request(scope))
+            if answer is not None:
+                return await answer(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def check(self, request):
+        """None to serve the request, else the response that refuses it (or trades the token for a cookie)."""
+        a = self.access
+        host = request.headers.get("host", "").lower()
+        if a.hosts is not None and host not in a.hosts:
+            return self.refuse(f"Host {host!r} is not this server's address: open the address the explorer printed", 403)
+        if a.token is not None:
+            in_url = a.has_token(request.query_params.get("token"))
+            if in_url and request.method == "GET":
+                from starlette.responses import RedirectResponse
+
+                answer = RedirectResponse(request.url.path, 303)  # the token leaves the address bar and history
+                answer.set_cookie(a.cookie, a.token, httponly=True, samesite="lax")
+                return answer
+            if not (in_url or a.has_token(request.cookies.get(a.cookie))):
+                return self.refuse("this explorer serves beyond this computer and needs its token: open the address "
+                                   "with ?token= that it printed", 403)
+        origin = request.headers.get("origin")
+        if request.method not in SAFE and origin is not None and origin.lower() != f"http://{host}":
+            return self.refuse(f"Origin {origin!r} is not this server's page: requests from other sites are refused", 403)
+        return None
