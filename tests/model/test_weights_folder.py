@@ -81,3 +81,14 @@ def test_a_damaged_folder_is_a_user_error_naming_it(tmp_path, damage, message):
     with pytest.raises(UserError, match=message) as e:
         load_checkpoint(tmp_path)
     assert str(tmp_path) in str(e.value)
+
+
+def test_tied_weights_are_stored_once_and_tied_again(tmp_path):
+    model, tokenizer, meta = nontrivial_model()
+    assert model.cfg.tie_embeddings
+    write_weights_folder(model, tokenizer, meta, tmp_path)
+    unique = {p.data_ptr(): p.numel() for p in model.parameters()}  # parameters() yields a tied one once
+    stored = (tmp_path / "model.safetensors").stat().st_size
+    assert 4 * sum(unique.values()) <= stored < 4 * sum(unique.values()) + 20_000  # + the header
+    again, _ = build_model(load_checkpoint(tmp_path))
+    assert torch.equal(outputs(again), outputs(model))
