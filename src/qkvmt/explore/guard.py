@@ -6,7 +6,8 @@ rebinding its own host name to 127.0.0.1 (DNS rebinding), even read the answers.
 does, the explorer refuses (403, the app's JSON error):
 
 - a Host that is not the address it was started on (127.0.0.1, localhost, [::1] or the host=
-  given, with its port): a rebound name still says the attacker's host;
+  given, with its port): a rebound name still says the attacker's host. A loopback name on
+  another port is answered: only this computer can send it (an SSH tunnel, `ssh -L 9000:...`);
 - a POST whose Origin is not the page's own (app.py also takes application/json only, which no
   form sends and no cross-site fetch sends unasked);
 - served beyond this computer (host= not loopback), a request without its random token: the
@@ -15,6 +16,7 @@ does, the explorer refuses (403, the app's JSON error):
 """
 
 import ipaddress
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -48,7 +50,7 @@ class Access:
 
     port: int
     hosts: frozenset[str] | None  # the Host headers answered; None: any (a wildcard address: the token guards it)
-    token: str | None  # None: this computer alone, no token
+    token: str | None  # None: this computer alone, no token, and its names answered on any port
 
     @classmethod
     def of(cls, host: str, port: int) -> "Access":
@@ -94,7 +96,12 @@ class Guard:
         """None to serve the request, else the response that refuses it (or trades the token for a cookie)."""
         a = self.access
         host = request.headers.get("host", "").lower()
-        if a.hosts is not None and host not in a.hosts:
+        if a.token is None:  # loopback: a tunnel or proxy on this computer may use another port
+            name = re.sub(r":\d+$", "", host)
+            answered = name in LOOPBACK or f"{name}:{a.port}" in a.hosts
+        else:
+            answered = a.hosts is None or host in a.hosts
+        if not answered:
             return self.refuse(f"Host {host!r} is not this server's address: open the address the explorer printed", 403)
         if a.token is not None:
             in_url = a.has_token(request.query_params.get("token"))
