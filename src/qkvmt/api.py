@@ -21,7 +21,7 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
-from qkvmt.bundled import resolve
+from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -76,7 +76,9 @@ class Model:
 
     def __repr__(self) -> str:
         c = self.transformer.cfg
-        what = self.paths[0] if len(self.paths) == 1 else f"the average of {len(self.paths)} checkpoints"
+        name = bundled_name(self.paths[0])
+        what = (f"the bundled model {name}" if name else self.paths[0]) if len(self.paths) == 1 else \
+            f"the average of {len(self.paths)} checkpoints"
         return (f"<qkvmt.Model {self.meta.src_lang}->{self.meta.tgt_lang}: {c.encoder_layers}+{c.decoder_layers} layers, "
                 f"d_model {c.d_model}, {c.n_heads} heads, {c.positions} positions; {what}>")
 

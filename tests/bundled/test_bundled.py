@@ -46,6 +46,7 @@ def test_pretrained_lists_each_model_with_its_recorded_scores(shelf):
 
 def test_load_by_name_is_the_stored_model(shelf):
     model = qkvmt.load("toy-de-en", device="cpu")
+    assert repr(model).endswith("; the bundled model toy-de-en>")  # a name, not where the package is installed
     diff = (outputs(model.transformer) - outputs(shelf["model"])).abs().max().item()
     assert diff < 1e-2  # float16 storage: rounded weights, nothing else
 
