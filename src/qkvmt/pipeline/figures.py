@@ -1,0 +1,68 @@
+"""figures(cfg): every figure docs/attention.md shows and the explorer's screenshot the README
+shows, drawn from one model (the bundled multi30k-de-en by default) for the tutorial's sentence
+through the Python API, so a reader's own `model.attention(...)` gives the numbers they plot.
+Rerun it after the bundled model or a view changes: on one machine it writes the same files."""
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from qkvmt.api import Model
+from qkvmt.errors import UserError
+from qkvmt.explore.screenshot import Unavailable, screenshot
+from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.text.sources import required_text
+from qkvmt.views.figures import heatmap_grid
+from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure
+
+log = logging.getLogger(__name__)
+
+
+def figures(cfg: DictConfig) -> dict:
+    sentence, reference = required_text(cfg.sentence, "sentence"), required_text(cfg.reference, "reference")
+    if not cfg.output_dir:
+        raise UserError("output_dir is empty: give the folder for the figures, e.g. output_dir=docs/figures")
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = load_for_inference(cfg)
+    files = draw(model, sentence, reference, out, dict(cfg.head))
+    left_out = {}
+    if cfg.explorer:
+        try:
+            view = dict(cfg.explorer)
+            typed = required_text(view.pop("sentence"), "explorer.sentence")
+            files["explorer.png"] = screenshot(model, typed, out / "explorer.png", view)
+        except Unavailable as e:
+            left_out["explorer.png"] = str(e)
+            log.warning("left out explorer.png: %s", e)
+    for path in files.values():
+        print(f"wrote {path}")
+    return {"output_dir": str(out), "files": {name: str(path) for name, path in files.items()}, "left_out": left_out}
+
+
+def draw(model: Model, sentence: str, reference: str, out: Path, head: dict) -> dict[str, Path]:
+    """The tutorial's figures of `sentence`, in the order the tutorial shows them:
+    one head's Q·K weights and values, every cross-attention head by weights and by value norms,
+    where each prediction's information came from (ALTI+), and the word links against `reference`."""
+    files = {name: out / name for name in ("attention_head.png", "attention_cross.png", "attention_values.png",
+                                           "attention_flow.png", "attention_links.png")}
+    h = model.inspect(sentence, kind=head["kind"], layer=head["layer"], head=head["head"])
+    head_figure(h.weights, h.value_norms, h.query_tokens, h.key_tokens, files["attention_head.png"],
+                title=f"{h.kind} attention, layer {h.layer}, head {h.head} (d_k = {h.d_k})")
+    attention = model.attention(sentence)
+    weights, norms = attention.map("cross"), attention.map("cross", "value_norms")
+    heatmap_grid(weights.weights, weights.rows, weights.cols, files["attention_cross.png"],
+                 title="cross-attention weights, every layer and head")
+    heatmap_grid(norms.weights / norms.weights.sum(-1, keepdims=True), norms.rows, norms.cols,
+                 files["attention_values.png"], title="cross-attention, value-weighted ‖α·W_O v‖",
+                 label="share of the row's value-weighted norms")
+    alti = attention.map("cross", "alti")
+    flow_figure(alti.layers, attention.contributions.source_share, alti.rows, alti.cols, files["attention_flow.png"],
+                title="ALTI+: where each predicted token's information came from")
+    links = model.align(sentence, reference)
+    p = links.policy
+    links_figure(links.word_matrix, links.tgt_words, links.src_words, links.links, files["attention_links.png"],
+                 title=f"word links {links.pharaoh}\nlayer {p['layer']}, head {p['head']}, {p['rows']} rows, "
+                       f"{p['direction'].replace('_', ' ')}, {p['signal'].replace('_', ' ')}")
+    return files

@@ -1,0 +1,81 @@
+"""scripts/figures.py: docs/attention.md's figures drawn from a model through the Python API:
+each file written, each plotting what the API returns for the sentence, the same files on a
+rerun, and the explorer's screenshot left out, saying why, where no Chromium is installed."""
+
+import hashlib
+
+import numpy as np
+import pytest
+
+import qkvmt
+import qkvmt.pipeline.figures as module
+from qkvmt.errors import UserError
+from qkvmt.pipeline.figures import figures
+from tests.conftest import compose_inference
+from tests.explore.conftest import REFERENCE, SOURCE
+
+FILES = ["attention_cross.png", "attention_flow.png", "attention_head.png", "attention_links.png", "attention_values.png"]
+
+
+def drawn(trained_run, out, *extra):
+    return figures(compose_inference("figures", f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+                                     f"output_dir={out}", f"sentence='{SOURCE}'", f"reference='{REFERENCE}'",
+                                     "head.layer=1", "head.head=2", *extra))
+
+
+def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypatch):
+    plotted = {}
+    for name in ("heatmap_grid", "head_figure", "flow_figure", "links_figure"):
+        draw = getattr(module, name)
+
+        def record(*args, _draw=draw, **kwargs):  # the path is the last positional argument of each
+            plotted[args[-1].name] = args
+            _draw(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, record)
+    result = drawn(trained_run, tmp_path / "figures", "explorer=null")
+    assert sorted(result["files"]) == FILES == sorted(plotted) == sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert result["left_out"] == {}
+
+    model = qkvmt.load(trained_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
+    head = model.inspect(SOURCE, kind="cross", layer=1, head=2)
+    weights, norms, q_tokens, k_tokens = plotted["attention_head.png"][:4]
+    np.testing.assert_array_equal(weights, head.weights)
+    np.testing.assert_array_equal(norms, head.value_norms)
+    assert (q_tokens, k_tokens) == (head.query_tokens, head.key_tokens)
+
+    attention = model.attention(SOURCE)
+    cross, values, alti = (attention.map("cross", s) for s in ("weights", "value_norms", "alti"))
+    np.testing.assert_array_equal(plotted["attention_cross.png"][0], cross.weights)
+    np.testing.assert_array_equal(plotted["attention_values.png"][0], values.weights / values.weights.sum(-1, keepdims=True))
+    source, share, rows, cols = plotted["attention_flow.png"][:4]
+    np.testing.assert_array_equal(source, alti.layers)
+    np.testing.assert_array_equal(share, attention.contributions.source_share)
+    assert plotted["attention_cross.png"][1:3] == (rows, cols) == (cross.rows, cross.cols)
+
+    links = model.align(SOURCE, REFERENCE)
+    matrix, tgt_words, src_words, pairs = plotted["attention_links.png"][:4]
+    np.testing.assert_array_equal(matrix, links.word_matrix)
+    assert (tgt_words, src_words, pairs) == (links.tgt_words, links.src_words, links.links)
+
+
+def test_a_rerun_writes_the_same_files(trained_run, tmp_path):
+    def digests(folder):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+    drawn(trained_run, tmp_path / "a", "explorer=null")
+    drawn(trained_run, tmp_path / "b", "explorer=null")
+    assert digests(tmp_path / "a") == digests(tmp_path / "b") and len(digests(tmp_path / "a")) == len(FILES)
+
+
+def test_without_chromium_the_screenshot_is_left_out_saying_why(trained_run, tmp_path, monkeypatch):
+    monkeypatch.setattr("qkvmt.explore.screenshot.shutil.which", lambda name: None)
+    result = drawn(trained_run, tmp_path, "explorer.layer=1")
+    assert sorted(result["files"]) == FILES
+    assert "no Chromium" in result["left_out"]["explorer.png"] and not (tmp_path / "explorer.png").exists()
+
+
+def test_a_missing_sentence_is_one_line_before_the_model_loads(tmp_path, monkeypatch):
+    monkeypatch.setattr(module, "load_for_inference", lambda cfg: pytest.fail("loaded the model"))
+    with pytest.raises(UserError, match="reference is empty"):
+        figures(compose_inference("figures", f"output_dir={tmp_path}", "reference=' '"))
