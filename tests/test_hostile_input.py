@@ -1,4 +1,4 @@
-"""Hostile input, second round (reliability): the whole configuration is checked before anything
+"""Hostile input (reliability): the whole configuration is checked before anything
 is written, stale state is refused, outputs are complete or absent (Ctrl-C included), and cuts
 or nonsense settings are said out loud. Each case runs once, through the script users run."""
 
