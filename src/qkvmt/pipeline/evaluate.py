@@ -81,7 +81,8 @@ def evaluate(cfg: DictConfig) -> dict:
     with staged as out:
         write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
         write_json(out / "metrics.json", metrics)
-        export_attention(out, model, src, refs, hyps, metrics, cfg.attention.num_samples, validation_curve(paths[0]))
+        export_attention(out, model, src, refs, hyps, metrics, cfg.attention.num_samples, validation_curve(paths[0]),
+                         beside_checkpoint(cfg, paths, "heads"))
     out = staged.final
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
@@ -92,7 +93,7 @@ def evaluate(cfg: DictConfig) -> dict:
 
 
 def export_attention(out: Path, model: Model, src: list[str], refs: list[str], hyps, metrics: dict, num_samples: int,
-                     curve: list[dict]) -> None:
+                     curve: list[dict], heads_file: Path) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
     each sample also shows its own BLEU and chrF and the word links of the checkpoint's default
@@ -120,8 +121,8 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
                                     source_share=sa.contributions.source_share))
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
-    found = beside_checkpoint(cfg, model.paths, "heads")  # what heads.py found for this checkpoint, if it ran
-    heads = HeadsReport(**json.loads(found.read_text())) if found.is_file() else None
+    # what heads.py found for this checkpoint, if it ran
+    heads = HeadsReport(**json.loads(heads_file.read_text())) if heads_file.is_file() else None
     attention_report(out / "report.html", metrics, samples, curve, signatures, policy_shown, heads)
     if curve:
         curve_plot(curve, out / "curve.png", title="validation during training")
