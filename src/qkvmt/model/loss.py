@@ -7,10 +7,14 @@ real tokens, so the (tokens × vocabulary) logits, their float32 copy, their log
 its gradient never exist whole. Those buffers were what held a tiny model's training at
 2-3 GB a process; the FLOPs are the same, and pad rows are skipped.
 
-The real tokens are taken in a multiple of `row_multiple` rows, the last ones masked out. Their
-number differs in every batch, and on a CPU oneDNN builds and caches a bf16 matmul primitive per
-shape: three new shapes a step grew its cache (up to 1,024 primitives) for as long as training
-ran, and the CPU recipe's processes with it (3.5 GB each after 4 minutes).
+The rows are taken in a multiple of `row_multiple`, the last ones masked out. On a CPU only the
+real tokens are taken: their number differs in every batch, and oneDNN builds and caches a bf16
+matmul primitive per shape, so three new shapes a step grew its cache (up to 1,024 primitives)
+for as long as training ran, and the CPU recipe's processes with it (3.5 GB each after 4
+minutes). On a GPU every row is taken and the pads weigh nothing: picking the real ones would
+make the host wait for the device to count them, every step, and the GPU idle meanwhile.
+Compiled (torch.compile), the loss is the plain one over the whole logits: the compiler fuses
+the softmax and the loss, and a GPU has the memory.
 
     loss = mean over real tokens t of  (1 - ε) · -log p_t(y_t)  +  ε · mean_v -log p_t(v)
     ∂loss/∂logits_t = (softmax_t - (1 - ε) · onehot(y_t) - ε / V) / n_real
@@ -31,17 +35,19 @@ def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothi
     )
 
 
-@torch.compiler.disable  # its row count and chunk loop are data-dependent: compiled, a graph per batch size
 def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
                 chunk_rows: int = CHUNK_ROWS, row_multiple: int = ROW_MULTIPLE) -> Tensor:
     """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
     decoder's final states, weight (V, D) the output layer's."""
-    real = tgt_out != pad_id
-    x, y = hidden[real], tgt_out[real]  # (n, D), (n,)
+    if torch.compiler.is_compiling():  # a chunk loop over data-dependent rows would recompile per batch
+        return translation_loss(hidden @ weight.t(), tgt_out, pad_id, label_smoothing)
+    x, y = hidden.flatten(0, 1), tgt_out.flatten()  # (B·T, D), (B·T,)
+    if x.device.type == "cpu":  # the host holds the data: no device to wait for, and no pad products
+        real = y != pad_id
+        x, y = x[real], y[real]
     extra = -x.size(0) % row_multiple
-    # zero rows with target 0, which the loss masks out: they add nothing and get no gradient
-    x, y = F.pad(x, (0, 0, 0, extra)), F.pad(y, (0, extra))
-    return _OutputCrossEntropy.apply(x, weight, y, float(label_smoothing), chunk_rows, y.size(0) - extra)
+    x, y = F.pad(x, (0, 0, 0, extra)), F.pad(y, (0, extra), value=pad_id)  # pad rows add nothing, get no gradient
+    return _OutputCrossEntropy.apply(x, weight, y, pad_id, float(label_smoothing), chunk_rows)
 
 
 class _OutputCrossEntropy(torch.autograd.Function):
@@ -50,28 +56,29 @@ class _OutputCrossEntropy(torch.autograd.Function):
     would, and the softmax in float32, as translation_loss's does."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int, n: int) -> Tensor:
-        """Rows from n on are padding."""
+    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, pad_id: int, eps: float, chunk: int) -> Tensor:
+        """Rows whose target is pad_id count for nothing. Nothing here reads a tensor's value on
+        the host: a GPU runs the whole step without waiting for it."""
         v = weight.size(0)
+        keep = (targets != pad_id).float()  # (rows,)
+        n = keep.sum().clamp(min=1)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         grad_x = torch.empty_like(x)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=x.device)
         for start in range(0, x.size(0), chunk):
-            xs, ys = x[start : start + chunk], targets[start : start + chunk]
-            real = max(n - start, 0)  # rows of this chunk before the padding
+            xs, ys, ks = x[start : start + chunk], targets[start : start + chunk], keep[start : start + chunk]
             logits = xs @ weight.t()  # (c, V)
             logp = logits.float().log_softmax(-1)
             nll = -logp.gather(1, ys[:, None])[:, 0]
-            total += ((1 - eps) * nll - eps * logp.mean(-1))[:real].sum()
+            total += (((1 - eps) * nll - eps * logp.mean(-1)) * ks).sum()
             g = logp.exp_().sub_(eps / v)  # softmax - ε/V, in place of logp
             g[torch.arange(len(ys), device=x.device), ys] -= 1 - eps
-            g[real:] = 0
-            g = g.div_(max(n, 1)).to(logits.dtype)
+            g = g.mul_((ks / n)[:, None]).to(logits.dtype)
             grad_x[start : start + chunk] = g @ weight
             grad_w += (g.t() @ xs).float()
         ctx.save_for_backward(grad_x, grad_w)
         ctx.weight_dtype = weight.dtype
-        return total / max(n, 1)
+        return total / n
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):

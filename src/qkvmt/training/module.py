@@ -31,6 +31,9 @@ class TranslationModule(L.LightningModule):
     sdpa_backend: the SDPA kernel for training (see qkvmt.model.attention.attention_kernel); decoding
     lets torch choose, exactly as evaluation does.
     loss_chunk_rows: target tokens whose logits exist at once (qkvmt.model.loss.output_loss).
+    compile: run the training, validation and test loss through torch.compile (dynamic shapes, one
+    graph for every batch shape): fused kernels, fewer launches, the whole logits at once.
+    Decoding stays eager.
     linear_row_multiple: under CPU bf16 autocast, every linear layer of a training, validation or
     test step computes on its rows padded to a multiple of this, so that oneDNN meets few shapes
     (qkvmt.training.matmul_rows); 0: off. Decoding runs in float32 and needs none.
@@ -52,6 +55,7 @@ class TranslationModule(L.LightningModule):
         src_lang: str = "",
         tgt_lang: str = "",
         alignment: AlignmentSupervision | None = None,
+        compile: bool = False,
     ):
         super().__init__()
         self.model_config = model_config
@@ -69,6 +73,7 @@ class TranslationModule(L.LightningModule):
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self._last_step_time: float | None = None
         self.test_scores: dict = {}
+        self._loss = torch.compile(self.plain_loss, dynamic=True) if compile else self.plain_loss
 
     def step_kernels(self) -> contextlib.ExitStack:
         """What a training, validation or test step's forward runs under: the chosen attention
@@ -79,8 +84,11 @@ class TranslationModule(L.LightningModule):
         return stack
 
     def loss(self, batch: dict) -> torch.Tensor:
-        hidden, _ = self.model(batch["src"], batch["tgt_in"], project=False)  # (B, T, D)
-        return self.output_loss(hidden, batch["tgt_out"])
+        return self._loss(batch["src"], batch["tgt_in"], batch["tgt_out"])
+
+    def plain_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        hidden, _ = self.model(src, tgt_in, project=False)  # (B, T, D)
+        return self.output_loss(hidden, tgt_out)
 
     def output_loss(self, hidden: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
         return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing,
