@@ -16,8 +16,10 @@ Stages (each sized to finish in about ten minutes on one recent GPU):
                  report.html, curve.png. ARGS: overrides for train.py.
   bench          scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and
                  MFU of ours, nn.Transformer and HF Marian, beam-5 decoding of 1,000 validation
-                 sentences in one batch, 10 of our steps under torch.profiler (profile.txt); then
-                 ours alone with compile=true. ARGS: overrides for benchmark.py.
+                 sentences in one batch, 10 of our steps under torch.profiler (profile.txt); ours
+                 with each other attention kernel (sdpa_efficient.json, sdpa_math.json); then ours
+                 alone with compile=true, lengths padded to multiples of 8 and 20 warm-up steps
+                 to compile in. ARGS: overrides for benchmark.py.
   sweep          variants of a GPU recipe trained side by side on the one GPU, to choose one by
                  validation BLEU: sweep.tsv. Each ARG is one variant's overrides, quoted:
                    measure.sh sweep 'model.dropout=0.2' 'model.dropout=0.3 module.optimizer.lr=7e-4'
@@ -100,7 +102,17 @@ case "$stage" in
     python3 scripts/benchmark.py "${base[@]}" decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
     cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run fails or is stopped
     if [ -f "$runs/bench/profile.txt" ]; then cp "$runs/bench/profile.txt" "$out/"; fi  # none if overridden away
-    python3 scripts/benchmark.py "${base[@]}" compile=true 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
+    for kernel in efficient math; do  # the profile's attention kernel against these; one a device lacks is skipped
+      if python3 scripts/benchmark.py "${base[@]}" sdpa_backend=$kernel 'systems=[ours]' decode.sentences=100 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_$kernel" "$@" > "$out/bench_$kernel.log" 2>&1; then
+        cp "$runs/bench_$kernel/benchmark.json" "$out/sdpa_$kernel.json"
+      else
+        echo "measure.sh: sdpa_backend=$kernel failed (bench_$kernel.log); going on" >&2
+      fi
+    done
+    # Lengths in multiples of 8: a compiled graph holds for every batch (it specializes on a
+    # length's divisibility); the warm-up compiles it, and once more where source and target
+    # lengths first differ. Compiling model=base takes about 100 s on an H100.
+    python3 scripts/benchmark.py "${base[@]}" compile=true data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
     ;;
   sweep)

@@ -104,3 +104,16 @@ def test_set_epoch_skip_resumes_mid_epoch_with_the_remaining_batches():
     assert list(sampler) == whole[5:]
     sampler.set_epoch(3)  # the next epoch is whole again
     assert len(list(sampler)) == len(whole)
+
+
+def test_collate_pads_each_side_to_the_length_multiple_but_never_past_max_len():
+    items = [(0, np.array([5, 6, 7]), np.array([8, 9])), (1, np.array([5]), np.array([8, 9, 10, 11, 12, 13]))]
+    plain = Collate(Specials(pad=0, bos=1, eos=2))(items)
+    batch = Collate(Specials(pad=0, bos=1, eos=2), length_multiple=4)(items)
+    assert [batch[k].size(1) for k in ("src", "tgt_in", "tgt_out")] == [4, 8, 8]
+    for key in ("src", "tgt_in", "tgt_out"):  # the same ids, then pads
+        n = plain[key].size(1)
+        assert batch[key][:, :n].tolist() == plain[key].tolist() and not batch[key][:, n:].any()
+    assert batch["ntokens"] == plain["ntokens"]
+    capped = Collate(Specials(pad=0, bos=1, eos=2), max_len=7, length_multiple=4)(items)
+    assert [capped[k].size(1) for k in ("src", "tgt_in")] == [4, 7]

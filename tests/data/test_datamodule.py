@@ -91,3 +91,28 @@ def test_a_repeat_that_is_not_a_whole_number_of_at_least_one_is_refused(tmp_path
     while not isinstance(cause, UserError):
         cause = cause.__cause__
     assert f"data.extra_train[0].repeat={repeat.replace('true', 'True')}" in str(cause)
+
+
+def epoch_batches(tmp_path, multiple: int) -> list[dict]:
+    dm = datamodule(tmp_path, f"data.length_multiple={multiple}", "data.max_tokens=64", "data.eval_max_tokens=64")
+    dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
+    return list(dm.train_dataloader()) + list(dm.val_dataloader())
+
+
+def test_length_multiple_gives_an_epoch_few_batch_lengths_within_the_budget_and_the_same_tokens(tmp_path):
+    """A compiled step specializes on each length's divisibility: padded to a multiple of 4, an
+    epoch's batches take a few lengths, and the token budget counts the padding."""
+    plain, padded = epoch_batches(tmp_path / "a", 1), epoch_batches(tmp_path / "b", 4)
+    for batch in padded:
+        s, t = batch["src"].size(1), batch["tgt_in"].size(1)
+        assert s % 4 == 0 and t % 4 == 0 and batch["tgt_out"].size(1) == t
+        assert batch["src"].size(0) * max(s, t) <= 64
+    lengths = {m: {b[k].size(1) for b in batches for k in ("src", "tgt_in")} for m, batches in ((1, plain), (4, padded))}
+    assert len(lengths[4]) * 2 <= len(lengths[1]), lengths
+    shapes = {m: {(b["src"].size(1), b["tgt_in"].size(1)) for b in batches} for m, batches in ((1, plain), (4, padded))}
+    assert len(shapes[4]) * 2 <= len(shapes[1]), shapes
+
+    def real(batches):  # every pair once, each with the same tokens: padding adds pads only
+        return sorted((int(i), tuple(s[s != 0].tolist()), tuple(t[t != 0].tolist()))
+                      for b in batches for i, s, t in zip(b["index"], b["src"], b["tgt_out"]))
+    assert real(padded) == real(plain)

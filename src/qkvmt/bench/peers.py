@@ -23,18 +23,20 @@ from qkvmt.model.transformer import Embedding, Transformer
 class Ours(nn.Module):
     """Our Transformer under the SDPA kernel training uses: forward gives the logits (decoding
     and the peers' loss take them); `loss` is the training loss as training computes it, the
-    output layer applied chunk by chunk (qkvmt.model.loss.output_loss)."""
+    output layer applied chunk by chunk (qkvmt.model.loss.output_loss). sdpa_backend: as
+    training's module.sdpa_backend."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, sdpa_backend: str | None = "auto"):
         super().__init__()
         self.model = Transformer(cfg)
+        self.sdpa_backend = sdpa_backend
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        with attention_kernel("auto", src.device):
+        with attention_kernel(self.sdpa_backend, src.device):
             return self.model(src, tgt)[0]
 
     def loss(self, src: Tensor, tgt: Tensor, tgt_out: Tensor, label_smoothing: float) -> Tensor:
-        with attention_kernel("auto", src.device):
+        with attention_kernel(self.sdpa_backend, src.device):
             hidden, _ = self.model(src, tgt, project=False)
         return output_loss(hidden, self.model.output.weight, tgt_out, self.model.cfg.pad_id, label_smoothing)
 
@@ -44,12 +46,12 @@ class OursAligned(Ours):
     returns the logits and λ × the alignment loss. The labels are diagonal: what they hold does
     not change the work, so the benchmark needs no aligner."""
 
-    def __init__(self, cfg: ModelConfig, supervision: AlignmentSupervision):
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, supervision: AlignmentSupervision, sdpa_backend: str | None = "auto"):
+        super().__init__(cfg, sdpa_backend)
         self.supervision = supervision.validated(cfg.decoder_layers, cfg.n_heads)
 
     def loss(self, src: Tensor, tgt: Tensor, tgt_out: Tensor, label_smoothing: float) -> Tensor:
-        with attention_kernel("auto", src.device):
+        with attention_kernel(self.sdpa_backend, src.device):
             hidden, head = forward_with_head(self.model, src, tgt, self.supervision, project=False)  # head (B, T, S)
         b, t, s = head.shape
         diagonal = torch.arange(t, device=src.device) * s // t  # (T,) source position of each row

@@ -152,17 +152,33 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             yield b.tolist()
 
 
+def round_up(lengths, multiple: int):
+    """Each length up to a multiple of `multiple` (1: as they are)."""
+    return -(-np.asarray(lengths) // multiple) * multiple
+
+
 class Collate:
     """Pads a batch with qkvmt.model.inputs: src = x </s>; tgt_in = <s> y; tgt_out = y </s>. With
     max_len, longer sentences are cut to fit (training filters them out instead; a validation or
     test pair is scored whole, and only its loss sees the cut). Items that carry subword links
-    (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src."""
+    (a fourth element) add `align`, their (B, T, S) labels over tgt_out × src.
 
-    def __init__(self, specials: Specials, max_len: int | None = None):
-        self.specials, self.max_len = specials, max_len
+    length_multiple: each side padded up to a multiple of it (never past max_len), so batches take
+    a few lengths: a compiled step specializes on a length's divisibility and recompiles when it
+    changes, and tensor cores take rows of multiples of 8."""
+
+    def __init__(self, specials: Specials, max_len: int | None = None, length_multiple: int = 1):
+        self.specials, self.max_len, self.length_multiple = specials, max_len, length_multiple
+
+    def padded(self, ids: torch.Tensor) -> torch.Tensor:
+        length = int(round_up(ids.size(1), self.length_multiple))
+        if self.max_len is not None:
+            length = max(min(length, self.max_len), ids.size(1))
+        return torch.nn.functional.pad(ids, (0, length - ids.size(1)), value=self.specials.pad)
 
     def __call__(self, items) -> dict:
         x = build_inputs([item[1] for item in items], [item[2] for item in items], self.specials, self.max_len)
+        x.src, x.tgt_in, x.tgt_out = self.padded(x.src), self.padded(x.tgt_in), self.padded(x.tgt_out)
         index = torch.tensor([item[0] for item in items])
         batch = {"index": index, "src": x.src, "tgt_in": x.tgt_in, "tgt_out": x.tgt_out,
                  "ntokens": int((x.tgt_out != self.specials.pad).sum())}

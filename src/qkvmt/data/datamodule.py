@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from qkvmt.alignment.supervision import subword_links
-from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
+from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
 from qkvmt.alignment.reference import ALIGNERS, cached_links
@@ -36,6 +36,8 @@ class TranslationDataModule(L.LightningDataModule):
         `align`, (B, T, S) subword labels for alignment-supervised training. Computed once,
         cached in cache_dir.
     aligner: the reference aligner that makes them (a name of qkvmt.alignment.reference.ALIGNERS).
+    length_multiple: every batch's source and target padded up to a multiple of this many tokens
+        (qkvmt.data.batching.Collate), the token budget counting the padding; 1: none.
     """
 
     def __init__(
@@ -56,10 +58,12 @@ class TranslationDataModule(L.LightningDataModule):
         extra_train=(),
         alignment_links: str | None = None,
         aligner: str = "eflomal",
+        length_multiple: int = 1,
     ):
         super().__init__()
         for name, value, least in (("vocab_size", vocab_size, len(SPECIALS) + 1), ("min_frequency", min_frequency, 1),
-                                   ("max_tokens", max_tokens, 1), ("eval_max_tokens", eval_max_tokens, 1)):
+                                   ("max_tokens", max_tokens, 1), ("eval_max_tokens", eval_max_tokens, 1),
+                                   ("length_multiple", length_multiple, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
         self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
@@ -70,6 +74,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_positions = max_positions
+        self.length_multiple = length_multiple
         self.num_workers, self.seed = num_workers, seed
         self.alignment_links, self.aligner = alignment_links, aligner
         self.tokenizer = None
@@ -186,7 +191,7 @@ class TranslationDataModule(L.LightningDataModule):
         keep = np.repeat(keep, self.training_repeats()[keep])
         self.epoch_items = hashlib.sha256(keep.tobytes()).hexdigest()[:16]
         sampler = TokenBudgetBatchSampler(
-            lengths[keep], self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
+            round_up(lengths[keep], self.length_multiple), self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
         )
         dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
         return self._loader(_Subset(dataset, keep), sampler)
@@ -233,7 +238,8 @@ class TranslationDataModule(L.LightningDataModule):
     def eval_dataloader(self, stage: str) -> DataLoader:
         corpus = self.corpus(stage)
         lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1
-        sampler = TokenBudgetBatchSampler(lengths, self.eval_max_tokens, shuffle=False, **self._ranks())
+        sampler = TokenBudgetBatchSampler(round_up(lengths, self.length_multiple), self.eval_max_tokens, shuffle=False,
+                                          **self._ranks())
         return self._loader(corpus, sampler)
 
     def _ranks(self) -> dict:
@@ -244,7 +250,7 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=Collate(Specials.of(self.tokenizer), max_len=self.max_positions),
+            collate_fn=Collate(Specials.of(self.tokenizer), max_len=self.max_positions, length_multiple=self.length_multiple),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
             # Its own generator: otherwise every new iterator (each epoch, each validation) draws

@@ -76,8 +76,8 @@ def benchmark(cfg: DictConfig) -> dict:
         vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **Specials.of(tokenizer).config_fields()
     )
     builders = {
-        "ours": Ours,
-        "ours_align": lambda c: OursAligned(c, instantiate(cfg.alignment)),
+        "ours": lambda c: Ours(c, cfg.sdpa_backend),
+        "ours_align": lambda c: OursAligned(c, instantiate(cfg.alignment), cfg.sdpa_backend),
         "torch": TorchTransformer,
         "hf": marian,  # None without transformers
     }
