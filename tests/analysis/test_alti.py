@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from qkvmt.analysis.alti import alti_plus
-from qkvmt.analysis.capture import forced_pass
+from qkvmt.analysis.trace import trace
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 
@@ -24,8 +24,7 @@ def model_and_pass(layers=2, norm_first=False, seed=0):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_each_prediction_is_a_distribution_over_source_and_prefix(norm_first):
     model, src, tgt = model_and_pass(norm_first=norm_first)
-    _, att, inputs = forced_pass(model, src, tgt)
-    c = alti_plus(model, att, inputs)
+    c = alti_plus(trace(model, src, tgt))
     assert c.source.shape == (2, 5, 6) and c.target.shape == (2, 5, 5) and c.source_heads.shape == (2, 2, 5, 6)
     assert (c.source >= 0).all() and (c.target >= 0).all()
     torch.testing.assert_close(torch.tensor(c.source.sum(-1) + c.target.sum(-1)), torch.ones(2, 5))
@@ -39,8 +38,7 @@ def test_without_cross_attention_output_nothing_comes_from_the_source():
         for layer in model.decoder_layers:
             layer.cross_attn.w_o.weight.zero_()
             layer.cross_attn.w_o.bias.zero_()
-    _, att, inputs = forced_pass(model, src, tgt)
-    c = alti_plus(model, att, inputs)
+    c = alti_plus(trace(model, src, tgt))
     assert (c.source == 0).all() and (c.source_heads == 0).all()
     torch.testing.assert_close(torch.tensor(c.target.sum(-1)), torch.ones(2, 5))
 
@@ -74,8 +72,9 @@ def by_hand(residual, keys, weights, attn, block, residual_is_query_token):
 def test_one_layer_matches_alti_plus_written_out_by_hand():
     model, src, tgt = model_and_pass(layers=1)
     with torch.no_grad():
-        _, att, inputs = forced_pass(model, src, tgt)
-        c = alti_plus(model, att, inputs)
+        traced = trace(model, src, tgt)
+        att = traced.weights()
+        c = alti_plus(traced)
         enc, dec = model.encoder_layers[0], model.decoder_layers[0]
         x_src = model.src_embed(src)[0]
         c_enc = by_hand(x_src, x_src, att.encoder[0][0], enc.self_attn, enc.attn_block, True)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkvmt.analysis.capture import attention_modules
+from qkvmt.analysis.trace import attention_modules
 from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.config import ModelConfig

@@ -72,7 +72,7 @@ def inspector_inputs():
         q=rng.normal(size=(4, 8)), k=rng.normal(size=(5, 8)), v=rng.normal(size=(5, 8)),
         scores=scores, weights=w, output=rng.normal(size=(4, 8)), value_norms=rng.random(5) * 3,
         top_k=[[TopKey(int(j), SRC[j], float(row[j])) for j in np.argsort(-row)[:2]] for row in w],
-        check={"weights_max_abs_diff": 0.0, "output_max_abs_diff": 0.0},
+        check={"output_max_abs_diff": 0.0},
     )
 
 

@@ -34,9 +34,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.capture import LayerInputs
+from qkvmt.analysis.trace import LayerTrace, Trace
 from qkvmt.analysis.value_norms import every_transformed_value, layer_vectors
-from qkvmt.model.transformer import AttentionWeights, Transformer
 
 
 @dataclass
@@ -53,7 +52,7 @@ class Contributions:
         return self.source[-1].sum(-1)
 
 
-def block_contributions(seen: LayerInputs, vectors: Tensor, self_attention: bool) -> Tensor:
+def block_contributions(seen: LayerTrace, vectors: Tensor, self_attention: bool) -> Tensor:
     """ALTI's contributions (B, T_q, T_k[+1]) to one attention block's output from value vectors
     (B, T_q, T_k, D): the layer's (its heads' summed), or one head's alone; in cross-attention the
     last column is the residual (the decoder state)."""
@@ -65,7 +64,7 @@ def block_contributions(seen: LayerInputs, vectors: Tensor, self_attention: bool
         vectors = torch.cat([vectors, residual[:, :, None]], dim=2)
     out = seen.block_out.float()  # y_i
     if not block.norm_first:  # y = LN(x̃): each vector through LN's linear part at its query
-        total = residual + seen.attention_out().float()  # x̃_i, whose statistics LN used
+        total = residual + seen.attention.float()  # x̃_i, whose statistics LN used
         std = (total.var(-1, unbiased=False) + block.norm.eps).sqrt()  # (B, T_q)
         centred = vectors - vectors.mean(-1, keepdim=True)
         vectors = block.norm.weight.float() * centred / std[:, :, None, None]
@@ -74,28 +73,28 @@ def block_contributions(seen: LayerInputs, vectors: Tensor, self_attention: bool
 
 
 @torch.no_grad()
-def alti_plus(model: Transformer, att: AttentionWeights, inputs: dict[str, list[LayerInputs]],
-              values: dict[str, list[Tensor]] | None = None) -> Contributions:
-    """ALTI+ from a forced pass's weights and the inputs of its layers (qkvmt.analysis.capture).
-    values: each layer's transformed values (B, H, T_k, D) by kind, where the caller has them
-    already (value_norms.every_transformed_value); computed here otherwise."""
-    values = values or every_transformed_value(model, inputs)
+def alti_plus(traced: Trace, values: dict[str, list[Tensor]] | None = None) -> Contributions:
+    """ALTI+ of a traced forced pass (qkvmt.analysis.trace). values: each layer's transformed
+    values (B, H, T_k, D) by kind, where the caller has them already
+    (value_norms.every_transformed_value); computed here otherwise."""
+    values = values or every_transformed_value(traced)
+    inputs = traced.layers
 
     def weights(kind: str, layer: int) -> Tensor:
-        return getattr(att, kind)[layer].float()
+        return inputs[kind][layer].weights.float()
 
     def whole(kind: str, layer: int) -> Tensor:  # (B, T_q, T_k, D): the layer's summed vectors
         return layer_vectors(weights(kind, layer), values[kind][layer])
 
     r_enc = None
-    for layer in range(len(model.encoder_layers)):
+    for layer in range(len(inputs["encoder"])):
         c = block_contributions(inputs["encoder"][layer], whole("encoder", layer), self_attention=True)[0]
         r_enc = c if r_enc is None else c @ r_enc
     t = inputs["decoder"][0].x.size(1)
     r_src = r_enc.new_zeros(t, r_enc.size(0))
     r_tgt = torch.eye(t, device=r_enc.device)
     sources, targets, heads = [], [], []
-    for layer in range(len(model.decoder_layers)):
+    for layer in range(len(inputs["cross"])):
         c_self = block_contributions(inputs["decoder"][layer], whole("decoder", layer), self_attention=True)[0]
         r_src, r_tgt = c_self @ r_src, c_self @ r_tgt
         seen = inputs["cross"][layer]

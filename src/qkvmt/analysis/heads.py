@@ -4,19 +4,18 @@ the entropy of its weights, the share it puts on `</s>` and punctuation, and whe
 positional, mostly attending to one relative position.
 
 A head is masked by zeroing its slice of the heads' outputs before W_O, so nothing of it reaches
-the residual stream; the other heads and the rest of the layer are untouched. The mask is a
-forward pre-hook, removed when the `masked` block ends: decoding, search and forced passes all
-see it without a change to their code.
+the residual stream; the other heads and the rest of the layer are untouched. The mask is written
+through the layer's `heads` site (qkvmt.analysis.trace.edited) while the `masked` block is open:
+decoding, search and forced passes all see it without a change to their code.
 """
 
-import contextlib
 import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from qkvmt.analysis.capture import KINDS, attention_modules
+from qkvmt.analysis.trace import KINDS, attention_modules, edited
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import EOS, WORD_START
 
@@ -29,28 +28,19 @@ def every_head(model: Transformer) -> list[Head]:
             for head in range(module.n_heads)]
 
 
-@contextlib.contextmanager
 def masked(model: Transformer, heads: list[Head]):
-    """Within the block, the given heads add nothing to their layers' outputs."""
-    by_module: dict[int, tuple] = {}
+    """Within the block (a context manager), the given heads add nothing to their layers' outputs."""
+    by_layer: dict[tuple[str, int], list[int]] = {}
     for kind, layer, head in heads:
+        by_layer.setdefault((kind, layer), []).append(head)
+    edits = {}
+    for (kind, layer), dropped in by_layer.items():
         module = attention_modules(model, kind)[layer]
-        by_module.setdefault(id(module), (module, []))[1].append(head)
-    hooks = []
-    for module, dropped in by_module.values():
         keep = torch.ones(module.d_model)
         for h in dropped:
             keep[h * module.d_k:(h + 1) * module.d_k] = 0
-
-        def zero(m, args, keep=keep):
-            return (args[0] * keep.to(args[0].device, args[0].dtype),)
-
-        hooks.append(module.w_o.register_forward_pre_hook(zero))
-    try:
-        yield
-    finally:
-        for h in hooks:
-            h.remove()
+        edits[(kind, layer, "heads")] = lambda t, keep=keep: t * keep.to(t.device, t.dtype)
+    return edited(model, edits)
 
 
 def is_punctuation(token: str) -> bool:

@@ -13,23 +13,21 @@ whole layer the heads' vectors add up, so key j adds ‖Σ_h f^h_ij‖ to query 
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.capture import KINDS, LayerInputs, attention_modules
-from qkvmt.model.attention import MultiHeadAttention
-from qkvmt.model.transformer import Transformer
+from qkvmt.analysis.trace import KINDS, LayerTrace, Trace
 
 
-def transformed_values(module: MultiHeadAttention, x: Tensor, y: Tensor | None) -> Tensor:
-    """W_O^h v_j for every head h and key j: (B, H, T_k, D), what a key adds per unit of weight."""
-    _, _, v = module.head_projections(x, y)  # (B, H, T_k, d_k)
+def transformed_values(site: LayerTrace) -> Tensor:
+    """W_O^h v_j for every head h and key j: (B, H, T_k, D), what a key adds per unit of weight,
+    from the values the layer's kernel used."""
+    module = site.module
     w_o = module.w_o.weight.view(module.w_o.out_features, module.n_heads, module.d_k)  # (D, H, d_k): head slices
-    return torch.einsum("bhkd,ohd->bhko", v.float(), w_o.float())
+    return torch.einsum("bhkd,ohd->bhko", site.v.float(), w_o.float())
 
 
-def every_transformed_value(model: Transformer, inputs: dict[str, list[LayerInputs]]) -> dict[str, list[Tensor]]:
-    """transformed_values of every layer of every kind, from a forced pass's layer inputs
-    (qkvmt.analysis.capture): computed once, for the value norms and ALTI+ alike."""
-    return {kind: [transformed_values(m, seen.x, seen.y) for m, seen in zip(attention_modules(model, kind), inputs[kind])]
-            for kind in KINDS}
+def every_transformed_value(traced: Trace) -> dict[str, list[Tensor]]:
+    """transformed_values of every layer of every kind of a traced pass: computed once, for the
+    value norms and ALTI+ alike."""
+    return {kind: [transformed_values(site) for site in traced.layers[kind]] for kind in KINDS}
 
 
 def layer_vectors(weights: Tensor, values: Tensor) -> Tensor:

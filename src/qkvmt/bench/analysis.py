@@ -6,7 +6,7 @@ import statistics
 import time
 
 from qkvmt.analysis.alti import alti_plus
-from qkvmt.analysis.capture import forced_pass
+from qkvmt.analysis.trace import trace
 from qkvmt.model.inputs import build_inputs
 from qkvmt.views.sentence_attention import forced_attention, pair_ids
 
@@ -23,8 +23,8 @@ def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int
         forced_attention(model, tokenizer, src, ref)
         whole.append(time.perf_counter() - t0)
         x = build_inputs(*([i] for i in pair_ids(tokenizer, src, ref)), model.cfg.specials, model.cfg.max_positions)
-        _, att, inputs = forced_pass(model, x.src.to(device), x.tgt_in.to(device))
+        traced = trace(model, x.src.to(device), x.tgt_in.to(device))
         t0 = time.perf_counter()
-        alti_plus(model, att, inputs)
+        alti_plus(traced)
         alti.append(time.perf_counter() - t0)
     return {"sentences": len(whole), "forced_pass_ms": 1000 * statistics.median(whole), "alti_ms": 1000 * statistics.median(alti)}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
-from qkvmt.analysis.capture import KINDS
+from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import fits

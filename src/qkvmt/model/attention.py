@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from qkvmt.errors import UserError
+from qkvmt.model.sites import ATTENTION_SITES, Site
 
 
 class KVCache:
@@ -111,7 +112,7 @@ def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:
 
 def attend(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False,
-    need_weights: bool = False, dropout_p: float = 0.0,
+    need_weights: bool = False, dropout_p: float = 0.0, sites: nn.ModuleDict | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """The attention kernel: softmax(QKᵀ/√d_k)·V over heads that are already split.
 
@@ -119,7 +120,8 @@ def attend(
     True = may attend; causal: each query sees keys at or before its own position, the last
     query sitting at the last key (so it also serves a cached prefix).
     Without need_weights the fused `F.scaled_dot_product_attention` runs and the weights are
-    None; with it, the explicit path runs and returns them, (B, H, T_q, T_k).
+    None; with it, the explicit path runs and returns them, (B, H, T_q, T_k), passing its scores
+    and weights through `sites` (qkvmt.model.sites), where given.
     """
     t_q, t_k = q.size(2), k.size(2)
     if causal and t_q == 1:
@@ -132,16 +134,20 @@ def attend(
         causal = False
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal), None
-    weights = attention_weights(q, k, mask)
+    site = (lambda name, t: sites[name](t)) if sites is not None else (lambda name, t: t)
+    weights = site("weights", site("scores", attention_scores(q, k, mask)).softmax(dim=-1))
     return F.dropout(weights, dropout_p) @ v, weights  # (B, H, T_q, d_k)
+
+
+def attention_scores(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """QKᵀ/√d_k with masked keys at -inf: (B, H, T_q, T_k), what the explicit path's softmax takes."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T_q, T_k)
+    return scores if mask is None else scores.masked_fill(~mask, float("-inf"))
 
 
 def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """softmax(QKᵀ/√d_k) with masked keys at -inf: (B, H, T_q, T_k), the explicit path's weights."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T_q, T_k)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1)
+    return attention_scores(q, k, mask).softmax(dim=-1)
 
 
 def fold_beams(q: Tensor, groups: int) -> Tensor:
@@ -167,6 +173,10 @@ class MultiHeadAttention(nn.Module):
     positions: a transform of per-head queries and keys, `positions(t, offset)` for rows t
     (B, H, T, d_k) at positions offset.., e.g. RotaryPositions; self-attention only, since it
     relates the rows of one sequence. None where positions come with the inputs (sinusoidal).
+
+    sites: the explicit path passes Q, K, V (per head, after the cache, positions applied), the
+    scores and the weights through named identity modules (qkvmt.model.sites), where a trace
+    reads them and an edit may replace them; W_O's input is the heads' outputs side by side.
     """
 
     def __init__(
@@ -183,6 +193,7 @@ class MultiHeadAttention(nn.Module):
         self.w_qkv = w_qkv  # rows: W_Q, W_K, W_V
         self.w_o = w_o
         self.positions = positions
+        self.sites = nn.ModuleDict({name: Site() for name in ATTENTION_SITES})  # no parameters: checkpoints unchanged
 
     def _rows(self, first: int, n: int, heads: list[int] | None) -> slice | Tensor:
         """The rows of w_qkv in its blocks first .. first+n-1 (0 W_Q, 1 W_K, 2 W_V) that `heads`
@@ -265,9 +276,12 @@ class MultiHeadAttention(nn.Module):
         if rows % k.size(0):
             raise ValueError(f"{rows} query rows cannot share {k.size(0)} memory rows: give a multiple of them")
         groups = rows // k.size(0)
+        if need_weights:  # the explicit path: Q, K and V pass their sites
+            q, k, v = (self.sites[name](t) for name, t in zip("qkv", (q, k, v)))
         if groups > 1:
             q = fold_beams(q, groups)  # (B, H, G*T_q, d_k)
-        out, weights = attend(q, k, v, mask, causal, need_weights, self.dropout if self.training else 0.0)
+        out, weights = attend(q, k, v, mask, causal, need_weights, self.dropout if self.training else 0.0,
+                              self.sites if need_weights else None)
         if groups > 1:
             out = unfold_beams(out, groups, t_q)
             weights = unfold_beams(weights, groups, t_q) if weights is not None else None

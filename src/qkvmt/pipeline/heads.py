@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from qkvmt.alignment.directions import Direction
 from qkvmt.alignment.links import alignment_scores, read_gold
-from qkvmt.analysis.capture import KINDS
+from qkvmt.analysis.trace import KINDS
 from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.api import Model
 from qkvmt.errors import UserError

@@ -9,13 +9,11 @@ the encoder output in cross-attention):
 With rotary positions (model.positions=rotary), Q and K of self-attention are shown rotated,
 as the scores use them.
 
-The layer's inputs and the input of W_O (the heads' outputs side by side) are captured with
-forward hooks during one forced pass and removed at once; Q, K, V are then recomputed by the
-module's own `head_projections`, and the head's output is checked against what the forward pass fed
-into W_O.
+Everything is read from one traced forced pass (qkvmt.analysis.trace): Q, K, V, the scores and
+the weights as the layer's kernel computed them, and the head's output as W_O received it; the
+output weights·V is checked against the latter.
 """
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +22,12 @@ import torch
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
-from qkvmt.model.attention import MultiHeadAttention, causal_mask
+from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_html
 from qkvmt.views.result import Result
-from qkvmt.analysis.capture import KINDS, attention_modules, forced_pass
+from qkvmt.analysis.trace import KINDS, attention_modules, trace
 from qkvmt.analysis.value_norms import transformed_values
 from qkvmt.views.sentence_attention import pair_ids, row_col_labels, token_names
 
@@ -156,20 +154,13 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     device = next(model.parameters()).device
     inputs = build_inputs(*([ids] for ids in pair_ids(tokenizer, source, target)), c.specials, c.max_positions)
 
-    _, att, seen = forced_pass(model, inputs.src.to(device), inputs.tgt_in.to(device))
-    layer %= len(seen[kind])
-    x, y = seen[kind][layer].x, seen[kind][layer].y  # y: None in self-attention
-    q, k, v = (t[0, 0] for t in module.head_projections(x, y, heads=[head]))  # (T_q or T_k, d_k), positions applied
-    scores = q @ k.T / math.sqrt(module.d_k)  # (T_q, T_k)
-    allowed = torch.ones_like(scores, dtype=torch.bool)
-    if kind == "decoder":
-        allowed &= causal_mask(*scores.shape, device=scores.device)
-    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    traced = trace(model, inputs.src.to(device), inputs.tgt_in.to(device))
+    site = traced[kind, layer % len(traced.layers[kind])]
+    layer = site.layer
+    q, k, v, scores, weights = (getattr(site, name)[0, head] for name in ("q", "k", "v", "scores", "weights"))
     output = weights @ v  # (T_q, d_k)
-
-    forward_weights = getattr(att, kind)[layer][0, head]
-    forward_output = seen[kind][layer].heads[0, :, head * module.d_k : (head + 1) * module.d_k]
-    added = transformed_values(module, x, y)[0, head].norm(dim=-1)  # (T_k,): ‖W_O^h v_j‖
+    forward_output = site.heads[0, :, head * module.d_k : (head + 1) * module.d_k]
+    added = transformed_values(site)[0, head].norm(dim=-1)  # (T_k,): ‖W_O^h v_j‖
     q_tokens, k_tokens = row_col_labels(kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out)))
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     as_array = lambda t: t.float().cpu().numpy()  # noqa: E731
@@ -183,14 +174,11 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
         query_tokens=q_tokens,
         key_tokens=k_tokens,
         q=as_array(q), k=as_array(k), v=as_array(v),
-        scores=as_array(scores.masked_fill(~allowed, float("-inf"))),
+        scores=as_array(scores),
         weights=as_array(weights),
         output=as_array(output),
         value_norms=as_array(added),
         top_k=[[TopKey(int(j), k_tokens[j], float(w)) for w, j in zip(ws, js)]
                for ws, js in zip(top.values.tolist(), top.indices.tolist())],
-        check={  # the recomputation against the forward pass
-            "weights_max_abs_diff": float((weights - forward_weights).abs().max()),
-            "output_max_abs_diff": float((output - forward_output).abs().max()),
-        },
+        check={"output_max_abs_diff": float((output - forward_output).abs().max())},  # weights·V against W_O's input
     )

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.alignment.links import group_words, word_groups
 from qkvmt.analysis.alti import Contributions, alti_plus
-from qkvmt.analysis.capture import KINDS, forced_pass
+from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.analysis.token_scores import TokenScore, score_tokens
 from qkvmt.analysis.value_norms import every_transformed_value, value_norms
 from qkvmt.files import atomic_write, write_text
@@ -193,9 +193,10 @@ def forced_attention(
             )
     x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
     src_t, tgt_t = x.src.to(device), x.tgt_in.to(device)
-    logits, att, inputs = forced_pass(model, src_t, tgt_t)
-    values = every_transformed_value(model, inputs) if analyses else None
-    contributions = alti_plus(model, att, inputs, values) if analyses else None  # of the pass that predicts: before any full-context weights
+    traced = trace(model, src_t, tgt_t)
+    logits, att = traced.logits, traced.weights()
+    values = every_transformed_value(traced) if analyses else None
+    contributions = alti_plus(traced, values) if analyses else None  # of the pass that predicts: before any full-context weights
     if full_context_layer is not None:
         memory, src_mask, _ = model.encode(src_t)
         att.cross[full_context_layer] = model.full_context_cross(tgt_t, memory, src_mask, full_context_layer)
