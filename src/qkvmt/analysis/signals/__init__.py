@@ -1,0 +1,89 @@
+"""Signals: what a view shows of how each key (or source token) mattered to each query (or
+target token), computed from one traced forced pass (qkvmt.analysis.trace).
+
+A signal is a name, a label, the kinds of attention it covers and a function from a `Context`
+(the trace, and what several signals share, computed once) to a `SignalMaps` per kind. Views,
+the alignment policy, align.py's leaderboard, heads.py, the explorer and the API list the
+signals from `SIGNALS`; a new signal is one module in this package that calls `register`, and
+one import line at the end of this file.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from qkvmt.analysis.trace import KINDS, Trace
+from qkvmt.model.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class SignalMaps:
+    """One signal's numbers for one kind of one sentence.
+
+    heads: (L, H, rows, cols), each head's own, or None where the signal has no per-head reading.
+    layers: (L, rows, cols), each layer as a whole; a signal of the whole model (a gradient)
+    has L = 1. Rows and columns are those of the kind's attention (qkvmt.views.sentence_attention
+    .row_col_labels): cross-attention rows predict tgt_out, columns are the source tokens."""
+
+    heads: np.ndarray | None
+    layers: np.ndarray
+
+    @property
+    def whole_model(self) -> bool:
+        return self.heads is None and self.layers.shape[0] == 1
+
+
+class Context:
+    """What signals read for one sentence (batch row 0): the model, the trace of its forced pass,
+    the ids each target row predicts, and intermediates several signals share, each computed once."""
+
+    def __init__(self, model: Transformer, traced: Trace, tgt_out: Tensor):
+        self.model, self.traced, self.tgt_out = model, traced, tgt_out  # tgt_out (B, T)
+
+    @cached_property
+    def transformed_values(self) -> dict[str, list[Tensor]]:
+        from qkvmt.analysis.value_norms import every_transformed_value
+        return every_transformed_value(self.traced)
+
+    @cached_property
+    def contributions(self):
+        """ALTI+ (qkvmt.analysis.alti.Contributions) of the pass."""
+        from qkvmt.analysis.alti import alti_plus
+        return alti_plus(self.traced, self.transformed_values)
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str  # as settings and URLs write it: alignment.signal=value_norms
+    label: str  # as pages show it
+    kinds: tuple[str, ...]  # the kinds of attention it has maps of
+    compute: Callable[[Context], dict[str, SignalMaps]]
+    cost: str = "pass"  # "pass": about a forced pass; "passes": many (computed only when asked for)
+
+    def __call__(self, context: Context) -> dict[str, SignalMaps]:
+        return self.compute(context)
+
+
+SIGNALS: dict[str, Signal] = {}
+
+
+def register(signal: Signal) -> Signal:
+    if signal.name in SIGNALS:
+        raise ValueError(f"a signal named {signal.name!r} is registered already")
+    if not signal.kinds or set(signal.kinds) - set(KINDS):
+        raise ValueError(f"signal {signal.name!r}: kinds must be some of {KINDS}")
+    SIGNALS[signal.name] = signal
+    return signal
+
+
+def stacked(tensors: list[Tensor]) -> np.ndarray:
+    """Per-layer tensors of batch row 0, (1, ...) each -> (L, ...) float32 on the host."""
+    return torch.stack([t[0] for t in tensors]).float().cpu().numpy()
+
+
+# One line per signal module: importing it registers the signal.
+from qkvmt.analysis.signals import attention_weights, value_norms, alti  # noqa: E402,F401

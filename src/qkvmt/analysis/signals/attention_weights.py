@@ -1,0 +1,15 @@
+"""The attention weights α themselves: each head's, and each layer's as the heads' average."""
+
+from qkvmt.analysis.signals import Context, Signal, SignalMaps, register, stacked
+from qkvmt.analysis.trace import KINDS
+
+
+def weights(context: Context) -> dict[str, SignalMaps]:
+    out = {}
+    for kind in KINDS:
+        heads = stacked([site.weights for site in context.traced.layers[kind]])  # (L, H, rows, cols)
+        out[kind] = SignalMaps(heads, heads.mean(axis=1))
+    return out
+
+
+register(Signal("weights", "attention weights", KINDS, weights))
