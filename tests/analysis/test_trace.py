@@ -1,0 +1,182 @@
+"""The trace: each site holds what the model computed there, an edit replaces a site's tensor and
+leaves no hook behind, a `heads` edit reaches the search's fast path too, and grad_of's gradients
+are those of autograd on a pass nobody traced."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.model.attention import attention_scores
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.transformer import Transformer
+
+ATOL = 1e-5
+
+
+def noisy_model(norm_first=False, positions="sinusoidal", seed=0) -> Transformer:
+    """Three layers each side, biases and layer norms far from their initial 0 and 1."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=4, encoder_layers=3, decoder_layers=3, ffn_dim=32,
+                      norm_first=norm_first, positions=positions)
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.3)
+            elif "norm" in name:  # LayerNorm weights
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+def pair(model: Transformer, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randperm(30, generator=g)[:6].add(4)[None]  # distinct ids: each source row is one token's
+    tgt = torch.randint(4, 40, (1, 5), generator=g)
+    tgt[0, 0] = model.cfg.bos_id
+    return src, tgt
+
+
+def no_hooks(model: Transformer) -> bool:
+    return not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def close(a, b):
+    torch.testing.assert_close(a, b, atol=ATOL, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first,positions", [(False, "sinusoidal"), (True, "sinusoidal"), (False, "rotary")])
+def test_every_site_holds_what_the_model_computed(norm_first, positions):
+    model = noisy_model(norm_first, positions)
+    src, tgt = pair(model)
+    t = trace(model, src, tgt)
+    assert no_hooks(model)
+    with torch.no_grad():
+        logits, returned = model(src, tgt, need_weights=True)
+        memory, src_mask, _ = model.encode(src)
+    close(t.logits, logits)
+    for kind in KINDS:
+        for ours, theirs in zip(getattr(t.weights(), kind), getattr(returned, kind), strict=True):
+            close(ours, theirs)  # the weights the model returns with need_weights=True
+    close(t.src_embedded, model.src_embed(src))
+    close(t.tgt_embedded, model.tgt_embed(tgt))
+    close(t["encoder", 0].residual, t.src_embedded)
+    close(t["decoder", 0].residual, t.tgt_embedded)
+    for kind in KINDS:
+        for layer, module in enumerate(attention_modules(model, kind)):
+            site = t[kind, layer]
+            assert site.module is module and site.layer == layer
+            close(site.x, site.block.sublayer_input(site.residual))  # the attention reads the residual stream
+            if kind == "cross":
+                close(site.y, memory)  # keys and values from the encoder's output
+            else:
+                assert site.y is None
+            with torch.no_grad():
+                q, k, v = module.head_projections(site.x, site.y)
+            close(site.q, q), close(site.k, k), close(site.v, v)
+            mask = {"encoder": src_mask, "cross": src_mask,
+                    "decoder": torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril()}[kind]
+            close(site.scores, attention_scores(q, k, mask))
+            close(site.weights, site.scores.softmax(-1))
+            b, h, t_q, d_k = q.shape
+            close(site.heads, (site.weights @ v).transpose(1, 2).reshape(b, t_q, h * d_k))
+            close(F.linear(site.heads, module.w_o.weight, module.w_o.bias), site.attention)  # heads @ W_O + b
+            total = site.residual + site.attention
+            close(site.block_out, total if norm_first else site.block.norm(total))
+    # block_out is what the next sub-layer reads: the decoder's self-attention hands to its
+    # cross-attention, and after the feed-forward block each layer hands to the next.
+    for layer in range(model.cfg.decoder_layers):
+        close(t["cross", layer].residual, t["decoder", layer].block_out)
+    for kind, layers, nxt in (("encoder", model.encoder_layers, "encoder"), ("cross", model.decoder_layers, "decoder")):
+        for layer in range(len(layers) - 1):
+            with torch.no_grad():
+                after_ffn, _ = layers[layer].ffn_block(t[kind, layer].block_out, lambda x, f=layers[layer].ffn: (f(x), None))
+            close(t[nxt, layer + 1].residual, after_ffn)
+
+
+def test_an_edit_replaces_its_site_and_leaves_no_hook_behind():
+    model = noisy_model()
+    src, tgt = pair(model)
+    plain = trace(model, src, tgt)
+    uniform = lambda w: torch.full_like(w, 1 / w.size(-1))  # noqa: E731
+    edited_pass = trace(model, src, tgt, edits={("cross", 1, "weights"): uniform})
+    site = edited_pass["cross", 1]
+    close(site.weights, uniform(plain["cross", 1].weights))
+    b, h, t_q, d_k = site.q.shape
+    close(site.heads, (site.weights @ site.v).transpose(1, 2).reshape(b, t_q, h * d_k))  # downstream reads the edit
+    close(edited_pass["cross", 0].weights, plain["cross", 0].weights)  # upstream does not
+    assert not torch.allclose(edited_pass.logits, plain.logits)
+    with edited(model, {("cross", -2, "weights"): uniform}):  # a layer counted from the end: the same site
+        with torch.no_grad():
+            logits, _ = model(src, tgt, need_weights=True)
+    close(logits, edited_pass.logits)
+    assert no_hooks(model)
+    with pytest.raises(RuntimeError, match="inside"), edited(model, {("encoder", 0, "v"): torch.zeros_like}):
+        raise RuntimeError("inside")
+    assert no_hooks(model)
+    close(trace(model, src, tgt).logits, plain.logits)  # the model is as it was
+    for bad in (("cross", 3, "weights"), ("cross", 0, "x"), ("self", 0, "q"), "logits"):
+        with pytest.raises(ValueError, match="no (writable|model) site"):
+            with edited(model, {bad: uniform}):
+                pass
+    assert no_hooks(model)
+
+
+def search_logits(model: Transformer, src, tgt) -> torch.Tensor:
+    """Logits of each target position as search computes them: one step at a time, the fused
+    attention kernel, keys and values cached (no weights asked for, so no attention site runs)."""
+    with torch.no_grad():
+        memory, src_mask, _ = model.encode(src)
+        state = model.new_state()
+        steps = [model.decode(tgt[:, i:i + 1], memory, src_mask, state=state, last_only=True)[0] for i in range(tgt.size(1))]
+    return torch.cat(steps, dim=1)
+
+
+def test_an_edit_of_the_heads_reaches_search_and_one_of_the_weights_does_not():
+    model = noisy_model()
+    src, tgt = pair(model)
+    d_k = model.cfg.d_model // model.cfg.n_heads
+
+    def without_head_1(heads):
+        heads = heads.clone()
+        heads[..., d_k:2 * d_k] = 0
+        return heads
+
+    masked = {("cross", 2, "heads"): without_head_1}
+    plain, forced = trace(model, src, tgt), trace(model, src, tgt, edits=masked)
+    close(search_logits(model, src, tgt), plain.logits)
+    with edited(model, masked):
+        close(search_logits(model, src, tgt), forced.logits)
+    assert not torch.allclose(forced.logits, plain.logits)
+    # `weights` is a site of the explicit path alone: search never passes it
+    with edited(model, {("cross", 2, "weights"): torch.zeros_like}):
+        close(search_logits(model, src, tgt), plain.logits)
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_grad_of_gives_autograds_gradients_of_an_untraced_pass(norm_first):
+    model = noisy_model(norm_first)
+    src, tgt = pair(model)
+    row, token = 3, 17
+    model.zero_grad()
+    t = trace(model, src, tgt, grad_of=(row, token))
+    traced_grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    assert no_hooks(model)
+
+    model.zero_grad()  # the same pass by hand, with nothing hooked: the encoder from its embedded input
+    embedded = model.src_embed(src)
+    embedded.retain_grad()
+    src_mask, x = model.source_mask(src), embedded
+    for layer in model.encoder_layers:
+        x, _ = layer(x, src_mask)
+    logits, _, _ = model.decode(tgt, model.encoder_norm(x), src_mask)
+    logits[0, row].log_softmax(-1)[token].backward()
+
+    close(t.src_embedded.grad, embedded.grad)
+    assert traced_grads.keys() == {name for name, p in model.named_parameters() if p.grad is not None}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            close(traced_grads[name], p.grad)
+    assert t["cross", 2].weights.grad is not None and t["encoder", 0].block_out.grad is not None  # every site has its own
+    model.zero_grad()
