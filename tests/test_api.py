@@ -17,7 +17,8 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
 from qkvmt.pipeline import align, export, inspect_attention, translate
-from qkvmt.views.sentence_attention import KINDS, forced_attention
+from qkvmt.analysis.forced import KINDS, forced_attention, one_pass_signals
+from tests.analysis.throwaway import SLOW, throwaway_signals
 from tests.conftest import ROOT, compose_inference
 from tests.views.test_report import assert_not_pwned, dump_dom
 
@@ -79,6 +80,18 @@ def test_attention_is_a_forced_pass_over_the_models_own_translation(model, ckpt)
     assert att.src_words == SOURCE.split() and len(att.src_groups) == 4
     forced = model.attention(SOURCE, "t4 t3 t2 t1")
     assert forced.forced and forced.tgt_words == ["t4", "t3", "t2", "t1"]
+
+
+def test_attention_computes_the_signals_asked_for(model):
+    default = model.attention(SOURCE)
+    assert set(default.signals) == one_pass_signals()
+    with throwaway_signals() as slow_calls:
+        slow = model.attention(SOURCE, signals=[SLOW])
+    assert slow.signals == ["weights", SLOW] and len(slow_calls) == 1  # the weights always, and what was named
+    assert model.attention(SOURCE, signals="alti").signals == ["weights", "alti"]
+    np.testing.assert_array_equal(slow.cross, default.cross)
+    with pytest.raises(UserError, match="signals=alti2: no such signal; use some of weights"):
+        model.attention(SOURCE, signals={"alti2"})
 
 
 def test_align_and_inspect_equal_what_the_commands_write(model, ckpt, tmp_path):

@@ -21,7 +21,7 @@ _EXPORTS = {
     "AlignmentPolicy": "qkvmt.alignment.policy",
     "Translations": "qkvmt.views.translations",
     "SentenceAttention": "qkvmt.views.sentence_attention",
-    "AttentionMap": "qkvmt.views.sentence_attention",
+    "AttentionMap": "qkvmt.analysis.forced",
     "SentenceAlignment": "qkvmt.views.sentence_alignment",
     "HeadInspection": "qkvmt.views.inspection",
     "UserError": "qkvmt.errors",

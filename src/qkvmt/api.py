@@ -21,6 +21,7 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -32,7 +33,7 @@ from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
 from qkvmt.views.inspection import HeadInspection, inspect_head
 from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.views.sentence_attention import SentenceAttention, forced_attention
+from qkvmt.views.sentence_attention import SentenceAttention
 from qkvmt.views.translations import Translations
 
 
@@ -111,12 +112,16 @@ class Model:
             return required_text(target, "target")
         return self.translate([source], **decode).ids[0]
 
-    def attention(self, source: str, target: str | None = None, **decode) -> SentenceAttention:
+    def attention(self, source: str, target: str | None = None, signals=None, **decode) -> SentenceAttention:
         """Every layer and head of the encoder self-, decoder self- and cross-attention of a
         forced pass over `target`, or over the model's own translation of `source` (decoded
-        with the checkpoint's settings, and any DecodeConfig field given as a keyword)."""
+        with the checkpoint's settings, and any DecodeConfig field given as a keyword), by each
+        of `signals` (names of qkvmt.analysis.signals.SIGNALS; default: every signal of about
+        one pass, qkvmt.analysis.forced.one_pass_signals(); the weights always)."""
         source = required_text(source, "source")
-        return forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode))
+        names = checked_signals(one_pass_signals() if signals is None else signals)  # before the translation
+        forced = self.forced(source, target, **decode)
+        return SentenceAttention.of(forced_attention(self.transformer, self.tokenizer, source, forced, analyses=names))
 
     def align(self, source: str, target: str | None = None, policy: AlignmentPolicy | dict | None = None,
               **decode) -> SentenceAlignment:
@@ -124,9 +129,11 @@ class Model:
         cross-attention by `policy`: an AlignmentPolicy, a dict of its fields (layer, head,
         rows, direction; validated), or None for `default_policy`."""
         source = required_text(source, "source")
-        layer = self.meta.full_context_layer
-        attention = forced_attention(self.transformer, self.tokenizer, source, self.forced(source, target, **decode), layer)
-        return SentenceAlignment.of(attention, self.policy(policy), layer)
+        policy = self.policy(policy)
+        forced = self.forced(source, target, **decode)
+        attention = forced_attention(self.transformer, self.tokenizer, source, forced, self.meta.full_context_layer,
+                                     analyses={policy.signal})
+        return SentenceAlignment.of(attention, policy)
 
     def policy(self, policy: AlignmentPolicy | dict | None = None) -> AlignmentPolicy:
         """`policy` as `align` reads it: a dict's fields over `default_policy`'s, validated

@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 
-from qkvmt.alignment.policy import AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import AlignmentPolicy, cross_signals, directed_links
+from qkvmt.analysis.forced import AttentionMap
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.views.sentence_attention import AttentionMap
+from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 # One layer, two heads; a forced pass over <s> y1 y2 with source x1 x2 </s>.
 # Head 0 row t reads token t (<s>, y1, y2) and predicts token t+1 (y1, y2, </s>).
@@ -92,3 +94,34 @@ def test_a_policy_reads_the_map_of_its_signal_and_the_layer_as_a_whole_for_mean(
         policy.links(CROSS, TGT_GROUPS, SRC_GROUPS)
     with pytest.raises(UserError, match=r"alignment.signal='alti2': use one of weights, value_norms"):
         AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, signal="alti2")
+
+
+def test_a_policy_reads_any_registered_signal_of_cross_attention():
+    with throwaway_signals():
+        assert cross_signals() == [name for name, s in SIGNALS.items() if "cross" in s.kinds]
+        assert {PER_LAYER, WHOLE, "weights", "value_norms", "alti"} <= set(cross_signals())
+        assert AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2, signal=WHOLE).signal == WHOLE
+        # One map per layer and none per head: the layer is read; a head is refused, saying what to give.
+        layers = AttentionMap("cross", None, CROSS.rows, CROSS.cols, PER_LAYER, layer_maps=np.array([HEAD0, HEAD1]))
+        assert AlignmentPolicy(1, "mean", signal=PER_LAYER).links(layers, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}
+        assert AlignmentPolicy(0, "mean", signal=PER_LAYER).links(layers, TGT_GROUPS, SRC_GROUPS) == {(1, 0), (0, 1)}
+        with pytest.raises(UserError, match=f"alignment.head=1: {PER_LAYER} has no per-head maps; use head=mean"):
+            AlignmentPolicy(0, 1, signal=PER_LAYER).links(layers, TGT_GROUPS, SRC_GROUPS)
+        # A signal of the whole model has one map, read whatever the layer (the default policy's, say).
+        whole = AttentionMap("cross", None, CROSS.rows, CROSS.cols, WHOLE, layer_maps=np.array([HEAD0]))
+        for layer in (0, 2):
+            assert AlignmentPolicy(layer, "mean", signal=WHOLE).links(whole, TGT_GROUPS, SRC_GROUPS) == {(1, 0), (0, 1)}
+    with pytest.raises(UserError, match=f"alignment.signal='{WHOLE}': use one of weights, value_norms"):
+        AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, signal=WHOLE)  # unregistered again
+
+
+def test_only_signals_with_cross_attention_maps_make_links():
+    from qkvmt.analysis.signals import Signal, register
+
+    register(Signal("probe_encoder", "probe, encoder only", ("encoder",), lambda context: {}))
+    try:
+        assert "probe_encoder" not in cross_signals()
+        with pytest.raises(UserError, match="alignment.signal='probe_encoder': use one of"):
+            AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, signal="probe_encoder")
+    finally:
+        SIGNALS.pop("probe_encoder")

@@ -3,15 +3,21 @@ model's own translation, every bad request a one-line UserError, and nothing rec
 a policy or a head changes."""
 
 import json
+import re
 
 import numpy as np
 import pytest
 
+import qkvmt
+from qkvmt.alignment.policy import cross_signals
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.explore import session
+from qkvmt.explore.session import Explorer
 from qkvmt.pipeline import align
 from qkvmt.text.metrics import sentence_scores
 from tests.conftest import compose_inference
+from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 from tests.explore.conftest import REFERENCE, SOURCE
 
 ATOL = 5e-5  # the page's JSON holds 4 decimals
@@ -25,16 +31,17 @@ def close(shown, expected):
 
 def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(explorer, model):
     shown = json.loads(json.dumps(explorer.sentence({"source": SOURCE, "reference": REFERENCE})))  # as sent
-    attention = model.attention(SOURCE)
+    attention = model.attention(SOURCE, signals=set(SIGNALS))  # the explorer shows every registered signal
     assert shown["translation"] == attention.target == model.translate(SOURCE)[0]
     for kind, viewer in shown["attention"].items():
-        for signal in attention.signals:
-            if signal == "alti" and kind != "cross":
-                assert "alti" not in viewer["signals"]
-                continue
+        assert ["weights", *viewer["signals"]] == [s for s in attention.signals if kind in attention.signal_maps[s]]
+        for signal in ["weights", *viewer["signals"]]:
             expected = attention.map(kind, signal)
             drawn = viewer if signal == "weights" else viewer["signals"][signal]
-            close(drawn["maps"], expected.weights)
+            if expected.weights is None:
+                assert drawn["maps"] is None
+            else:
+                close(drawn["maps"], expected.weights)
             close(drawn["layers"], expected.layers)
         assert (viewer["rows"], viewer["cols"]) == (expected.rows, expected.cols)
     assert [t["token"] for t in shown["token_scores"]] == attention.out_tokens
@@ -47,6 +54,39 @@ def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(explorer, m
     assert shown["alignment"]["pharaoh"] == links.pharaoh and shown["alignment"]["policy"] == links.policy
     close(shown["alignment"]["matrix"], links.word_matrix)
     assert shown["alignment"]["tgt_groups"] == links.tgt_word_groups
+
+
+def test_the_page_and_a_sentence_list_every_registered_signal(model):
+    with throwaway_signals():
+        explorer = Explorer(model)
+        choices = json.loads(re.search(r'id="data">(.*?)</script>', explorer.page(), re.S).group(1))["choices"]
+        assert choices["signal"] == cross_signals() and {PER_LAYER, WHOLE, SLOW} <= set(choices["signal"])
+        shown = explorer.sentence({"source": SOURCE})
+        cross = shown["attention"]["cross"]["signals"]
+        assert {PER_LAYER, WHOLE, SLOW} <= set(cross) and cross[WHOLE]["label"] == "probe, whole model"
+        assert cross[WHOLE]["maps"] is None and len(cross[WHOLE]["layers"]) == 1
+        assert PER_LAYER in shown["attention"]["encoder"]["signals"] and WHOLE not in shown["attention"]["encoder"]["signals"]
+        for policy in ({"signal": WHOLE}, {"signal": PER_LAYER, "layer": 0}):
+            links = explorer.align({"source": SOURCE, "policy": policy})
+            assert links["pharaoh"] == model.align(SOURCE, policy=policy).pharaoh
+        with pytest.raises(UserError, match=f"alignment.head=1: {PER_LAYER} has no per-head maps; use head=mean"):
+            explorer.align({"source": SOURCE, "policy": {"signal": PER_LAYER, "head": 1}})
+
+
+def test_a_full_context_model_is_forced_once_per_sentence(supervised_run, monkeypatch):
+    model = qkvmt.load(supervised_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
+    assert model.meta.full_context_layer is not None
+    passes = []
+    forced = session.forced_attention
+    monkeypatch.setattr(session, "forced_attention", lambda *a, **k: passes.append(a) or forced(*a, **k))
+    explorer = Explorer(model)
+    shown = explorer.sentence({"source": SOURCE})
+    expected = model.align(SOURCE)
+    assert len(passes) == 1 and expected.full_context_layer == model.meta.full_context_layer
+    assert shown["alignment"]["pharaoh"] == expected.pharaoh
+    close(shown["alignment"]["matrix"], expected.word_matrix)
+    plain = model.attention(SOURCE)  # the maps shown are those of the pass that predicts
+    close(shown["attention"]["cross"]["maps"], plain.cross)
 
 
 def test_without_a_reference_there_are_no_scores(explorer):

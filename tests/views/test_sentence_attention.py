@@ -1,34 +1,23 @@
-"""Forced attention as typed maps with one row convention, for every path that shows it."""
+"""One sentence's forced pass, shown and saved: rows labelled as the inspector labels them, and
+every registered signal in its page and in attention.npz with no edit of the view."""
+
+import json
+import re
 
 import numpy as np
 import pytest
 
+from qkvmt.analysis.forced import KINDS, forced_attention
 from qkvmt.model.checkpoint import load_model
 from qkvmt.views.inspection import inspect_head
-from qkvmt.views.sentence_attention import KINDS, AttentionMap, forced_attention
-from qkvmt.text.tokenizer import encode
+from qkvmt.views.sentence_attention import SentenceAttention
+from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 
 @pytest.fixture(scope="module")
 def loaded(trained_run):
     model, tok, _ = load_model(trained_run["run"] / "checkpoints" / "last.ckpt")
     return model, tok
-
-
-def test_decoder_rows_are_named_by_the_token_they_predict(loaded):
-    model, tok = loaded
-    sa = forced_attention(model, tok, "w1  w2 w3 ", "t4 t3 t2")
-    ids = encode(tok, ["t4 t3 t2"])[0]
-    names = [tok.id_to_token(i) for i in ids]
-    assert sa.out_tokens == names + ["</s>"] and sa.tgt_tokens == ["<s>"] + names
-    assert sa.src_tokens == [tok.id_to_token(i) for i in encode(tok, ["w1 w2 w3"])[0]] + ["</s>"]
-    maps = {m.kind: m for m in sa.maps()}
-    assert list(maps) == list(KINDS)
-    assert (maps["cross"].rows, maps["cross"].cols) == (sa.out_tokens, sa.src_tokens)
-    assert (maps["decoder"].rows, maps["decoder"].cols) == (sa.out_tokens, sa.tgt_tokens)
-    assert (maps["encoder"].rows, maps["encoder"].cols) == (sa.src_tokens, sa.src_tokens)
-    # Causality pins the convention: the row predicting y_1 sees only <s>.
-    assert np.allclose(maps["decoder"].weights[:, :, 0, 1:], 0) and np.allclose(maps["decoder"].weights[:, :, 0, 0], 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -40,24 +29,25 @@ def test_the_inspector_labels_rows_as_the_maps_do(loaded, kind):
     np.testing.assert_allclose(d.weights, m.weights[0, 1], atol=1e-5)
 
 
-def test_a_map_refuses_labels_that_do_not_fit():
-    with pytest.raises(ValueError, match="2 row and 3 column labels"):
-        AttentionMap("cross", np.zeros((1, 1, 3, 3)), ["a", "b"], ["x", "y", "z"])
-
-
-def test_value_norms_are_the_weights_scaled_by_what_each_value_adds(loaded):
+def test_every_signal_is_on_the_page_and_in_attention_npz(loaded, tmp_path):
     model, tok = loaded
-    sa = forced_attention(model, tok, "w1 w2 w3", "t4 t3 t2")
-    assert sa.signals == ["weights", "value_norms", "alti"]
+    with throwaway_signals():
+        sa = SentenceAttention.of(forced_attention(model, tok, "w1 w2 w3", "t4 t3 t2"))
+        sa.save(tmp_path / "a")
+        page = sa.html()
+    saved = np.load(tmp_path / "a" / "attention.npz")
+    for kind in KINDS:  # the weights by kind, as always; value norms per head and per layer, as always
+        np.testing.assert_array_equal(saved[kind], sa.map(kind).weights)
+        np.testing.assert_array_equal(saved[f"{kind}_value_norms"], sa.map(kind, "value_norms").weights)
+        np.testing.assert_array_equal(saved[f"{kind}_value_norms_layer"], sa.map(kind, "value_norms").layers)
+        np.testing.assert_array_equal(saved[f"{kind}_{PER_LAYER}_layer"], sa.map(kind, PER_LAYER).layers)
+        assert f"{kind}_{PER_LAYER}" not in saved  # no maps per head
+    np.testing.assert_array_equal(saved[f"cross_{WHOLE}_layer"], sa.map("cross", WHOLE).layers)
+    assert f"encoder_{WHOLE}_layer" not in saved and list(saved["out_tokens"]) == sa.out_tokens
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    viewer = data["samples"][0]["attention"]
     for kind in KINDS:
-        w, vn = sa.map(kind), sa.map(kind, "value_norms")
-        assert vn.weights.shape == w.weights.shape and vn.layers.shape == (w.weights.shape[0], *w.weights.shape[2:])
-        assert (vn.rows, vn.cols, vn.signal) == (w.rows, w.cols, "value_norms")
-        # ‖α W_O v‖ = α ‖W_O v‖: zero exactly where the weight is (the decoder's future keys), and
-        # one factor per key, shared by every query of a head
-        assert ((vn.weights == 0) == (w.weights == 0)).all()
-        ratio = vn.weights / np.where(w.weights > 0, w.weights, np.nan)
-        np.testing.assert_allclose(np.nanmax(ratio, axis=2), np.nanmin(ratio, axis=2), rtol=1e-4)
-    with pytest.raises(ValueError, match="no 'alti' maps of encoder attention here"):
-        sa.map("encoder", "alti")  # ALTI+ is about what reaches the predictions: cross only
-    assert [m.kind for m in sa.maps("alti")] == ["cross"]
+        assert set(viewer[kind]["signals"]) == {s for s in sa.signals[1:] if kind in sa.signal_maps[s]}
+    shown = viewer["cross"]["signals"][WHOLE]
+    assert shown["label"] == "probe, whole model" and shown["maps"] is None
+    np.testing.assert_allclose(shown["layers"], sa.map("cross", WHOLE).layers, atol=1e-4)

@@ -7,27 +7,26 @@ from pathlib import Path
 
 from qkvmt.alignment.links import Link, pair_word_groups
 from qkvmt.alignment.policy import AlignmentPolicy
-from qkvmt.api import Model
+from qkvmt.analysis.forced import forced_attention
 from qkvmt.errors import UserError
-from qkvmt.views.sentence_attention import forced_attention
 
 
 class Direction:
-    """One model with the policy it links by: by default its own default, target→source (one
-    direction of a symmetrized pair)."""
+    """One model (a qkvmt.api.Model: its transformer, tokenizer, meta and default_policy) with
+    the policy it links by: by default its own default, target→source (one direction of a
+    symmetrized pair)."""
 
-    def __init__(self, model: Model, policy: AlignmentPolicy | None = None):
+    def __init__(self, model, policy: AlignmentPolicy | None = None):
         self.model, self.meta = model, model.meta
         self.policy = policy or model.default_policy.one_way()
 
     def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
         """(source word, target word) links; None when the subwords do not group into the
         whitespace words (a pair cut at the model's positions)."""
-        m = self.model
-        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer,
-                              analyses=self.policy.signal != "weights")
+        m, signal = self.model, self.policy.signal
+        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer, analyses={signal})
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
-        return None if groups is None else self.policy.links(sa.map("cross", self.policy.signal), groups[1], groups[0])
+        return None if groups is None else self.policy.links(sa.for_alignment.map("cross", signal), groups[1], groups[0])
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:

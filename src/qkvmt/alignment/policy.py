@@ -10,12 +10,15 @@ A policy names a decoder layer, a head (or the layer's head average), the rows a
 * direction="target_to_source": each target word links to the source word it attends to most;
   "source_to_target": each source word to the target word that attends to it most;
   "intersection": the links both agree on.
-* signal="weights": how much a row attends to each column, α; "value_norms": how much each
-  column's value adds to the row, ‖α W_O^h v‖ (Kobayashi et al. 2020; qkvmt.analysis.value_norms);
-  "alti": how much each source token contributed to the row's prediction through the whole model
-  up to the layer (ALTI+, Ferrando et al. 2022; qkvmt.analysis.alti). For head="mean" the layer
-  as a whole is read: the heads' average weights, the norm of the heads' summed value vectors,
-  or the layer's ALTI+ rollout; a numbered head reads that head's own share.
+* signal: which registered signal's cross-attention maps are read (qkvmt.analysis.signals;
+  `cross_signals()`): "weights", how much a row attends to each column, α; "value_norms", how
+  much each column's value adds to the row, ‖α W_O^h v‖ (Kobayashi et al. 2020); "alti", how
+  much each source token contributed to the row's prediction through the whole model up to the
+  layer (ALTI+, Ferrando et al. 2022); and any other signal with cross-attention maps. For
+  head="mean" the layer as a whole is read (the signal's own layer map: the heads' average
+  weights, the norm of the heads' summed value vectors, the layer's ALTI+ rollout); a numbered
+  head reads that head's own share, which a signal without per-head maps does not have. A signal
+  of the whole model (one map, no heads: gradients) is read at that map whatever the layer.
 
 Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
 """
@@ -25,12 +28,17 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from qkvmt.alignment.links import Link, group_words, hard_links, word_groups, word_matrix
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
-SIGNALS = ("weights", "value_norms", "alti")
+
+
+def cross_signals() -> list[str]:
+    """The registered signals a policy can read: those with cross-attention maps."""
+    return [name for name, signal in SIGNALS.items() if "cross" in signal.kinds]
 
 
 def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
@@ -64,8 +72,8 @@ class AlignmentPolicy:
             raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
         if rows not in ROWS:
             raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
-        if signal not in SIGNALS:
-            raise UserError(f"alignment.signal={signal!r}: use one of {', '.join(SIGNALS)}")
+        if signal not in cross_signals():
+            raise UserError(f"alignment.signal={signal!r}: use one of {', '.join(cross_signals())}")
         return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction, signal)
 
     @classmethod
@@ -90,12 +98,17 @@ class AlignmentPolicy:
 
     def head_weights(self, cross) -> np.ndarray:
         """(T, S) subword numbers of the policy's layer and head from `cross`, the forced pass's
-        cross-attention map of the policy's signal (an AttentionMap: weights (L, H, T, S) and
-        layers (L, T, S)); row t then belongs to output token t (`y_1 .. y_m </s>`) for both row
+        cross-attention map of the policy's signal (an AttentionMap: weights (L, H, T, S), None
+        for a signal without per-head maps, and layers (L, T, S), L = 1 for one of the whole
+        model); row t then belongs to output token t (`y_1 .. y_m </s>`) for both row
         conventions."""
         if cross.signal != self.signal:
             raise ValueError(f"a policy reading {self.signal} was given a map of {cross.signal}")
-        w = cross.layers[self.layer] if self.head == "mean" else cross.weights[self.layer, self.head]
+        if self.head != "mean" and cross.weights is None:
+            raise UserError(f"alignment.head={self.head}: {self.signal} has no per-head maps; use head=mean")
+        whole_model = cross.weights is None and len(cross.layers) == 1  # its one map, whatever the layer
+        layer = 0 if whole_model else self.layer
+        w = cross.layers[layer] if self.head == "mean" else cross.weights[layer, self.head]
         return w if self.rows == "predicting" else w[1:]
 
     def word_matrix(self, cross, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
@@ -106,10 +119,10 @@ class AlignmentPolicy:
         return directed_links(self.word_matrix(cross, tgt_groups, src_groups), self.direction)
 
     def align_words(self, attention) -> "WordAlignment":
-        """The word alignment of one sentence's forced pass (a qkvmt.views.sentence_attention
-        SentenceAttention: its cross-attention map of the policy's signal, rows the output
-        tokens, columns the source tokens)."""
-        cross = attention.map("cross", self.signal)
+        """The word alignment of one sentence's forced pass (a qkvmt.analysis.forced.ForcedPass:
+        the cross-attention map of the policy's signal as alignments read it, `for_alignment`;
+        rows the output tokens, columns the source tokens)."""
+        cross = attention.for_alignment.map("cross", self.signal)
         src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
         matrix = self.word_matrix(cross, tgt_groups, src_groups)
         return WordAlignment(

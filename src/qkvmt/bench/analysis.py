@@ -1,19 +1,20 @@
 """How long the analyses of one sentence take (stage 4 of scripts/benchmark.py): a forced pass
-with value norms, token scores and ALTI+, as align.py, evaluate.py and the API run it per
-sentence, and ALTI+ alone."""
+with token scores and every signal of about one pass (qkvmt.analysis.forced.one_pass_signals:
+weights, value norms, ALTI+ and any other so registered), as the API runs it per sentence, and
+ALTI+ alone."""
 
 import statistics
 import time
 
 from qkvmt.analysis.alti import alti_plus
+from qkvmt.analysis.forced import forced_attention, pair_ids
 from qkvmt.analysis.trace import trace
 from qkvmt.model.inputs import build_inputs
-from qkvmt.views.sentence_attention import forced_attention, pair_ids
 
 
 def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int) -> dict | None:
-    """Median ms per sentence of a forced pass with every analysis (what align.py, evaluate.py and
-    the API run per sentence), and of ALTI+ alone, over the first n validation pairs."""
+    """Median ms per sentence of a forced pass with every signal of one pass (what the API runs
+    per sentence), and of ALTI+ alone, over the first n validation pairs."""
     if ours is None or not n:
         return None
     model, whole, alti = ours.model, [], []

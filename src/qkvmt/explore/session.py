@@ -13,8 +13,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from qkvmt.alignment.directions import Direction, both_ways, check_pair
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.analysis.forced import ForcedPass, forced_attention
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
@@ -25,18 +27,17 @@ from qkvmt.text.tokenizer import encode
 from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
 from qkvmt.views.inspection import inspect_head
 from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.views.sentence_attention import SentenceAttention, forced_attention
 
 RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
 
 
 @dataclass
 class Sentence:
-    """One source's translation (the generated subwords) and its forced passes."""
+    """One source's translation (the generated subwords) and its forced pass, with every
+    registered signal (and the checkpoint's full-context layer as Model.align reads it)."""
 
     ids: list[int]
-    attention: SentenceAttention
-    for_alignment: SentenceAttention  # with the checkpoint's full-context layer, if it has one, as Model.align reads
+    attention: ForcedPass
     heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadInspection
 
 
@@ -78,7 +79,7 @@ class Explorer:
         data = {"page": "explorer", "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect"},
                 "policy": m.default_policy.to_dict(), "choices": {
                     "layer": list(range(c.decoder_layers)), "head": ["mean", *range(c.n_heads)], "rows": list(ROWS),
-                    "direction": list(DIRECTIONS), "signal": list(SIGNALS)}}
+                    "direction": list(DIRECTIONS), "signal": cross_signals()}}
         return page("Attention explorer", body, data, fetches=True)
 
     def sentence(self, body) -> dict:
@@ -136,10 +137,8 @@ class Explorer:
         self._check_fits(encode(m.tokenizer, [source])[0], "source")
         ids = m.forced(source, None, **self.decode)
         self._check_fits(ids, "translation")
-        attention = forced_attention(m.transformer, m.tokenizer, source, ids)
-        layer = m.meta.full_context_layer
-        for_alignment = attention if layer is None else forced_attention(m.transformer, m.tokenizer, source, ids, layer)
-        self._recent[source] = s = Sentence(ids, attention, for_alignment)
+        attention = forced_attention(m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, analyses=set(SIGNALS))
+        self._recent[source] = s = Sentence(ids, attention)
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
         return s
@@ -154,7 +153,7 @@ class Explorer:
         if policy is not None and not isinstance(policy, dict):
             raise UserError("policy: give an object such as {\"layer\": 1, \"head\": \"mean\"}")
         policy = self.model.policy(policy)
-        a = SentenceAlignment.of(s.for_alignment, policy, self.model.meta.full_context_layer)
+        a = SentenceAlignment.of(s.attention, policy)
         return {"policy": a.policy, "matrix": a.word_matrix, "links": [list(x) for x in a.links], "pharaoh": a.pharaoh,
                 "src_words": a.src_words, "tgt_words": a.tgt_words,
                 "src_groups": a.src_word_groups, "tgt_groups": a.tgt_word_groups}

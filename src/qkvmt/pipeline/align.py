@@ -1,6 +1,7 @@
 """align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
-every decoder layer × head and every layer's head average. The extraction itself (layer, head,
-rows, direction) is qkvmt.alignment.policy; this module does the command-line work.
+every decoder layer × head and every layer's head average, and with leaderboard=true for every
+signal's (qkvmt.analysis.signals) own layers and heads. The extraction itself (layer, head,
+rows, direction, signal) is qkvmt.alignment.policy; this module does the command-line work.
 """
 
 import hashlib
@@ -13,9 +14,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, SIGNALS, AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, cross_signals, directed_links
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
+from qkvmt.analysis.forced import forced_attention, one_pass_signals
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
@@ -25,7 +27,6 @@ from qkvmt.pipeline.runs import (
 )
 from qkvmt.text.sources import required_text
 from qkvmt.views.figures import aer_heatmap
-from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,23 @@ def scored(hyp: list, sure: list, possible: list, positions: list[int]) -> dict:
     return alignment_scores([hyp[i] for i in positions], [sure[i] for i in positions], [possible[i] for i in positions])
 
 
+def scored_signals(cfg: DictConfig, default: AlignmentPolicy) -> list[str]:
+    """The signals an AER run scores: alignment.signal and the default policy's, or with
+    leaderboard=true every signal with cross-attention maps that costs about one pass, and
+    those leaderboard_signals names (the gradients, whose many passes make them slow)."""
+    a, named = cfg.alignment, list(cfg.leaderboard_signals or [])
+    if a.signal not in cross_signals():
+        raise UserError(f"alignment.signal={a.signal!r}: use one of {', '.join(cross_signals())}")
+    if named and not cfg.leaderboard:
+        raise UserError(f"leaderboard_signals={','.join(map(str, named))}: add leaderboard=true, whose table they join")
+    for name in named:
+        if name not in cross_signals():
+            raise UserError(f"leaderboard_signals: {name!r} is no signal of cross-attention; use some of {', '.join(cross_signals())}")
+    if not cfg.leaderboard:
+        return list(dict.fromkeys((a.signal, default.signal)))
+    return [s for s in cross_signals() if s in one_pass_signals() or s in named or s in (a.signal, default.signal)]
+
+
 def _signal(policy: dict) -> str:
     """How a result names its signal: not at all for attention weights, as before there were others."""
     return "" if policy["signal"] == "weights" else f"{policy['signal']}, "
@@ -159,21 +177,17 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
     if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < len(gold.src):
         raise UserError(f"gold_dev={n_dev!r}: give how many of the {len(gold.src)} gold pairs, from the first, choose the "
                         "best extraction (0: none), fewer than all: the rest are the test")
+    default = model.default_policy
+    signals = scored_signals(cfg, default)
     training = None
     if cfg.reference_aligner:  # fail before the slow part
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
         training = training_pairs_of(paths[0])
-    n_layers, n_heads = model.transformer.cfg.decoder_layers, model.transformer.cfg.n_heads
-    default = model.default_policy
-    signals = SIGNALS if cfg.leaderboard else tuple(dict.fromkeys((cfg.alignment.signal, default.signal)))
-    if cfg.alignment.signal not in SIGNALS:
-        raise UserError(f"alignment.signal={cfg.alignment.signal!r}: use one of {', '.join(SIGNALS)}")
-    heads = [*range(n_heads), "mean"]
-    keys = [(s, l, h, r, d) for s in signals for l in range(n_layers) for h in heads for r in ROWS for d in DIRECTIONS]
-    hyps = {key: [] for key in keys}
+    shapes = {}  # signal -> (its layers, its heads, 0 where it has none per head): known from the first pair
+    hyps = {}  # (signal, layer, head, rows, direction) -> links of each kept pair
     kept, skipped = [], 0
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
-        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer, analyses=signals != ("weights",))
+        sa = forced_attention(model.transformer, model.tokenizer, src, tgt, meta.full_context_layer, analyses=set(signals))
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
         if groups is None:
             skipped += 1  # longer than the model's positions: cut, so words no longer line up
@@ -181,13 +195,14 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         sg, tg = groups
         kept.append(k)
         for s in signals:
-            cross = sa.map("cross", s)
+            cross = sa.for_alignment.map("cross", s)
+            n_layers, n_heads = shapes.setdefault(s, (len(cross.layers), 0 if cross.weights is None else cross.weights.shape[1]))
             for l in range(n_layers):
-                for h in heads:
+                for h in [*range(n_heads), "mean"]:
                     for r in ROWS:
                         m = AlignmentPolicy(l, h, r, signal=s).word_matrix(cross, tg, sg)
                         for d in DIRECTIONS:
-                            hyps[s, l, h, r, d].append(directed_links(m, d))
+                            hyps.setdefault((s, l, h, r, d), []).append(directed_links(m, d))
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.transformer.cfg.max_positions} positions")
     sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
@@ -199,6 +214,10 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
         raise UserError(f"gold_dev={n_dev}: of the pairs that fit the model, none is left for the "
                         f"{'test' if not test else 'dev'} part; choose another split")
     table = {key: scored(a, sure, possible, test) for key, a in hyps.items()}
+
+    def heads_of(signal: str) -> list:
+        return [*range(shapes[signal][1]), "mean"]
+
     chooser = {key: scored(a, sure, possible, dev) for key, a in hyps.items()} if dev else table
 
     def on_dev(key) -> dict:
@@ -223,9 +242,9 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
             f"layer{l}": {
                 f"head{h}" if h != "mean" else "mean": {
                     r: {d: table[cfg.alignment.signal, l, h, r, d] for d in DIRECTIONS} for r in ROWS}
-                for h in heads
+                for h in heads_of(cfg.alignment.signal)
             }
-            for l in range(n_layers)
+            for l in range(shapes[cfg.alignment.signal][0])
         },
         "best": best,
         "default": default_scores | {"supervised": bool(meta.alignment)},
@@ -237,12 +256,12 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
             scores = {k: reference[k] for k in best if k in reference}
             rows.append(dict.fromkeys(fields) | {"signal": f"{reference['aligner']} ({reference['symmetrization']})"} | scores)
         result["leaderboard"] = sorted(rows, key=lambda row: row["dev_aer" if dev else "aer"])  # best first, as chosen
-    grid = np.array([[table[best["signal"], l, h, best["rows"], best["direction"]]["aer"] for h in heads]
-                     for l in range(n_layers)])
+    grid = np.array([[table[best["signal"], l, h, best["rows"], best["direction"]]["aer"] for h in heads_of(best["signal"])]
+                     for l in range(shapes[best["signal"]][0])])
     staged = StagedOutput(cfg, paths, "aer", kind="alignments")
     with staged as out:
         write_json(out / "aer.json", result)
-        aer_heatmap(grid, [f"head {h}" for h in range(n_heads)] + ["mean"], out / "aer.png",
+        aer_heatmap(grid, [f"head {h}" for h in heads_of(best["signal"])[:-1]] + ["mean"], out / "aer.png",
                     title=f"AER ({_signal(best)}{best['rows']} rows, {best['direction']})")
     record_best(best_file(cfg, paths), result, staged.final / "aer.json")
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"

@@ -11,6 +11,8 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.analysis.forced import forced_attention
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
@@ -21,7 +23,6 @@ from qkvmt.text.sources import TextFiles, read_lines, read_parallel
 from qkvmt.views.figures import curve_plot, heatmap_grid
 from qkvmt.views.heads import HeadsReport
 from qkvmt.views.report import ReportSample, attention_report
-from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,10 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
                      curve: list[dict], heads_file: Path) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
-    each sample also shows its own BLEU and chrF and the word links of the checkpoint's default
-    alignment policy (align.py's), and the run's validation curve is drawn when it has one.
-    `hyps`: the Translations of `src`, whose generated ids are forced exactly."""
+    each sample also shows every registered signal's maps, its own BLEU and chrF and the word
+    links of the checkpoint's default alignment policy (align.py's), and the run's validation
+    curve is drawn when it has one. `hyps`: the Translations of `src`, whose generated ids are
+    forced exactly."""
     samples, arrays = [], {}
     picked = [i for i in range(len(src)) if src[i].strip() and hyps[i].strip()][:num_samples]
     if picked:
@@ -107,18 +109,17 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
     full_context = model.meta.full_context_layer
     own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
     for i, scores in zip(picked, own):
-        sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i])
+        # a head supervised with full context is read from its layer without the causal mask, as align.py reads it
+        sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=set(SIGNALS))
         for m in sa.maps():
             heatmap_grid(m.weights, m.rows, m.cols, out / "attention" / f"{i:04d}_{m.kind}.png", title=f"sentence {i + 1}: {m.label} attention")
             arrays[f"s{i}_{m.kind}"] = m.weights
         for side in ("src", "tgt", "out"):
             arrays[f"s{i}_{side}_tokens"] = np.array(getattr(sa, f"{side}_tokens"))
-        # a head supervised with full context is read from a pass without the causal mask, as align.py reads it
-        aligned = sa if full_context is None else forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context)
         samples.append(ReportSample(src[i], hyps[i], sa.maps(), reference=refs[i], scores=scores,
-                                    alignment=policy.align_words(aligned),
+                                    alignment=policy.align_words(sa),
                                     signals={s: sa.maps(s) for s in sa.signals[1:]}, token_scores=sa.token_scores,
-                                    source_share=sa.contributions.source_share))
+                                    source_share=None if sa.contributions is None else sa.contributions.source_share))
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
     # what heads.py found for this checkpoint, if it ran

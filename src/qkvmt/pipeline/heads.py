@@ -12,8 +12,9 @@ from tqdm import tqdm
 
 from qkvmt.alignment.directions import Direction
 from qkvmt.alignment.links import alignment_scores, read_gold
-from qkvmt.analysis.trace import KINDS
+from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.heads import every_head, masked, profile
+from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.pipeline.evaluate import read_inputs
@@ -21,7 +22,6 @@ from qkvmt.files import write_json
 from qkvmt.pipeline.runs import StagedOutput, beside_checkpoint, check_output_dir, load_for_inference
 from qkvmt.text.metrics import score
 from qkvmt.views.heads import HeadsReport
-from qkvmt.views.sentence_attention import forced_attention
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def head_profiles(model: Model, src: list[str], refs: list[str]) -> dict:
     for s, r in zip(src, refs):
         if not (s.strip() and r.strip()):
             continue
-        sa = forced_attention(model.transformer, model.tokenizer, s, r, analyses=False)  # weights are all a profile reads
+        sa = forced_attention(model.transformer, model.tokenizer, s, r, analyses={"weights"})  # all a profile reads
         for kind in KINDS:
             m = sa.map(kind)
             keys[kind].append(m.cols)

@@ -20,7 +20,7 @@ METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "bleu_lc": "BLEU (lowercased)",
 
 @dataclass
 class ReportSample:
-    """One sentence of a report: its texts, its attention maps (qkvmt.views.sentence_attention's
+    """One sentence of a report: its texts, its attention maps (qkvmt.analysis.forced's
     AttentionMap, one per kind), and optionally its own scores and word alignment."""
 
     source: str

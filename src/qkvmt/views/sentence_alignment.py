@@ -8,11 +8,11 @@ import numpy as np
 
 from qkvmt.alignment.links import Link, to_pharaoh
 from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.analysis.forced import AttentionMap, ForcedPass
 from qkvmt.files import write_json, write_text
 from qkvmt.views.figures import heatmap_grid
 from qkvmt.views.html import check_labels, page, texts_html, viewer_maps
 from qkvmt.views.result import Result
-from qkvmt.views.sentence_attention import AttentionMap, SentenceAttention
 
 
 @dataclass
@@ -34,17 +34,19 @@ class SentenceAlignment(Result):
     signal_map: AttentionMap | None = None  # the cross map of the policy's signal, if it is not the weights
 
     @classmethod
-    def of(cls, attention: SentenceAttention, policy: AlignmentPolicy, full_context_layer: int | None = None) -> "SentenceAlignment":
-        """The alignment `policy` reads from a forced pass's attention."""
-        cross = attention.map("cross")  # rows: the target tokens they predict; columns: the source tokens
+    def of(cls, attention: ForcedPass, policy: AlignmentPolicy) -> "SentenceAlignment":
+        """The alignment `policy` reads from a forced pass, as alignments read it (a full-context
+        layer without the causal mask: ForcedPass.for_alignment)."""
+        read = attention.for_alignment
+        cross = read.map("cross")  # rows: the target tokens they predict; columns: the source tokens
         wa = policy.align_words(attention)
         return cls(
             source=attention.source, translation=attention.target, forced=attention.forced,
             src_tokens=cross.cols, tgt_tokens=cross.rows, src_words=wa.src_words, tgt_words=wa.tgt_words,
             src_word_groups=wa.src_groups, tgt_word_groups=wa.tgt_groups, cross=cross.weights,
-            full_context_layer=full_context_layer, policy=policy.to_dict(),
+            full_context_layer=attention.full_context_layer, policy=policy.to_dict(),
             word_matrix=wa.matrix, links=list(wa.links),
-            signal_map=None if policy.signal == "weights" else attention.map("cross", policy.signal),
+            signal_map=None if policy.signal == "weights" else read.map("cross", policy.signal),
         )
 
     @property
@@ -70,10 +72,17 @@ class SentenceAlignment(Result):
             "word_matrix": self.word_matrix.round(6).tolist(),
             "links": [list(p) for p in self.links],
             "pharaoh": self.pharaoh,
-            **({} if self.signal_map is None else {  # what the policy read: [layer][head][target][source], and per layer
-                f"cross_{self.signal_map.signal}": self.signal_map.weights.round(6).tolist(),
-                f"cross_{self.signal_map.signal}_layers": self.signal_map.layers.round(6).tolist()}),
+            **self.signal_lists(),
         }
+
+    def signal_lists(self) -> dict:
+        """What the policy read, if not the weights: cross_<signal> [layer][head][target][source]
+        where the signal has per-head maps, and cross_<signal>_layers [layer][target][source]."""
+        m = self.signal_map
+        if m is None:
+            return {}
+        heads = {} if m.weights is None else {f"cross_{m.signal}": m.weights.round(6).tolist()}
+        return heads | {f"cross_{m.signal}_layers": m.layers.round(6).tolist()}
 
     def html(self) -> str:
         """The word matrix with its hard links, then the subword maps (the numbers of alignment.json)."""
