@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from qkvmt.alignment.policy import cross_signals
+from qkvmt.analysis.signals import SIGNALS
+from qkvmt.explore.session import Explorer
 from qkvmt.text.metrics import sentence_scores
+from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 from tests.explore.conftest import REFERENCE, SOURCE, serving
 
 MARK = "document.body.setAttribute('data-pwned','{}')"
@@ -158,3 +162,28 @@ def test_served_beyond_this_computer_the_page_works_with_the_printed_token_alone
         answer = stranger.evaluate("""async (url) => { const r = await fetch(url + "api/sentence", {method: "POST",
             headers: {"Content-Type": "application/json"}, body: JSON.stringify({source: "w3"})}); return r.status; }""", url)
         assert answer == 403
+
+
+def test_the_selectors_list_every_registered_signal(browser, model):
+    from playwright.sync_api import expect
+
+    with throwaway_signals(), serving(Explorer(model)) as address:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.goto(address)
+        ask(page, SOURCE)
+        viewer = page.locator("#viewer")
+        labels = [SIGNALS[name].label for name in SIGNALS]  # the explorer computes every one: the registry's labels
+        assert viewer.locator("select.signal option").all_inner_texts() == labels
+        assert page.locator("#policy select.policy-signal option").all_inner_texts() == [f"signal {s}" for s in cross_signals()]
+        viewer.locator("select.signal").select_option(WHOLE)
+        assert viewer.get_attribute("data-shown") == f"cross 0 mean {WHOLE}"
+        attention = model.attention(SOURCE, signals={WHOLE})
+        first = page.locator("#viewer table.heatmap td").first
+        m = attention.map("cross", WHOLE)
+        assert first.get_attribute("title") == f"{m.rows[0]} → {m.cols[0]}: {round(float(m.layers[0, 0, 0]), 4):.3f}"
+        page.locator("#policy select.policy-signal").select_option(PER_LAYER)
+        expect(page.locator("#pharaoh")).to_have_text(f"Pharaoh: {model.align(SOURCE, policy={'signal': PER_LAYER}).pharaoh}")
+        viewer.locator("select.kind").select_option("encoder")
+        encoder = viewer.locator("select.signal option").all_inner_texts()
+        assert SIGNALS[PER_LAYER].label in encoder and SIGNALS[WHOLE].label not in encoder
+        assert page.evaluate("document.body.getAttribute('data-pwned')") is None

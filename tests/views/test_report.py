@@ -15,7 +15,8 @@ import pytest
 from qkvmt.views.inspection import HeadInspection, TopKey
 from qkvmt.views.report import ReportSample, attention_report
 from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.views.sentence_attention import AttentionMap
+from qkvmt.analysis.forced import AttentionMap
+from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Payloads that alter the DOM if they ever run, and classic ones that must not appear raw.
@@ -284,7 +285,7 @@ def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser
     assert viewer.get_attribute("data-shown") == "cross 1 mean"  # weights, the last layer's head average
     viewer.locator("select.signal").select_option("value_norms")
     assert viewer.get_attribute("data-shown") == "cross 1 mean value_norms"
-    assert viewer.locator("select.head option").first.inner_text() == "all heads (summed vectors)"
+    assert viewer.locator("select.head option").first.inner_text() == "the layer as a whole"
     first = viewer.locator("table.heatmap td").first  # row "A", column "Ein"
     shown = lambda x: f"A → Ein: {round(float(x), 4):.3f}"  # noqa: E731  (as the page: 4 decimals in its JSON, 3 shown)
     assert first.get_attribute("title") == shown(norms[2].layers[1][0][0])  # the layer map, not a mean
@@ -294,4 +295,37 @@ def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser
     assert float(legend) == pytest.approx(round(float(norms[2].weights[1][2].max()), 3), abs=1e-3)  # scaled to its largest
     viewer.locator("select.signal").select_option("weights")
     assert viewer.get_attribute("data-shown") == "cross 1 2" and first.get_attribute("title") == shown(w[2].weights[1][2][0][0])
+    assert page.evaluate("document.body.getAttribute('data-pwned')") is None
+
+
+def test_the_viewer_shows_a_signal_without_heads_and_one_of_the_whole_model(browser, tmp_path):
+    metrics, samples = report_inputs()
+    w = samples[0].maps
+    with throwaway_signals():  # registered signals, shown by their labels with no edit of the page
+        per_layer = [AttentionMap(m.kind, None, m.rows, m.cols, PER_LAYER, layer_maps=m.layers * 2) for m in w]
+        whole = AttentionMap("cross", None, w[2].rows, w[2].cols, WHOLE, layer_maps=w[2].layers[-1:] * 5)
+        sample = dataclasses.replace(defang(samples[0]), signals={PER_LAYER: defang(per_layer), WHOLE: [defang(whole)]})
+        path = tmp_path / "report.html"
+        attention_report(path, defang(metrics), [sample])
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    viewer = page.locator('[data-sample="0"]')
+    signals = viewer.locator("select.signal option")
+    assert signals.all_inner_texts() == ["attention weights", "probe, per layer", "probe, whole model"]
+    first = viewer.locator("table.heatmap td").first
+    shown = lambda x: f"A → Ein: {round(float(x), 4):.3f}"  # noqa: E731
+    viewer.locator("select.head").select_option("2")
+    viewer.locator("select.signal").select_option(PER_LAYER)  # no heads: the layer as a whole, on the same layer
+    assert viewer.get_attribute("data-shown") == f"cross 1 mean {PER_LAYER}"
+    assert viewer.locator("select.head option").all_inner_texts() == ["the layer as a whole"]
+    assert viewer.locator("select.layer option").all_inner_texts() == ["layer 0", "layer 1"]
+    assert first.get_attribute("title") == shown(per_layer[2].layers[1][0][0])
+    viewer.locator("select.signal").select_option(WHOLE)  # one map: no layer to choose
+    assert viewer.get_attribute("data-shown") == f"cross 0 mean {WHOLE}"
+    assert viewer.locator("select.head option").all_inner_texts() == ["the whole model"]
+    assert viewer.locator("select.layer").count() == 0
+    assert first.get_attribute("title") == shown(whole.layers[0][0][0])
+    viewer.locator("select.kind").select_option("encoder")  # a kind the whole-model signal does not cover
+    assert viewer.get_attribute("data-shown") == "encoder 0 mean"
+    assert viewer.locator("select.signal option").all_inner_texts() == ["attention weights", "probe, per layer"]
     assert page.evaluate("document.body.getAttribute('data-pwned')") is None

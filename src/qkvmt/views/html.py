@@ -93,8 +93,9 @@ def vectors_html(caption: str, tokens, vectors) -> str:
 def viewer_maps(maps, signals: dict[str, list] | None = None) -> dict:
     """{kind: {label, maps, layers, rows, cols[, signals: {name: {label, maps, layers}}]}}: what a
     page's attention viewer draws, rows and labels exactly as the typed maps carry them
-    (qkvmt.views.sentence_attention), never relabelled here. `layers` is each layer as a whole
-    (the heads' average weights); `signals` the same maps by another signal (value norms)."""
+    (qkvmt.analysis.forced.AttentionMap), never relabelled here. `maps` and `layers` are the
+    weights per head and each layer as a whole (the heads' average); `signals` the same of other
+    signals, labelled as the registry labels them, `maps` None where one has no per-head maps."""
     out = {m.kind: {"label": m.label, "maps": m.weights, "layers": m.layers, "rows": list(m.rows), "cols": list(m.cols)}
            for m in maps}
     for name, other in (signals or {}).items():

@@ -73,8 +73,10 @@
   }
 
   // Kind / signal / layer / head selector over {kind: {label, maps [L][H][Tq][Tk], layers
-  // [L][Tq][Tk], rows, cols, signals: {name: {label, maps, layers}}}}: `layers` is each layer as a
-  // whole (its heads' average weights; for value norms the norm of their summed vectors).
+  // [L][Tq][Tk], rows, cols, signals: {name: {label, maps, layers}}}}: `maps` and `layers` at the
+  // top are the attention weights (`layers` their heads' average); `signals` the other signals
+  // (qkvmt.analysis.signals), whose `layers` is each layer as a whole, whose `maps` is null where
+  // they have none per head, and whose L is 1 where they are of the whole model.
   // Layers and heads count from 0, as in the config and CLI (so a head seen here is the one to
   // pass to inspect_attention). Starts at `initial` {layer, head[, signal]} (head may be "mean")
   // where valid, else at the last layer as a whole; one kind hides the kind selector, and a kind
@@ -99,8 +101,8 @@
                         (signal.value === "weights" ? "" : " " + signal.value));
       if (opts.onShow) opts.onShow({ kind: kind.value, layer: +layer.value, head: headSel.value, signal: signal.value });
     }
-    function rebuild() {  // signals, layer and head counts may differ between kinds
-      const k = kinds[kind.value], L = k.maps.length, H = k.maps[0].length;
+    function rebuild() {  // signals, layer and head counts may differ between kinds and between signals
+      const k = kinds[kind.value];
       const valid = (i, n) => Number.isInteger(i) && i >= 0 && i < n;
       const start = initial || { layer: layer && +layer.value, head: headSel && headSel.value };
       initial = null;  // only the first drawing follows it
@@ -108,16 +110,17 @@
       const want = start.signal || signal.value;  // a policy's own signal, first
       const keep = others.some(([name]) => name === want) ? want : "weights";
       signal = select("signal", [["weights", "attention weights"]].concat(others), keep);
+      const s = shown(), L = s.layers.length, H = s.maps ? s.maps[0].length : 0, wholeModel = !s.maps && L === 1;
       layer = select("layer", [...Array(L).keys()].map((l) => [l, "layer " + l]),
                      valid(start.layer, L) ? start.layer : L - 1);
-      const whole = { weights: "average over heads", value_norms: "all heads (summed vectors)",
-                      alti: "the layer (ALTI+ rollout)" }[signal.value] || "the layer";
+      const whole = signal.value === "weights" ? "average over heads" : wholeModel ? "the whole model" : "the layer as a whole";
       const head = start.head === "mean" ? "mean" : +start.head;
       headSel = select("head", [["mean", whole]].concat(
         [...Array(H).keys()].map((h) => [h, "head " + h])), valid(head, H) ? head : "mean");
       layer.onchange = headSel.onchange = draw;
       signal.onchange = rebuild;
-      controls.replaceChildren(...(names.length > 1 ? [kind] : []), ...(others.length ? [signal] : []), layer, headSel);
+      controls.replaceChildren(...(names.length > 1 ? [kind] : []), ...(others.length ? [signal] : []),
+                               ...(wholeModel ? [] : [layer]), headSel);
       draw();
     }
     kind.onchange = rebuild;
