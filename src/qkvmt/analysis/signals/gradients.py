@@ -1,0 +1,102 @@
+"""Gradient signals of the source embeddings: how much each source token mattered to each
+prediction through the whole model, read from the gradient of its log-probability.
+
+Row t, the position that predicts tgt_out[t], scores source token j from e_j (D,), the
+`src_embedded` site (the token's embedding with its position), and g_tj = ∂ log p(tgt_out[t]) /
+∂e_j:
+
+    input × gradient:       ‖e_j ⊙ g_tj‖₂
+    integrated gradients:   |Σ_d (e_j − e0_j) ⊙ ḡ_tj|,   ḡ_tj = ∫₀¹ g_tj(e0 + α(e − e0)) dα
+                            (Sundararajan et al. 2017, "Axiomatic Attribution for Deep Networks")
+
+The baseline e0 is the source without its tokens: each position's vector alone, the token
+embeddings zeroed (with rotary positions, which the embedding does not add, the zero vector).
+The zero vector everywhere would be simpler, but it starts the path where every layer norm is
+near its singularity (LN(α·x) hardly depends on α until α·x is as small as LN's ε): nearly all of
+the change in log p happens in a sliver of α next to 0, which no few-step rule resolves. The
+integral is the trapezoid rule on STEPS equal intervals (STEPS + 1 gradients, α = 0 and 1
+included). Row t's signed attributions sum to log p_t(e) − log p_t(e0) (completeness) up to the
+rule's error, which shrinks as STEPS grows; `integrated_gradients` returns them signed, the
+maps show their size.
+
+Every row depends on the same source, so one backward pass of their summed log-probabilities
+would mix their gradients: the source is copied once per row (and per point of the path), copy
+(k, t) reads log p(tgt_out[t]) at row t alone, and its embedding's gradient is row t's.
+Both signals are of the whole model (one map, L = 1) and of cross-attention only.
+"""
+
+import torch
+from torch import Tensor
+
+from qkvmt.analysis.signals import Context, Signal, SignalMaps, register
+from qkvmt.analysis.trace import edited
+from qkvmt.model.transformer import Transformer
+
+STEPS = 20
+COPIES = 256  # source copies per forward pass: bounds the memory a long sentence's path takes
+
+
+def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor) -> Tensor:
+    """For K source embeddings (K, S, D) of one sentence (src, tgt_in, tgt_out: (1, ·) ids),
+    the gradient (K, T, S, D) of each row t's log p(tgt_out[t]) with respect to each of them."""
+    k, t = embedded.size(0), tgt_in.size(1)
+    copies = embedded[:, None].expand(-1, t, -1, -1).reshape(k * t, *embedded.shape[1:])  # copy (k, t)
+    rows = torch.arange(t, device=src.device).repeat(k)
+    parts = -(-copies.size(0) // COPIES)
+    grads = []
+    with torch.enable_grad():
+        for part, at in zip(copies.tensor_split(parts), rows.tensor_split(parts)):
+            part = part.detach().requires_grad_()
+            n = part.size(0)
+            with edited(model, {"src_embedded": lambda _, part=part: part}):
+                states, _ = model(src.expand(n, -1), tgt_in.expand(n, -1), project=False)  # (n, T, D)
+            copy = torch.arange(n, device=src.device)
+            log_p = model.output(states[copy, at]).float().log_softmax(-1)[copy, tgt_out[0, at]]  # (n,)
+            grads.append(torch.autograd.grad(log_p.sum(), part)[0])
+    return torch.cat(grads).view(k, t, *embedded.shape[1:])
+
+
+def input_x_gradient(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor) -> Tensor:
+    """‖e_j ⊙ g_tj‖ (T, S) for the source embedding e (1, S, D)."""
+    return (e * row_gradients(model, src, tgt_in, tgt_out, e)[0]).norm(dim=-1)
+
+
+def baseline(model: Transformer, e: Tensor) -> Tensor:
+    """e0 for the source embedding e (1, S, D): its positions without its tokens."""
+    positions = model.src_embed.positions  # (max_positions, D), None with rotary positions
+    return torch.zeros_like(e) if positions is None else positions[:e.size(1)].to(e.dtype).expand_as(e)
+
+
+def integrated_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor,
+                         steps: int = STEPS) -> Tensor:
+    """Signed attributions Σ_d (e_j − e0_j) ⊙ ḡ_tj (T, S) for the source embedding e (1, S, D);
+    row t sums to about log p_t(e) − log p_t(e0)."""
+    e0 = baseline(model, e)
+    alphas = torch.linspace(0, 1, steps + 1, dtype=e.dtype, device=e.device)
+    weights = torch.full_like(alphas, 1 / steps)
+    weights[[0, -1]] /= 2  # the trapezoid rule
+    g = row_gradients(model, src, tgt_in, tgt_out, e0 + alphas[:, None, None] * (e - e0))  # (steps + 1, T, S, D)
+    mean_gradient = torch.einsum("k,ktsd->tsd", weights, g)
+    return ((e - e0) * mean_gradient).sum(-1)
+
+
+def maps(scores: Tensor) -> dict[str, SignalMaps]:
+    return {"cross": SignalMaps(None, scores[None].float().cpu().numpy())}  # (1, T, S)
+
+
+def sentence(context: Context) -> tuple:
+    """The model, the ids (1, ·) and the source embedding (1, S, D) of batch row 0."""
+    traced = context.traced
+    return context.model, traced.src[:1], traced.tgt[:1], context.tgt_out[:1], traced.src_embedded[:1].detach()
+
+
+def x_gradient_signal(context: Context) -> dict[str, SignalMaps]:
+    return maps(input_x_gradient(*sentence(context)))
+
+
+def integrated_signal(context: Context) -> dict[str, SignalMaps]:
+    return maps(integrated_gradients(*sentence(context)).abs())
+
+
+register(Signal("input_x_gradient", "input × gradient", ("cross",), x_gradient_signal, cost="passes"))
+register(Signal("integrated_gradients", "integrated gradients", ("cross",), integrated_signal, cost="passes"))
