@@ -64,6 +64,7 @@ def test_every_reading_is_scored_over_the_first_n_sentences_into_three_files(unt
     assert data["n"] == 4 and data["levels"] == [0.25, 0.5, 1.0] and data["signals"] == cross_signals()
     assert data["split"] == "test_2016_flickr" and "<pad>" in data["baseline"] and "normal approximation" in data["interval"]
     assert len(data["readings"]) == layered(cross_signals())
+    assert set(data["seconds"]) == {"trace", *cross_signals(), "edited passes"}  # where the time went
     for r in data["readings"]:
         for key in ("deletion_aopc", "reversed_aopc", "sufficiency"):
             lo, hi = r[key]["ci95"]

@@ -25,6 +25,8 @@ only up to the last scored row, and each distinct source runs once whatever asks
 """
 
 import math
+import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,12 +65,19 @@ def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:
 
 
 @torch.no_grad()  # a gradient signal enables gradients for its own passes
-def readings(model: Transformer, x: Inputs, signals: list[str]) -> dict[Reading, np.ndarray]:
-    """Every reading of the signals for one traced pair: reading -> (target rows, source columns)."""
+def readings(model: Transformer, x: Inputs, signals: list[str], seconds: Counter | None = None) -> dict[Reading, np.ndarray]:
+    """Every reading of the signals for one traced pair: reading -> (target rows, source columns).
+    seconds: adds the time the trace and each signal took (a signal's share of what the context
+    caches is the first asker's)."""
+    seconds = Counter() if seconds is None else seconds
+    start = time.perf_counter()
     context = Context(model, trace(model, x.src, x.tgt_in), x.tgt_out)
+    seconds["trace"] += time.perf_counter() - start
     out = {}
     for name in signals:
+        start = time.perf_counter()
         maps = SIGNALS[name](context)["cross"]
+        seconds[name] += time.perf_counter() - start
         if maps.whole_model:
             out[Reading(name, None)] = maps.layers[0]
         else:

@@ -4,9 +4,9 @@ keeping only, the source tokens each ranks highest for a target token
 them."""
 
 import json
-import logging
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +23,6 @@ from qkvmt.model.inputs import fits
 from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference
 from qkvmt.text.tokenizer import encode
-
-log = logging.getLogger(__name__)
 
 BASELINE = ("a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "
             "the other tokens keep their ids and positions, and </s> is never deleted")
@@ -103,13 +101,16 @@ def faithfulness(cfg: DictConfig) -> dict:
     pairs, skipped = pairs_of(model.tokenizer, src, refs, cfg.n, t.cfg.max_positions)
     if not pairs:
         raise UserError(f"{name}: no pair has a source and a reference that fit the model's {t.cfg.max_positions} positions")
-    sentences = []
+    sentences, seconds = [], Counter()
     for i, (s, r) in enumerate(tqdm(pairs, desc="faithfulness", unit="sentence", file=sys.stderr, dynamic_ncols=True)):
         rng = np.random.default_rng([cfg.seed, i])  # a sentence's draws do not depend on the others
         rows = sorted(rng.choice(len(r), size=min(cfg.targets_per_sentence, len(r)), replace=False).tolist())
         orders = np.stack([rng.permutation(len(s)) for _ in range(cfg.random_draws)])
         x = forced_inputs(t, s, r[: rows[-1] + 1])  # the causal decoder's rows read no later target token: stop there
-        sentences.append(score(t, x, readings(t, x, names), rows, levels, orders))
+        maps = readings(t, x, names, seconds)
+        begin = time.perf_counter()
+        sentences.append(score(t, x, maps, rows, levels, orders))
+        seconds["edited passes"] += time.perf_counter() - begin
     summary = summarize(sentences)
     for row in summary["readings"]:
         row["aer"] = aer_of(board, row["signal"], row["layer"]) if board is not None else None
@@ -118,7 +119,7 @@ def faithfulness(cfg: DictConfig) -> dict:
         "split": name, "n": len(sentences), "skipped": skipped, "levels": levels, "signals": names,
         "targets_per_sentence": cfg.targets_per_sentence, "random_draws": cfg.random_draws, "seed": cfg.seed,
         "baseline": BASELINE, "interval": INTERVAL, "aer_file": cfg.aer_file, **summary,
-        "wall_s": round(time.time() - start, 1),
+        "seconds": {k: round(v, 1) for k, v in seconds.items()}, "wall_s": round(time.time() - start, 1),
     }
     table = markdown(result)
     staged = StagedOutput(cfg, model.paths, name, kind="faithfulness")
@@ -127,7 +128,8 @@ def faithfulness(cfg: DictConfig) -> dict:
         write_text(out / "faithfulness.md", table)
         plot(result, out / "faithfulness.png")
     print(table, end="")
-    print(f"{len(sentences)} sentences in {result['wall_s']:.0f} s; wrote {staged.final}")
+    print(f"{len(sentences)} sentences in {result['wall_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
+          + f"); wrote {staged.final}")
     return result | {"output_dir": str(staged.final)}
 
 
