@@ -34,10 +34,16 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def sha256(path: Path) -> str:
+    """The digest of a file's bytes; of a folder (a model folder, a bundled model), of each of its
+    files' relative name and bytes, in name order."""
+    path = Path(path)
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
+        if file != path:
+            h.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
 
 

@@ -39,3 +39,21 @@ def test_a_run_recorded_before_the_package_moved_names_classes_that_still_import
     assert data["root"] == "/data" and data["source"]["_partial_"] is True
     for target in (data["_target_"], data["source"]["_target_"]):
         get_class(target)  # imports: the old dotted paths would not
+
+
+def test_a_result_beside_a_model_folder_is_named_by_its_files(tmp_path):
+    """A bundled or exported model is a folder: its results are keyed by a digest of its files,
+    which changes when any of them does."""
+    from omegaconf import OmegaConf
+
+    from qkvmt.pipeline.runs import beside_checkpoint
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "qkvmt.json").write_text("{}")
+    cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path / "outputs")}})
+    first = beside_checkpoint(cfg, [folder], "heads")
+    assert first == beside_checkpoint(cfg, [folder], "heads") and first.parent == tmp_path  # beside the folder
+    (folder / "qkvmt.json").write_text('{"changed": true}')
+    assert beside_checkpoint(cfg, [folder], "heads") != first
