@@ -18,7 +18,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import report_user_errors
 from qkvmt.pipeline.align import record_best
 from qkvmt.pipeline.runs import StagedOutput
-from qkvmt.views.sentence_attention import forced_attention
+from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.lines import translate_lines
 from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.test_bad_input import SMALL, run_script, train_args, user_error

@@ -168,14 +168,17 @@ class ForcedPass:
 def full_context_maps(context: Context, layer: int, signals: list[str], computed: dict[str, dict[str, SignalMaps]]) -> dict[str, SignalMaps]:
     """Each signal's cross maps with decoder `layer` read as a head supervised with full context
     was trained: from cross-attention weights without the causal mask (a partial pass up to that
-    layer, Transformer.full_context_cross, over the memory the traced pass used).
+    layer, Transformer.full_context_cross).
 
     The signals are computed again from the trace with that layer's weights replaced, sharing
     what the context computed already (W_O v, ALTI+'s contributions: those of the pass that
     predicts), and only that layer's maps are taken; a whole-model map is the predicting pass's."""
     model, traced = context.model, context.traced
     layer %= len(traced.layers["cross"])
-    memory = traced["cross", 0].y  # (1, S, D): the encoder's output, every layer's keys and values
+    # The encoder's output as the fast kernel computes it, as this reading always had it: the
+    # traced pass's (explicit path) differs in the last bits, and the supervised head's numbers
+    # would move by ~1e-6 for nothing.
+    memory, _, _ = model.encode(traced.src)  # (1, S, D)
     weights = model.full_context_cross(traced.tgt, memory, model.source_mask(traced.src), layer)
     cross = [replace(site, weights=weights) if site.layer == layer else site for site in traced.layers["cross"]]
     read = Context(model, replace(traced, layers={**traced.layers, "cross": cross}), context.tgt_out)

@@ -29,7 +29,7 @@ from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_htm
 from qkvmt.views.result import Result
 from qkvmt.analysis.trace import KINDS, attention_modules, trace
 from qkvmt.analysis.value_norms import transformed_values
-from qkvmt.views.sentence_attention import pair_ids, row_col_labels, token_names
+from qkvmt.analysis.forced import pair_ids, row_col_labels, token_names
 
 
 @dataclass

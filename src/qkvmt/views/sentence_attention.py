@@ -11,9 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.alignment.links import group_words, word_groups
-from qkvmt.analysis.forced import (  # noqa: F401  (forced_attention, row_col_labels, pair_ids, token_names: found here before they moved)
-    KINDS, AttentionMap, ForcedPass, forced_attention, pair_ids, row_col_labels, token_names,
-)
+from qkvmt.analysis.forced import KINDS, ForcedPass
 from qkvmt.files import atomic_write, write_text
 from qkvmt.views.figures import heatmap_grid
 from qkvmt.views.report import ReportSample, samples_page
