@@ -47,10 +47,12 @@ def zeroing_scores(model: Transformer, site: LayerTrace, src: Tensor) -> Tensor:
     """s (T_q, T_k) of one layer, rows summing to 1; run inside `edited` with zero_each_key at
     the layer's v site."""
     n = site.v.size(2)  # T_k: one copy per key
-    zeroed = block_again(model, site, src, n).double()  # (T_k, T_q, D)
-    # In float64: 1 − cos of two nearly equal float32 vectors is lost to rounding in float32.
-    distance = (1 - F.cosine_similarity(zeroed, site.block_out[:1].double(), dim=-1)).clamp(min=0).T  # (T_q, T_k)
-    return (distance / distance.sum(-1, keepdim=True).clamp(min=1e-30)).float()
+    zeroed = F.normalize(block_again(model, site, src, n).float(), dim=-1)  # (T_k, T_q, D)
+    original = F.normalize(site.block_out[:1].float(), dim=-1)
+    # 1 − cos as half the squared distance of the unit vectors: 1 − cos itself would lose two
+    # nearly equal vectors' difference to rounding
+    distance = 0.5 * (zeroed - original).square().sum(-1).T  # (T_q, T_k)
+    return distance / distance.sum(-1, keepdim=True).clamp(min=1e-30)
 
 
 @torch.no_grad()
