@@ -81,8 +81,9 @@ def register(signal: Signal) -> Signal:
 
 
 def stacked(tensors: list[Tensor]) -> np.ndarray:
-    """Per-layer tensors of batch row 0, (1, ...) each -> (L, ...) float32 on the host."""
-    return torch.stack([t[0] for t in tensors]).float().cpu().numpy()
+    """Per-layer tensors of batch row 0, (1, ...) each -> (L, ...) float32 on the host. Detached:
+    products with the model's weights carry a graph when gradients are on."""
+    return torch.stack([t[0] for t in tensors]).detach().float().cpu().numpy()
 
 
 # One line per signal module: importing it registers the signal.
