@@ -159,7 +159,7 @@ def markdown(result: dict) -> str:
 def plot(result: dict, path: Path) -> None:
     """Deletion AOPC with its interval per reading (reversed as a hollow mark), random as a line."""
     rows = result["readings"]
-    fig = Figure(figsize=(7, 1.2 + 0.32 * len(rows)), layout="constrained")
+    fig = Figure(figsize=(7, 1.5 + 0.32 * len(rows)), layout="constrained")
     FigureCanvasAgg(fig)  # its own canvas: no pyplot state
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
@@ -175,6 +175,6 @@ def plot(result: dict, path: Path) -> None:
     ax.set_yticks(y, [r["label"] for r in rows], fontsize=8)
     ax.set_xlabel("drop of log p, mean over levels (nats)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(fontsize=8, loc="outside lower center", ncols=3)  # below the axes: no reading hidden
     fig.suptitle(f"Faithfulness: {result['model']}, {result['split']}, {result['n']} sentences", fontsize=10)
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100))
