@@ -74,6 +74,14 @@ def test_a_missing_or_out_of_range_head_or_layer_is_a_json_error(client, body, m
     assert ok.status_code == 200 and ok.json()["query"]["row"] == 0
 
 
+def test_a_bad_target_row_is_a_json_error_and_a_good_one_gets_its_curves(client):
+    r = client.post("/api/curves", json={"source": SOURCE, "row": 99})
+    assert r.status_code == 400 and re.search(r"row=99: the translation has \d+ target tokens", r.json()["error"])
+    ok = client.post("/api/curves", json={"source": SOURCE, "row": 0})
+    assert ok.status_code == 200 and ok.json()["row"] == 0 and len(ok.json()["random"]) == len(ok.json()["fractions"])
+    assert client.post("/api/curves", content=json.dumps({"source": SOURCE, "row": 0}), headers={"content-type": "text/plain"}).status_code == 415
+
+
 def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
     class Broken:
         def page(self):
@@ -87,6 +95,8 @@ def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
 
         def inspect(self, body):
             return {"fine": body["n"]}
+
+        curves = inspect
 
     client = client_of(Broken())
     r = client.post("/api/sentence", json={"source": "x"})

@@ -1,5 +1,6 @@
 """The explorer in headless Chromium, served by uvicorn on a free port: type a sentence, switch
-maps, click a token and a head, and read the numbers the page shows against the API's; hostile,
+maps, click a token and a head, and read the numbers the page shows against the API's; pick a
+target token and see its deletion curves; hostile,
 empty and too long input shows as text or as an error, and the server keeps serving. Served
 beyond this computer, the page works with the printed address's token alone.
 
@@ -123,6 +124,26 @@ def test_type_a_sentence_click_a_token_and_a_head_and_read_the_apis_numbers(brow
     viewer.locator("table.heatmap th.row").nth(1).click()
     page.wait_for_selector('#inspector[data-shown="encoder 1 2 1"]')
     assert page.evaluate("document.body.getAttribute('data-pwned')") is None
+
+
+def test_a_target_tokens_deletion_curves_draw_one_line_per_signal_and_a_dashed_random_baseline(browser, url, explorer):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(url)
+    ask(page, SOURCE)
+    row = 1
+    page.locator("#deletion select.deletion-row").select_option(str(row))
+    page.wait_for_selector(f'#curves[data-shown="{row} 1"]', timeout=60_000)  # the last of the two layers
+    curves = explorer.curves({"source": SOURCE, "row": row})
+    drawn = [r["label"] for r in curves["readings"] if r["layer"] in (None, 1)] + ["random order (mean)"]
+    lines = page.locator("#curves svg polyline.reading")
+    assert lines.evaluate_all("ls => ls.map((l) => l.dataset.label)") == drawn
+    assert page.locator("#curves svg .legend-item text").evaluate_all("ts => ts.map((t) => t.textContent)") == drawn
+    assert lines.last.get_attribute("stroke-dasharray") and not lines.first.get_attribute("stroke-dasharray")
+    screenshot(page, "curves")
+    page.locator("#deletion select.deletion-layer").select_option("0")  # drawn from what the page holds
+    page.wait_for_selector(f'#curves[data-shown="{row} 0"]')
+    assert lines.evaluate_all("ls => ls.map((l) => l.dataset.label)") == \
+        [r["label"] for r in curves["readings"] if r["layer"] in (None, 0)] + ["random order (mean)"]
 
 
 def test_hostile_empty_and_too_long_input_shows_as_text_or_an_error(browser, url, model):

@@ -31,7 +31,7 @@ class Echo:
         self.asked.append(body)
         return {"source": body["source"]}
 
-    align = inspect = sentence
+    align = inspect = curves = sentence
 
 
 def client(access: Access, host: str = OWN):

@@ -1,15 +1,18 @@
 """What the explorer's server answers, without a server: the numbers of the Python API for the
 model's own translation, every bad request a one-line UserError, and nothing recomputed when only
-a policy or a head changes."""
+a policy, a head or an already asked target token changes."""
 
 import json
 import re
 
 import numpy as np
 import pytest
+import torch
 
 import qkvmt
 from qkvmt.alignment.policy import cross_signals
+from qkvmt.analysis.faithfulness import FRACTIONS, cuts, forced_inputs
+from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.explore import session
@@ -139,6 +142,39 @@ def test_symmetrized_links_are_align_pys_with_the_reverse_model(explorer, traine
     assert shown["method"] == written["symmetrize"]
 
 
+def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the_signal_ranks_first(explorer, model,
+                                                                                                   monkeypatch):
+    attention = model.attention(SOURCE, signals=set(SIGNALS))
+    row = len(attention.out_tokens) - 2  # the last subword before </s>
+    shown = json.loads(json.dumps(explorer.curves({"source": SOURCE, "row": row})))  # as sent
+    assert (shown["row"], shown["token"], shown["fractions"]) == (row, attention.out_tokens[row], list(FRACTIONS))
+    src, tgt = pair_ids(model.tokenizer, SOURCE, model.forced(SOURCE, None))
+    assert shown["ks"] == cuts(len(src), FRACTIONS)
+    expected = []  # every cross signal's every layer, or its one map, labelled as the registry labels it
+    for name in cross_signals():
+        maps = attention.signal_maps[name]["cross"]
+        label = SIGNALS[name].label
+        expected += [(name, None, label)] if maps.whole_model else [(name, l, f"{label}, layer {l}") for l in range(len(maps.layers))]
+    assert [(r["signal"], r["layer"], r["label"]) for r in shown["readings"]] == expected
+    assert all(len(r["drops"]) == len(FRACTIONS) for r in shown["readings"]) and len(shown["random"]) == len(FRACTIONS)
+
+    # by hand: the last layer's weights rank the source, the top k become <pad>, log p drops
+    ranked = np.argsort(-attention.map("cross").layers[-1][row, : len(src)], kind="stable")
+    m = model.transformer
+
+    def log_p(ids):
+        x = forced_inputs(m, ids, tgt)
+        with torch.no_grad():
+            return m(x.src, x.tgt_in)[0][0, row].log_softmax(-1)[x.tgt_out[0, row]].item()
+
+    drops = [log_p(src) - log_p([m.cfg.pad_id if i in ranked[:k] else t for i, t in enumerate(src)]) for k in shown["ks"]]
+    weights = next(r for r in shown["readings"] if (r["signal"], r["layer"]) == ("weights", len(attention.map("cross").layers) - 1))
+    np.testing.assert_allclose(weights["drops"], drops, atol=1e-4)
+
+    monkeypatch.setattr(session, "deletion_curves", lambda *a, **k: pytest.fail("asked twice, computed twice"))
+    assert json.loads(json.dumps(explorer.curves({"source": SOURCE, "row": row}))) == shown
+
+
 @pytest.mark.parametrize("call,body,message", [
     ("sentence", [SOURCE], "must be a JSON object"),
     ("sentence", {}, "no source given"),
@@ -153,6 +189,12 @@ def test_symmetrized_links_are_align_pys_with_the_reverse_model(explorer, traine
     ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": True, "row": 0}, "head=True: give a whole number"),
     ("inspect", {"source": SOURCE, "kind": "self", "layer": 0, "head": 0, "row": 0}, "kind='self': use one of"),
     ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": 0, "row": 99}, r"row=99: this cross attention has \d+ queries"),
+    ("curves", {"source": SOURCE}, "row=None: give a whole number"),
+    ("curves", {"source": SOURCE, "row": "2"}, "row='2': give a whole number"),
+    ("curves", {"source": SOURCE, "row": False}, "row=False: give a whole number"),
+    ("curves", {"source": SOURCE, "row": 99}, r"row=99: the translation has \d+ target tokens \(rows 0\.\.\d+\)"),
+    ("curves", {"source": SOURCE, "row": -1}, r"row=-1: the translation has \d+ target tokens"),
+    ("curves", {"row": 0}, "no source given"),
 ])
 def test_bad_requests_are_one_line_user_errors(explorer, call, body, message):
     with pytest.raises(UserError, match=message) as e:

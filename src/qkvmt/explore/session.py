@@ -1,7 +1,8 @@
 """What the explorer's server answers, as plain dicts: the page, one sentence's every view, the
-word links of another policy, and one head's walk for one query. Requests arrive as parsed JSON
-(anything a browser, or an attacker, can send) and every field is checked here: a bad one is a
-UserError whose one-line message the page shows.
+word links of another policy, one head's walk for one query, and each signal's deletion curve
+for one target token. Requests arrive as parsed JSON (anything a browser, or an attacker, can
+send) and every field is checked here: a bad one is a UserError whose one-line message the page
+shows.
 
 The numbers come from the API's own functions on the model's own translation (the subwords
 decoding generated, forced as `Model.attention` forces them), so the page shows what
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
-from qkvmt.analysis.forced import ForcedPass, forced_attention
+from qkvmt.analysis.faithfulness import Reading, deletion_curves
+from qkvmt.analysis.forced import ForcedPass, forced_attention, pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
@@ -29,6 +31,7 @@ from qkvmt.views.inspection import inspect_head
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
 RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
+DRAWS = 10  # random deletion orders whose mean is a curve's baseline
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Sentence:
     ids: list[int]
     attention: ForcedPass
     heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadInspection
+    curves: dict = field(default_factory=dict)  # target row -> its deletion curves
 
 
 class Explorer:
@@ -75,8 +79,13 @@ class Explorer:
                   '<h2>Word alignment</h2><div id="policy" class="controls"></div><p id="pharaoh" class="mono"></p>'
                   '<div id="words"></div><div id="both" hidden><h2>Symmetrized with the reverse model</h2>'
                   '<p id="both-what"></p><div id="both-map"></div></div>'
-                  '<h2>Inspector</h2><div id="inspector"><p>Click a token and choose a head.</p></div></div>')
-        data = {"page": "explorer", "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect"},
+                  '<h2>Inspector</h2><div id="inspector"><p>Click a token and choose a head.</p></div>'
+                  "<h2>Deletion curves</h2><p>For one target token: delete the source tokens each signal ranks "
+                  "highest, a growing fraction of them, and see how much log p of the token drops (dashed: random "
+                  'orders). The higher a curve, the more the signal found what the prediction used.</p>'
+                  '<div id="deletion" class="controls"></div><div id="curves"></div></div>')
+        data = {"page": "explorer", "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect",
+                                            "curves": "api/curves"},
                 "policy": m.default_policy.to_dict(), "choices": {
                     "layer": list(range(c.decoder_layers)), "head": ["mean", *range(c.n_heads)], "rows": list(ROWS),
                     "direction": list(DIRECTIONS), "signal": cross_signals()}}
@@ -128,6 +137,27 @@ class Explorer:
                           "key_tokens": h.key_tokens, "weights": h.weights, "scores": h.scores,
                           "contributions": h.contributions, "check": h.check, "query": h.query(row)})
 
+    def curves(self, body) -> dict:
+        """Each signal's deletion curve for target row `row` (it predicts out_tokens[row]):
+        {row, token, fractions, ks, readings: [{signal, label, layer, drops}], random}; computed
+        on request (a batched forced pass per row, and every signal again on the cut pair)."""
+        (source,) = fields(body, "source")
+        row = body.get("row")
+        if isinstance(row, bool) or not isinstance(row, int):
+            raise UserError(f"row={row!r}: give a whole number, the target token's position")
+        with self._lock:
+            s = self._sentence(source)
+            tokens = s.attention.out_tokens
+            if not 0 <= row < len(tokens):
+                raise UserError(f"row={row}: the translation has {len(tokens)} target tokens (rows 0..{len(tokens) - 1})")
+            if row not in s.curves:
+                m = self.model
+                src, tgt = pair_ids(m.tokenizer, source, s.ids)
+                c = deletion_curves(m.transformer, src, tgt, row=row, draws=DRAWS)
+                s.curves[row] = plain({"row": row, "token": tokens[row], "fractions": c["fractions"], "ks": c["ks"],
+                                       "readings": readings(c["curves"]), "random": c["random"]})
+            return s.curves[row]
+
     def _sentence(self, source: str) -> Sentence:
         """The translation and forced passes of `source`, kept for the RECENT latest sources."""
         if source in self._recent:
@@ -172,6 +202,22 @@ class Explorer:
         return {"method": self.method, "src_words": source.split(), "tgt_words": target.split(),
                 "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
                 "forward_links": sorted(f), "reverse_links": sorted(r), "links": sorted(links)}
+
+
+def readings(curves: dict[str, list]) -> list[dict]:
+    """deletion_curves' {reading label: drops} as [{signal, label, layer, drops}], labelled as the
+    registry labels the signals, in registry and layer order."""
+    out = []
+    for name, signal in SIGNALS.items():
+        whole = Reading(name, None).label
+        if whole in curves:
+            out.append({"signal": name, "label": signal.label, "layer": None, "drops": curves[whole]})
+        layer = 0
+        while Reading(name, layer).label in curves:
+            out.append({"signal": name, "label": f"{signal.label}, layer {layer}", "layer": layer,
+                        "drops": curves[Reading(name, layer).label]})
+            layer += 1
+    return out
 
 
 def fields(body, *names: str) -> list[str | None]:

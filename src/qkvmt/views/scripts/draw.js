@@ -18,6 +18,13 @@
     return e;
   }
 
+  function svg(tag, attrs, text) {  // el() for the SVG of curves
+    const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
   const fmt = (x, d) => (x === null ? "masked" : x.toFixed(d));
   const label = (labels, i) => (i < labels.length ? labels[i] : "#" + i);
 
@@ -142,13 +149,7 @@
   // titled with its BLEU and chrF; points are {step, bleu, chrf}.
   function drawCurve(host, points, labels) {
     labels = labels || { x: "step", y: "val BLEU" };
-    const NS = "http://www.w3.org/2000/svg", W = 520, H = 220, M = { l: 44, r: 12, t: 10, b: 34 };
-    const svg = (tag, attrs, text) => {
-      const e = document.createElementNS(NS, tag);
-      for (const k in attrs) e.setAttribute(k, attrs[k]);
-      if (text !== undefined) e.textContent = text;
-      return e;
-    };
+    const W = 520, H = 220, M = { l: 44, r: 12, t: 10, b: 34 };
     const steps = points.map((p) => p.step), bleus = points.map((p) => p.bleu);
     const x0 = Math.min(...steps), x1 = Math.max(...steps), y1 = Math.ceil(Math.max(...bleus) + 1);
     const y0 = Math.max(0, Math.floor(Math.min(...bleus) - 1));

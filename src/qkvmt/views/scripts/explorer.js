@@ -1,6 +1,6 @@
   // The explorer (scripts/explore.py): the page asks its server (DATA.api) for one sentence's
   // every view, then draws them with the functions above; heads and signals switch in the page,
-  // and only a new policy or a (query, head) asks again. Errors come back as {error} and show.
+  // and only a new policy, a (query, head) or a target token's deletion curves ask again. Errors come back as {error} and show.
   function explorer() {
     const $ = (id) => document.getElementById(id);
     const side = (kind) => (kind === "encoder" ? "src" : "tgt");
@@ -78,6 +78,75 @@
         return sel;
       }));
     }
+    // One target token's deletion curves: x the fraction of source tokens deleted, y the drop of
+    // log p; one line per signal at the chosen layer (a whole-model signal has one), random dashed.
+    const PALETTE = ["#3b528b", "#e4572e", "#21918c", "#9c179e", "#f0a202", "#5c8001", "#17becf", "#2d7dd2", "#7f5539"];
+    function drawDeletion(host, c, layer) {
+      const W = 640, H = 240, M = { l: 48, r: 250, t: 10, b: 34 };
+      const signals = [...new Set(c.readings.map((r) => r.signal))];
+      const lines = c.readings.filter((r) => r.layer === null || r.layer === layer)
+        .map((r) => ({ label: r.label, drops: r.drops, colour: PALETTE[signals.indexOf(r.signal) % PALETTE.length] }));
+      if (c.random) lines.push({ label: "random order (mean)", drops: c.random, colour: "#666", dashed: true });
+      const ys = lines.flatMap((l) => l.drops).filter((v) => v !== null);
+      const y0 = Math.min(0, ...ys), y1 = Math.max(y0 + 1e-6, ...ys), f = c.fractions;
+      const x = (v) => M.l + ((v - f[0]) / Math.max(1e-9, f[f.length - 1] - f[0])) * (W - M.l - M.r);
+      const y = (v) => H - M.b - ((v - y0) / (y1 - y0)) * (H - M.t - M.b);
+      const root = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, class: "curve deletion" });
+      const right = W - M.r;
+      root.append(
+        svg("line", { x1: M.l, y1: H - M.b, x2: right, y2: H - M.b, stroke: "#888" }),
+        svg("line", { x1: M.l, y1: M.t, x2: M.l, y2: H - M.b, stroke: "#888" }),
+        svg("line", { x1: M.l, y1: y(0), x2: right, y2: y(0), stroke: "#ccc" }),
+        svg("text", { x: M.l - 6, y: y(y1) + 4, "text-anchor": "end", "font-size": 11 }, y1.toFixed(2)),
+        svg("text", { x: M.l - 6, y: y(y0) + 4, "text-anchor": "end", "font-size": 11 }, y0.toFixed(2)),
+        svg("text", { x: 12, y: (H - M.b) / 2, "font-size": 11, "text-anchor": "middle",
+                      transform: "rotate(-90 12 " + (H - M.b) / 2 + ")" }, "drop of log p"),
+        svg("text", { x: (M.l + right) / 2, y: H - 4, "font-size": 11, "text-anchor": "middle" }, "fraction of source tokens deleted (tokens)"),
+      );
+      f.forEach((v, i) => root.appendChild(svg("text", { x: x(v), y: H - M.b + 14, "font-size": 10, "text-anchor": "middle" },
+                                                   v + " (" + c.ks[i] + ")")));
+      lines.forEach((l, i) => {
+        const points = l.drops.map((v, j) => [x(f[j]), v === null ? null : y(v)]).filter(([, v]) => v !== null);
+        const line = svg("polyline", { points: points.map((p) => p.join(",")).join(" "), fill: "none", stroke: l.colour,
+                                       "stroke-width": 2, class: "reading", "data-label": l.label });
+        if (l.dashed) line.setAttribute("stroke-dasharray", "5 4");
+        line.appendChild(svg("title", {}, l.label + ": " + l.drops.map((v) => fmt(v, 3)).join(", ")));
+        const item = svg("g", { class: "legend-item" });
+        const ly = M.t + 8 + i * 16;
+        item.append(svg("line", { x1: right + 12, y1: ly, x2: right + 36, y2: ly, stroke: l.colour, "stroke-width": 2,
+                                  "stroke-dasharray": l.dashed ? "5 4" : "none" }),
+                    svg("text", { x: right + 42, y: ly + 4, "font-size": 11 }, l.label));
+        root.append(line, item);
+      });
+      host.replaceChildren(root);
+      host.setAttribute("data-lines", String(lines.length));
+      host.setAttribute("data-shown", c.row + " " + layer);
+    }
+    function deletionControls(rows, layers) {  // the latest choice wins, whatever order answers come in
+      const token = select("deletion-row", [["", "choose a target token"]].concat(rows.map((t, i) => [i, i + ": " + t])), "");
+      const layer = select("deletion-layer", [...Array(layers).keys()].map((l) => [l, "layer " + l]), layers - 1);
+      const host = $("curves");
+      let latest = 0;
+      async function draw() {
+        if (token.value === "") return;
+        const row = +token.value, mine = s, asking = ++latest;
+        if (!s.curves.has(row)) {
+          $("busy").textContent = "deleting source tokens…";
+          host.setAttribute("data-state", "busy");
+          try { s.curves.set(row, await call(DATA.api.curves, { source: mine.r.source, row: row })); }
+          catch (e) { if (mine === s && asking === latest) fail(e); return; }
+          if (mine !== s || asking !== latest) return;
+        }
+        $("busy").textContent = "";
+        drawDeletion(host, s.curves.get(row), +layer.value);
+        host.setAttribute("data-state", "shown");
+      }
+      token.onchange = layer.onchange = draw;
+      $("deletion").replaceChildren(token, layer);
+      host.replaceChildren();
+      host.removeAttribute("data-shown");
+      host.removeAttribute("data-state");
+    }
     function drawBoth(b) {
       $("both").hidden = !b;
       if (!b) return;
@@ -89,7 +158,7 @@
       drawAlignment($("both-map"), { matrix: matrix, links: b.links, src_words: b.src_words, tgt_words: b.tgt_words });
     }
     function show(r) {
-      s = { r: r, rows: { src: null, tgt: null }, heads: new Map(), shown: null, want: null };
+      s = { r: r, rows: { src: null, tgt: null }, heads: new Map(), curves: new Map(), shown: null, want: null };
       const texts = [["source", r.source]].concat(r.reference === null ? [] : [["reference", r.reference]], [["translation", r.translation]]);
       if (r.scores) texts.push(["sentence scores", "BLEU " + r.scores.bleu.toFixed(1) + " · chrF " + r.scores.chrf.toFixed(1) +
                                 "  (" + r.scores.signatures.sentence_bleu + "; " + r.scores.signatures.sentence_chrf + ")"]);
@@ -103,6 +172,7 @@
       policyControls(p);
       drawPolicy();
       drawBoth(r.symmetrized);
+      deletionControls(r.attention.cross.rows, r.attention.cross.layers.length);
       $("result").hidden = false;
     }
     $("ask").onsubmit = async (ev) => {
