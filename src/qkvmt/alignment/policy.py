@@ -28,17 +28,12 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from qkvmt.alignment.links import Link, group_words, hard_links, word_groups, word_matrix
-from qkvmt.analysis.signals import SIGNALS
+from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
-
-
-def cross_signals() -> list[str]:
-    """The registered signals a policy can read: those with cross-attention maps."""
-    return [name for name, signal in SIGNALS.items() if "cross" in signal.kinds]
 
 
 def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:

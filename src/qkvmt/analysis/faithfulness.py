@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.signals import SIGNALS, Context
+from qkvmt.analysis.signals import SIGNALS, Context, cross_signals
 from qkvmt.analysis.trace import trace
 from qkvmt.model.inputs import Inputs, build_inputs
 from qkvmt.model.transformer import Transformer
@@ -50,11 +50,6 @@ class Reading:
     @property
     def label(self) -> str:
         return self.signal if self.layer is None else f"{self.signal} layer {self.layer}"
-
-
-def cross_signals() -> list[str]:
-    """The registered signals that have cross-attention maps, in registry order."""
-    return [name for name, s in SIGNALS.items() if "cross" in s.kinds]
 
 
 def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:

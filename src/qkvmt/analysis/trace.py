@@ -119,9 +119,11 @@ def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edi
                 hooks.append(module.sites[name].register_forward_hook(lambda m, a, out, w=at(name): site_value(w, out)))
             hooks.append(module.w_o.register_forward_pre_hook(lambda m, a, w=at("heads"): (site_value(w, a[0]),)))
             if read is not None:
-                hooks.append(module.register_forward_pre_hook(
-                    lambda m, a, kw, w=at("x"), wy=at("y"): (read(w, a[0]), read(wy, a[1] if len(a) > 1 else kw.get("y"))) and None,
-                    with_kwargs=True))
+                def inputs(m, a, kw, x=at("x"), y=at("y")):  # forward(x, y=None, ...): y is None in self-attention
+                    read(x, a[0])
+                    read(y, a[1] if len(a) > 1 else kw.get("y"))
+
+                hooks.append(module.register_forward_pre_hook(inputs, with_kwargs=True))
                 hooks.append(block.register_forward_pre_hook(lambda m, a, w=at("residual"): read(w, a[0])))
             hooks.append(module.register_forward_hook(lambda m, a, out, w=at("attention"): (site_value(w, out[0]), out[1])))
             hooks.append(block.register_forward_hook(lambda m, a, out, w=at("block_out"): (site_value(w, out[0]), out[1])))

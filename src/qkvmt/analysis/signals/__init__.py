@@ -16,7 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from qkvmt.analysis.alti import alti_plus
 from qkvmt.analysis.trace import KINDS, Trace
+from qkvmt.analysis.value_norms import every_transformed_value
 from qkvmt.model.transformer import Transformer
 
 
@@ -46,13 +48,11 @@ class Context:
 
     @cached_property
     def transformed_values(self) -> dict[str, list[Tensor]]:
-        from qkvmt.analysis.value_norms import every_transformed_value
         return every_transformed_value(self.traced)
 
     @cached_property
     def contributions(self):
         """ALTI+ (qkvmt.analysis.alti.Contributions) of the pass."""
-        from qkvmt.analysis.alti import alti_plus
         return alti_plus(self.traced, self.transformed_values)
 
 
@@ -78,6 +78,12 @@ def register(signal: Signal) -> Signal:
         raise ValueError(f"signal {signal.name!r}: kinds must be some of {KINDS}")
     SIGNALS[signal.name] = signal
     return signal
+
+
+def cross_signals() -> list[str]:
+    """The registered signals with cross-attention maps (what a policy and faithfulness read), in
+    registry order."""
+    return [name for name, signal in SIGNALS.items() if "cross" in signal.kinds]
 
 
 def stacked(tensors: list[Tensor]) -> np.ndarray:
