@@ -90,3 +90,14 @@ def test_integrated_gradients_put_the_whole_change_on_the_one_source_token_not_m
     others = torch.cat([attributions[:, :j], attributions[:, j + 1:]], dim=1)
     assert (others == 0).all()
     torch.testing.assert_close(attributions[:, j], change, atol=0.01 * change.abs().max(), rtol=0)
+
+
+@pytest.mark.parametrize("signal", ["input_x_gradient", "integrated_gradients"])
+def test_a_context_that_names_rows_gets_those_rows_alone_and_the_same_numbers(signal):
+    model, src, tgt_in, tgt_out = sentence(norm_first=True, seed=2)
+    traced = trace(model, src, tgt_in)
+    every = SIGNALS[signal](Context(model, traced, tgt_out))["cross"].layers[0]  # (T, S)
+    some = SIGNALS[signal](Context(model, traced, tgt_out, rows=[3, 1, 3]))["cross"].layers[0]
+    assert some.shape == every.shape
+    torch.testing.assert_close(torch.tensor(some[[1, 3]]), torch.tensor(every[[1, 3]]), atol=1e-6, rtol=1e-4)
+    assert torch.tensor(some[[0, 2, 4]]).isnan().all()

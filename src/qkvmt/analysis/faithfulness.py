@@ -60,13 +60,15 @@ def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:
 
 
 @torch.no_grad()  # a gradient signal enables gradients for its own passes
-def readings(model: Transformer, x: Inputs, signals: list[str], seconds: Counter | None = None) -> dict[Reading, np.ndarray]:
+def readings(model: Transformer, x: Inputs, signals: list[str], rows: list[int] | None = None,
+             seconds: Counter | None = None) -> dict[Reading, np.ndarray]:
     """Every reading of the signals for one traced pair: reading -> (target rows, source columns).
+    rows: the target rows that will be read (a gradient signal computes only these; None: all).
     seconds: adds the time the trace and each signal took (a signal's share of what the context
     caches is the first asker's)."""
     seconds = Counter() if seconds is None else seconds
     start = time.perf_counter()
-    context = Context(model, trace(model, x.src, x.tgt_in), x.tgt_out)
+    context = Context(model, trace(model, x.src, x.tgt_in), x.tgt_out, rows)
     seconds["trace"] += time.perf_counter() - start
     out = {}
     for name in signals:
@@ -185,7 +187,7 @@ def deletion_curves(model: Transformer, src: list[int], tgt: list[int], row: int
     if not src or not 0 <= row <= len(tgt):
         raise ValueError(f"row {row} of a target of {len(tgt)} subwords (0..{len(tgt)}), and a non-empty source")
     x = forced_inputs(model, src, tgt[: row + 1])  # the causal decoder's row reads no later target token
-    maps = readings(model, x, cross_signals() if signals is None else signals)
+    maps = readings(model, x, cross_signals() if signals is None else signals, rows=[row])
     rng = np.random.default_rng(seed)
     orders = np.array([rng.permutation(len(src)) for _ in range(draws)], dtype=np.int64).reshape(draws, len(src))
     s = score(model, x, maps, [row], fractions, orders, tests=("deletion",))

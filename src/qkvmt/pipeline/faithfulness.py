@@ -107,7 +107,7 @@ def faithfulness(cfg: DictConfig) -> dict:
         rows = sorted(rng.choice(len(r), size=min(cfg.targets_per_sentence, len(r)), replace=False).tolist())
         orders = np.stack([rng.permutation(len(s)) for _ in range(cfg.random_draws)])
         x = forced_inputs(t, s, r[: rows[-1] + 1])  # the causal decoder's rows read no later target token: stop there
-        maps = readings(t, x, names, seconds)
+        maps = readings(t, x, names, rows, seconds)
         begin = time.perf_counter()
         sentences.append(score(t, x, maps, rows, levels, orders))
         seconds["edited passes"] += time.perf_counter() - begin

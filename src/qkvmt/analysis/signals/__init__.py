@@ -41,10 +41,15 @@ class SignalMaps:
 
 class Context:
     """What signals read for one sentence (batch row 0): the model, the trace of its forced pass,
-    the ids each target row predicts, and intermediates several signals share, each computed once."""
+    the ids each target row predicts, and intermediates several signals share, each computed once.
 
-    def __init__(self, model: Transformer, traced: Trace, tgt_out: Tensor):
+    rows: the target rows a reader will look at, or None for all. A signal whose cost grows with
+    the rows it scores (a gradient signal: passes per row) may compute only these and leave the
+    others NaN; a signal read from the trace fills every row whatever rows says."""
+
+    def __init__(self, model: Transformer, traced: Trace, tgt_out: Tensor, rows: list[int] | None = None):
         self.model, self.traced, self.tgt_out = model, traced, tgt_out  # tgt_out (B, T)
+        self.rows = rows
 
     @cached_property
     def transformed_values(self) -> dict[str, list[Tensor]]:

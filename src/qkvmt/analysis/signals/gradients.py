@@ -22,7 +22,9 @@ maps show their size.
 Every row depends on the same source, so one backward pass of their summed log-probabilities
 would mix their gradients: the source is copied once per row (and per point of the path), copy
 (k, t) reads log p(tgt_out[t]) at row t alone, and its embedding's gradient is row t's.
-Both signals are of the whole model (one map, L = 1) and of cross-attention only.
+Both signals are of the whole model (one map, L = 1) and of cross-attention only. Their cost
+grows with the rows, so they compute only the context's rows when it names some (the others
+are NaN): faithfulness scores a few target tokens of a sentence, the explorer's curves one.
 """
 
 import torch
@@ -36,12 +38,13 @@ STEPS = 20
 COPIES = 256  # source copies per forward pass: bounds the memory a long sentence's path takes
 
 
-def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor) -> Tensor:
+def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor,
+                  rows: Tensor) -> Tensor:
     """For K source embeddings (K, S, D) of one sentence (src, tgt_in, tgt_out: (1, ·) ids),
-    the gradient (K, T, S, D) of each row t's log p(tgt_out[t]) with respect to each of them."""
-    k, t = embedded.size(0), tgt_in.size(1)
-    copies = embedded[:, None].expand(-1, t, -1, -1).reshape(k * t, *embedded.shape[1:])  # copy (k, t)
-    rows = torch.arange(t, device=src.device).repeat(k)
+    the gradient (K, R, S, D) of each of the R `rows` t's log p(tgt_out[t]) with respect to each."""
+    k, r = embedded.size(0), rows.numel()
+    copies = embedded[:, None].expand(-1, r, -1, -1).reshape(k * r, *embedded.shape[1:])  # copy (k, t)
+    rows = rows.to(src.device).repeat(k)
     parts = -(-copies.size(0) // COPIES)
     grads = []
     with torch.enable_grad():
@@ -53,12 +56,17 @@ def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tens
             copy = torch.arange(n, device=src.device)
             log_p = model.output(states[copy, at]).float().log_softmax(-1)[copy, tgt_out[0, at]]  # (n,)
             grads.append(torch.autograd.grad(log_p.sum(), part)[0])
-    return torch.cat(grads).view(k, t, *embedded.shape[1:])
+    return torch.cat(grads).view(k, r, *embedded.shape[1:])
 
 
-def input_x_gradient(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor) -> Tensor:
-    """‖e_j ⊙ g_tj‖ (T, S) for the source embedding e (1, S, D)."""
-    return (e * row_gradients(model, src, tgt_in, tgt_out, e)[0]).norm(dim=-1)
+def every_row(tgt_in: Tensor, rows: Tensor | None) -> Tensor:
+    return torch.arange(tgt_in.size(1)) if rows is None else rows
+
+
+def input_x_gradient(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor,
+                     rows: Tensor | None = None) -> Tensor:
+    """‖e_j ⊙ g_tj‖ (R, S) for the source embedding e (1, S, D), at `rows` (default: all T)."""
+    return (e * row_gradients(model, src, tgt_in, tgt_out, e, every_row(tgt_in, rows))[0]).norm(dim=-1)
 
 
 def baseline(model: Transformer, e: Tensor) -> Tensor:
@@ -68,20 +76,17 @@ def baseline(model: Transformer, e: Tensor) -> Tensor:
 
 
 def integrated_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor,
-                         steps: int = STEPS) -> Tensor:
-    """Signed attributions Σ_d (e_j − e0_j) ⊙ ḡ_tj (T, S) for the source embedding e (1, S, D);
-    row t sums to about log p_t(e) − log p_t(e0)."""
+                         steps: int = STEPS, rows: Tensor | None = None) -> Tensor:
+    """Signed attributions Σ_d (e_j − e0_j) ⊙ ḡ_tj (R, S) for the source embedding e (1, S, D), at
+    `rows` (default: all T); row t sums to about log p_t(e) − log p_t(e0)."""
     e0 = baseline(model, e)
     alphas = torch.linspace(0, 1, steps + 1, dtype=e.dtype, device=e.device)
     weights = torch.full_like(alphas, 1 / steps)
     weights[[0, -1]] /= 2  # the trapezoid rule
-    g = row_gradients(model, src, tgt_in, tgt_out, e0 + alphas[:, None, None] * (e - e0))  # (steps + 1, T, S, D)
+    path = e0 + alphas[:, None, None] * (e - e0)  # (steps + 1, S, D)
+    g = row_gradients(model, src, tgt_in, tgt_out, path, every_row(tgt_in, rows))  # (steps + 1, R, S, D)
     mean_gradient = torch.einsum("k,ktsd->tsd", weights, g)
     return ((e - e0) * mean_gradient).sum(-1)
-
-
-def maps(scores: Tensor) -> dict[str, SignalMaps]:
-    return {"cross": SignalMaps(None, scores[None].float().cpu().numpy())}  # (1, T, S)
 
 
 def sentence(context: Context) -> tuple:
@@ -90,12 +95,26 @@ def sentence(context: Context) -> tuple:
     return context.model, traced.src[:1], traced.tgt[:1], context.tgt_out[:1], traced.src_embedded[:1].detach()
 
 
+def rows_of(context: Context) -> Tensor | None:
+    return None if context.rows is None else torch.tensor(sorted(set(context.rows)), dtype=torch.long)
+
+
+def maps(context: Context, scores: Tensor, rows: Tensor | None) -> dict[str, SignalMaps]:
+    """scores (R, S) at `rows` -> the one map (1, T, S), NaN at the rows not computed."""
+    out = scores.float().cpu()
+    if rows is not None:
+        out = torch.full((context.tgt_out.size(1), scores.size(1)), float("nan")).index_copy_(0, rows, out)
+    return {"cross": SignalMaps(None, out[None].numpy())}
+
+
 def x_gradient_signal(context: Context) -> dict[str, SignalMaps]:
-    return maps(input_x_gradient(*sentence(context)))
+    rows = rows_of(context)
+    return maps(context, input_x_gradient(*sentence(context), rows=rows), rows)
 
 
 def integrated_signal(context: Context) -> dict[str, SignalMaps]:
-    return maps(integrated_gradients(*sentence(context)).abs())
+    rows = rows_of(context)
+    return maps(context, integrated_gradients(*sentence(context), rows=rows).abs(), rows)
 
 
 register(Signal("input_x_gradient", "input × gradient", ("cross",), x_gradient_signal, cost="passes"))
