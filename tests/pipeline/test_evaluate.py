@@ -11,7 +11,8 @@ from sacremoses import MosesTokenizer
 
 from qkvmt.errors import UserError
 from qkvmt.pipeline import evaluate
-from tests.conftest import compose_inference
+from qkvmt.pipeline.evaluate import read_inputs
+from tests.conftest import compose_inference, write_corpus
 
 
 def run_eval(trained_run, *overrides):
@@ -135,3 +136,21 @@ def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, t
         assert html.escape(text, quote=True) in page
     assert "<script>alert" not in page and "<img src" not in page and "<b>" not in page
     assert page.count("<script") == 2 and page.count("</script>") == 2  # the template's own two
+
+
+@pytest.mark.parametrize("own_run", [False, True])
+def test_split_test_is_the_runs_test_split_or_multi30ks_without_a_run(tmp_path, own_run):
+    corpus = write_corpus(tmp_path / "corpus", sizes={"val": 3, "test_2016_flickr": 5})
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    if own_run:  # a run that named another split its test: its names win over the config's
+        (run / "run.json").write_text(json.dumps({"data": {
+            "source": {"_target_": "qkvmt.text.sources.TextFiles", "_partial_": True}, "root": str(corpus),
+            "splits": {"val": "val", "test": "val"}}}))
+    meta = type("Meta", (), {"src_lang": "de", "tgt_lang": "en"})
+    cfg = compose_inference("evaluate", f"data.root={corpus}", "split=test")
+    src, refs, name = read_inputs(cfg, meta, run / "checkpoints" / "best.ckpt")
+    expected = "val" if own_run else "test_2016_flickr"
+    assert (src, refs) == tuple(gzip.decompress((corpus / f"{expected}.{lang}.gz").read_bytes()).decode().splitlines()
+                                for lang in ("de", "en"))
+    assert name == "test"
