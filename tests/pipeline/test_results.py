@@ -28,7 +28,7 @@ def setup(tmp_path, readme="# R\n<!-- results:begin -->\n<!-- results:end -->\n"
         "steps": 5000, "wall_s": 3390.0, "test_split": "test_2016_flickr", "test_bleu": 38.123, "test_chrf": 63.0,
         "signatures": {"bleu": "B", "chrf": "C"}}))
     paths = [f"record={tmp_path / 'runs.json'}", f"readme={tmp_path / 'README.md'}", f"results_page={tmp_path / 'results.md'}",
-             f"conf_dir={CONF}"]
+             "pages=[]", f"conf_dir={CONF}"]
     return run, paths
 
 
@@ -68,3 +68,14 @@ def test_a_run_at_settings_the_recipe_no_longer_has_is_recorded_but_not_counted(
     (entry,) = json.loads((tmp_path / "runs.json").read_text())["runs"]
     assert not entry["settings_current"] and "module.optimizer.lr was 0.0009" in entry["settings_note"]
     assert "38.12" not in (tmp_path / "README.md").read_text()
+
+
+def test_more_pages_get_their_tables_too(tmp_path):
+    run, paths = setup(tmp_path)
+    page = tmp_path / "attention.md"
+    page.write_text("# A\n<!-- results:runs:begin -->\n<!-- results:runs:end -->\n")
+    results(compose_inference("results", *paths, f"pages=[{page}]", f"add={run}"))
+    assert "multi30k_en_de_cpu-1" in page.read_text()
+    page.write_text(page.read_text().replace("multi30k_en_de_cpu-1", "someone-else"))
+    with pytest.raises(UserError, match="attention.md"):
+        results(compose_inference("results", *paths, f"pages=[{page}]", "check=true"))

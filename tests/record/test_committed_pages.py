@@ -1,4 +1,4 @@
-"""README.md's and docs/results.md's tables are what docs/runs.json gives: a figure changed by
+"""README.md's, docs/results.md's and docs/attention.md's tables are what docs/runs.json gives: a figure changed by
 hand, or a run added without regenerating, fails here (python scripts/results.py rewrites them)."""
 
 import pytest
@@ -10,7 +10,8 @@ from tests.conftest import CONF, ROOT
 RECORD = ROOT / "docs" / "runs.json"
 
 
-@pytest.mark.parametrize("page, required", [("README.md", (None,)), ("docs/results.md", ("recipes", "runs"))])
+@pytest.mark.parametrize("page, required", [("README.md", (None,)), ("docs/results.md", ("recipes", "runs")),
+                                            ("docs/attention.md", ("faithfulness",))])
 def test_the_committed_tables_agree_with_the_record(page, required):
     text = (ROOT / page).read_text(encoding="utf-8")
     wanted = pages.render(text, runs.load(RECORD), page, required)

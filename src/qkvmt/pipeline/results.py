@@ -1,6 +1,6 @@
 """results(cfg): the function behind scripts/results.py. Records a run when asked, then writes the
-README's and docs/results.md's tables from the record, or, with check=true, only says whether
-they are what the record gives."""
+tables of the README, docs/results.md and the other `pages` from the record, or, with check=true,
+only says whether they are what the record gives."""
 
 import os
 from pathlib import Path
@@ -25,10 +25,10 @@ def this_machine() -> dict:
             "torch": torch.__version__}
 
 
-def rendered(record: dict, readme: Path, results_page: Path) -> dict[Path, tuple[str, str]]:
+def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = ()) -> dict[Path, tuple[str, str]]:
     """Each page's text now and as the record gives it; raises before anything is written."""
     out = {}
-    for path, required in ((readme, README_TABLES), (results_page, ())):
+    for path, required in ((readme, README_TABLES), (results_page, ()), *((p, ()) for p in more)):
         if not path.is_file():
             raise UserError(f"{path} not found: run from the repository root, or set readme= / results_page=")
         text = path.read_text(encoding="utf-8")
@@ -60,7 +60,7 @@ def results(cfg: DictConfig) -> dict:
     if cfg.add:
         entry, classes = new_run(cfg, record)
         record = runs.add(record, entry, classes)
-    texts = rendered(record, Path(cfg.readme), Path(cfg.results_page))
+    texts = rendered(record, Path(cfg.readme), Path(cfg.results_page), [Path(p) for p in cfg.pages])
     stale = [str(p) for p, (now, wanted) in texts.items() if now != wanted]
     if cfg.check:
         if stale:

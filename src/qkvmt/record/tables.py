@@ -161,9 +161,10 @@ def decimals_of(values) -> int:
 
 
 def figures(record: dict, kind: str) -> str:
-    """For each group of benchmarks or measurements: what, where and how, then its figures."""
+    """For each group of benchmarks or measurements: what, where and how, then its figures (a
+    faithfulness measurement's are the faithfulness table's)."""
     parts = []
-    for g in groups(record["runs"], kind):
+    for g in groups([r for r in record["runs"] if "faithfulness_of" not in r], kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
         head = (f"**{g.recipe}** ({machines}; {runs_text}; "
@@ -175,6 +176,66 @@ def figures(record: dict, kind: str) -> str:
             rows.append([label, figure_cell(st, unit, ranged, decimals_of(values))])
         parts.append(head + "\n\n" + table(["figure", "measured"], rows))
     return "\n\n".join(parts)
+
+
+DELETION, SUFFICIENCY = "deletion AOPC, ", "sufficiency, "  # faithfulness figures' labels: this, then the reading
+RANDOM = "random order"
+WALL = "whole command, every signal"
+
+
+def ranks(values: dict[str, float], higher_first: bool) -> dict[str, int]:
+    """1 for the best reading; ties in the order the readings were recorded."""
+    order = sorted(values, key=lambda k: -values[k] if higher_first else values[k])
+    return {k: i + 1 for i, k in enumerate(order)}
+
+
+def spearman(a: dict[str, float], b: dict[str, float], higher_first: bool) -> float:
+    """Spearman's rank correlation of two models' values over the readings both have."""
+    common = [k for k in a if k in b]
+    ra, rb = ranks({k: a[k] for k in common}, higher_first), ranks({k: b[k] for k in common}, higher_first)
+    n = len(common)
+    return 1 - 6 * sum((ra[k] - rb[k]) ** 2 for k in common) / (n * (n * n - 1))
+
+
+def faithfulness(record: dict) -> str:
+    """Each model's faithfulness (scripts/faithfulness.py) side by side: per reading its deletion
+    AOPC (higher: the reading found what the prediction used) and sufficiency (lower: its top
+    tokens alone carry the prediction), each with its rank among the readings; then how alike each
+    two models rank the readings. A model's latest counted record is the one shown."""
+    latest = {r["faithfulness_of"]: r for r in record["runs"] if "faithfulness_of" in r and counted(r)}
+    if not latest:
+        return "No faithfulness measurement is recorded yet."
+    by_model = {}  # model -> test -> reading -> value
+    for model, r in latest.items():
+        by_model[model] = {test: {f["label"][len(test):]: f["value"] for f in r["figures"] if f["label"].startswith(test)}
+                           for test in (DELETION, SUFFICIENCY)}
+        by_model[model][DELETION].pop(RANDOM, None)
+    readings = list(dict.fromkeys(k for m in by_model.values() for k in m[DELETION]))
+    rank = {(model, test): ranks(v[test], higher_first=test == DELETION) for model, v in by_model.items()
+            for test in (DELETION, SUFFICIENCY)}
+
+    def cell(model, test, reading):
+        v = by_model[model][test].get(reading)
+        return "—" if v is None else f"{v:.3f} ({rank[model, test][reading]})"
+
+    header = ["reading"] + [f"{model} {what}" for model in latest for what in ("deletion ↑", "sufficiency ↓")]
+    rows = [[k] + [cell(m, t, k) for m in latest for t in (DELETION, SUFFICIENCY)] for k in readings]
+    rows.append([RANDOM] + [x for r in latest.values() for x in (
+        next((f"{f['value']:.3f}" for f in r["figures"] if f["label"] == DELETION + RANDOM), "—"), "")])
+    def took(r) -> str:
+        wall = next((f["value"] for f in r["figures"] if f["label"] == WALL), None)
+        return "" if wall is None else f"; {duration(wall)} in all"
+
+    sources = [f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}{took(r)}; record {r['id']})"
+               for model, r in latest.items()]
+    models = list(latest)
+    alike = [f"- {a} and {b}: deletion {spearman(by_model[a][DELETION], by_model[b][DELETION], True):.2f}, "
+             f"sufficiency {spearman(by_model[a][SUFFICIENCY], by_model[b][SUFFICIENCY], False):.2f}"
+             for i, a in enumerate(models) for b in models[i + 1:]]
+    out = "\n".join(sources) + "\n\n" + table(header, rows)
+    if alike:
+        out += "\n\nHow alike two models rank the readings (Spearman's ρ; 1: the same order):\n\n" + "\n".join(alike)
+    return out
 
 
 def methods(record: dict) -> str:
@@ -191,5 +252,6 @@ TABLES = {
     "alignment": alignment,
     "benchmarks": lambda record: figures(record, "benchmark"),
     "measurements": lambda record: figures(record, "measurement"),
+    "faithfulness": faithfulness,
     "methods": methods,
 }
