@@ -183,6 +183,14 @@ def test_a_pass_cut_after_the_last_scored_row_reads_the_same_maps():
     assert list(full) == list(cut) and {r.signal for r in full} == set(names)
     for reading in full:  # rows 0..2 predict tgt[0..2]: the causal decoder reads no later token
         np.testing.assert_allclose(cut[reading][:3], full[reading][:3], rtol=1e-4, atol=1e-6, err_msg=reading.label)
+    some = readings(model, forced_inputs(model, src, tgt), names, rows=[1, 4])  # what faithfulness asks for
+    for reading in full:
+        np.testing.assert_allclose(some[reading][[1, 4]], full[reading][[1, 4]], rtol=1e-4, atol=1e-6, err_msg=reading.label)
+        others = some[reading][[0, 2, 3, 5, 6]]
+        if reading.layer is None:  # a gradient signal computes the rows asked for alone
+            assert np.isnan(others).all(), reading.label
+        else:
+            np.testing.assert_array_equal(others, full[reading][[0, 2, 3, 5, 6]], err_msg=reading.label)
 
 
 def test_one_target_rows_deletion_curves_are_the_scores_of_that_row():

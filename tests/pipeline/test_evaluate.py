@@ -153,4 +153,4 @@ def test_split_test_is_the_runs_test_split_or_multi30ks_without_a_run(tmp_path, 
     expected = "val" if own_run else "test_2016_flickr"
     assert (src, refs) == tuple(gzip.decompress((corpus / f"{expected}.{lang}.gz").read_bytes()).decode().splitlines()
                                 for lang in ("de", "en"))
-    assert name == "test"
+    assert name == expected

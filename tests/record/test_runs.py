@@ -7,7 +7,7 @@ import pytest
 
 from qkvmt.errors import UserError
 from qkvmt.record import runs
-from tests.record.conftest import train_run
+from tests.record.conftest import figure_run, train_run
 
 
 def write(tmp_path, record):
@@ -29,6 +29,9 @@ def test_a_record_round_trips(tmp_path, record):
     (lambda r: r["runs"][0]["test"].pop("signatures"), "signature"),
     (lambda r: r["runs"][0].pop("settings_current"), "settings_current"),
     (lambda r: r["runs"][0].update(kind="rumour"), "rumour"),
+    (lambda r: r["runs"].append(figure_run("f1", [{"label": "deletion AOPC, weights layer 0", "value": 1.0}],
+                                           kind="measurement", hardware_class="cpu-x", how_measured="train")),
+     "faithfulness_of"),  # a faithfulness measurement that names no model
 ])
 def test_a_spoilt_record_is_refused_naming_what_is_wrong(tmp_path, record, spoil, named):
     spoil(record)

@@ -2,6 +2,7 @@
 runs that are not counted appear only in their own table, with the reason."""
 
 import numpy as np
+import pytest
 
 from qkvmt.record import tables
 from tests.record.conftest import figure_run
@@ -74,3 +75,12 @@ def test_the_faithfulness_table_ranks_each_models_readings_and_compares_the_orde
     rho = np.corrcoef(rank(a), rank(b))[0, 1]  # Spearman's ρ is Pearson's r of the ranks
     assert f"model A and model B: deletion {rho:.2f}, sufficiency {-rho:.2f}" in text
     assert "faithfulness" not in tables.figures(record, "measurement") and "something else" in tables.figures(record, "measurement")
+
+
+def test_spearman_averages_tied_ranks_and_is_undefined_below_two_readings():
+    tied = tables.spearman({"x": 1.0, "y": 1.0, "z": 2.0}, {"x": 1.0, "y": 2.0, "z": 3.0})
+    assert tied == pytest.approx(np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1])  # x and y share ranks 1 and 2
+    assert tables.spearman({"x": 1.0}, {"x": 2.0, "y": 1.0}) is None
+    assert tables.spearman({"x": 1.0, "y": 1.0}, {"x": 2.0, "y": 1.0}) is None  # no order to compare
+    record = {"runs": [faithfulness_run("fa", "A", {"r0": 1.0}, {"r0": 1.0}), faithfulness_run("fb", "B", {"r0": 2.0}, {"r0": 2.0})]}
+    assert "A and B: deletion —, sufficiency —" in tables.faithfulness(record)

@@ -28,25 +28,25 @@ log = logging.getLogger(__name__)
 
 
 def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list[str], list[str], str]:
-    """Source lines, references and a short name for them: src_file/ref_file, or a split. A
-    split comes from the data source the checkpoint's run trained on (a Hugging Face dataset,
-    say), or, for a run on plain files and a model without its run, from {split}.{lang}[.gz]
-    in data.root. `split` may name the run's val/test (the run's names, or data.splits without
-    a run) or the source's own split."""
+    """Source lines, references and a short name for them (the file's, or the split read):
+    src_file/ref_file, or a split. A split comes from the data source the checkpoint's run
+    trained on (a Hugging Face dataset, say), or, for a run on plain files and a model without
+    its run, from {split}.{lang}[.gz] in data.root. `split` may name the run's val/test (the
+    run's names, or data.splits where the run names none) or the source's own split."""
     if cfg.src_file or cfg.ref_file:
         if not (cfg.src_file and cfg.ref_file):
             raise UserError("give both src_file=<path> and ref_file=<path> (plain or .gz)")
         src, ref = read_parallel(Path(cfg.src_file), Path(cfg.ref_file))
         return src, ref, Path(cfg.src_file).name.removesuffix(".gz")
     data = run_data(ckpt)
-    names = data.get("splits", {}) if data is not None else cfg.data.get("splits") or {}
+    names = (data or {}).get("splits") or cfg.data.get("splits") or {}
     split = names.get(cfg.split, cfg.split)
     if data is not None and data.get("source", {}).get("_target_") != "qkvmt.text.sources.TextFiles":
         source = instantiate(OmegaConf.create(data["source"]))(data["root"])
         src, ref = source.read(split, meta.src_lang, meta.tgt_lang)
     else:
         src, ref = TextFiles(cfg.data.root).read(split, meta.src_lang, meta.tgt_lang)
-    return src, ref, cfg.split
+    return src, ref, split
 
 
 def evaluate(cfg: DictConfig) -> dict:

@@ -30,7 +30,7 @@ def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = 
     out = {}
     for path, required in ((readme, README_TABLES), (results_page, ()), *((p, ()) for p in more)):
         if not path.is_file():
-            raise UserError(f"{path} not found: run from the repository root, or set readme= / results_page=")
+            raise UserError(f"{path} not found: run from the repository root, or set readme= / results_page= / pages=")
         text = path.read_text(encoding="utf-8")
         out[path] = text, pages.render(text, record, str(path), required)
     return out

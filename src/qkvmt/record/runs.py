@@ -6,7 +6,9 @@ entries. Every entry names its command, its machine, whether it ran at the recip
 settings (`settings_current`) and whether other work on the machine disturbed it (`disturbed`);
 a training run adds its recipe (`experiment`, `overrides`, and the `settings` that decide what it
 computes: qkvmt.record.settings), steps and test scores, a benchmark
-or measurement a list of labelled `figures`."""
+or measurement a list of labelled `figures`. A faithfulness measurement (figures labelled
+"deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
+the faithfulness table's column."""
 
 import json
 from pathlib import Path
@@ -64,6 +66,8 @@ def check(record: dict, where: str) -> None:
             for fig in run["figures"]:
                 if "label" not in fig or not isinstance(fig.get("value"), (int, float)):
                     raise UserError(f"{name}: each figure needs a label and a numeric value")
+            if any(f["label"].startswith("deletion AOPC, ") for f in run["figures"]) and not run.get("faithfulness_of"):
+                raise UserError(f"{name}: a faithfulness measurement needs faithfulness_of, the model it measured")
     for run in record["runs"]:
         for block in run.get("alignment", []):
             other = block.get("with_run")

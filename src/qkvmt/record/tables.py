@@ -189,12 +189,34 @@ def ranks(values: dict[str, float], higher_first: bool) -> dict[str, int]:
     return {k: i + 1 for i, k in enumerate(order)}
 
 
-def spearman(a: dict[str, float], b: dict[str, float], higher_first: bool) -> float:
-    """Spearman's rank correlation of two models' values over the readings both have."""
+def average_ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ascending; tied values share the mean of their ranks."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in order[i:j + 1]:
+            out[k] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(a: dict[str, float], b: dict[str, float]) -> float | None:
+    """Spearman's rank correlation of two models' values over the readings both have: Pearson's
+    r of their ranks (ties averaged); None where it is undefined (under two readings, or one
+    model's values all equal)."""
     common = [k for k in a if k in b]
-    ra, rb = ranks({k: a[k] for k in common}, higher_first), ranks({k: b[k] for k in common}, higher_first)
+    ra, rb = average_ranks([a[k] for k in common]), average_ranks([b[k] for k in common])
     n = len(common)
-    return 1 - 6 * sum((ra[k] - rb[k]) ** 2 for k in common) / (n * (n * n - 1))
+    if n < 2:
+        return None
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return cov / var if var else None
 
 
 def faithfulness(record: dict) -> str:
@@ -222,6 +244,7 @@ def faithfulness(record: dict) -> str:
     rows = [[k] + [cell(m, t, k) for m in latest for t in (DELETION, SUFFICIENCY)] for k in readings]
     rows.append([RANDOM] + [x for r in latest.values() for x in (
         next((f"{f['value']:.3f}" for f in r["figures"] if f["label"] == DELETION + RANDOM), "—"), "")])
+
     def took(r) -> str:
         wall = next((f["value"] for f in r["figures"] if f["label"] == WALL), None)
         return "" if wall is None else f"; {duration(wall)} in all"
@@ -229,8 +252,8 @@ def faithfulness(record: dict) -> str:
     sources = [f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}{took(r)}; record {r['id']})"
                for model, r in latest.items()]
     models = list(latest)
-    alike = [f"- {a} and {b}: deletion {spearman(by_model[a][DELETION], by_model[b][DELETION], True):.2f}, "
-             f"sufficiency {spearman(by_model[a][SUFFICIENCY], by_model[b][SUFFICIENCY], False):.2f}"
+    alike = [f"- {a} and {b}: " + ", ".join(f"{name} {optional(spearman(by_model[a][test], by_model[b][test]))}"
+                                            for name, test in (("deletion", DELETION), ("sufficiency", SUFFICIENCY)))
              for i, a in enumerate(models) for b in models[i + 1:]]
     out = "\n".join(sources) + "\n\n" + table(header, rows)
     if alike:

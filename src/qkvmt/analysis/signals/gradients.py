@@ -60,6 +60,7 @@ def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tens
 
 
 def every_row(tgt_in: Tensor, rows: Tensor | None) -> Tensor:
+    """The rows asked for, or all of the target's when none are named."""
     return torch.arange(tgt_in.size(1)) if rows is None else rows
 
 
