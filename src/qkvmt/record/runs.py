@@ -18,6 +18,7 @@ from qkvmt.files import write_json
 
 COMMON = ("id", "kind", "command", "hardware", "hardware_class", "cores", "date", "settings_current", "disturbed",
           "how_measured")
+DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading
 BY_KIND = {
     "train": ("experiment", "overrides", "settings", "steps", "test"),
     "benchmark": ("what", "figures"),
@@ -66,7 +67,7 @@ def check(record: dict, where: str) -> None:
             for fig in run["figures"]:
                 if "label" not in fig or not isinstance(fig.get("value"), (int, float)):
                     raise UserError(f"{name}: each figure needs a label and a numeric value")
-            if any(f["label"].startswith("deletion AOPC, ") for f in run["figures"]) and not run.get("faithfulness_of"):
+            if any(f["label"].startswith(DELETION) for f in run["figures"]) and not run.get("faithfulness_of"):
                 raise UserError(f"{name}: a faithfulness measurement needs faithfulness_of, the model it measured")
     for run in record["runs"]:
         for block in run.get("alignment", []):

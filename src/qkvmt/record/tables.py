@@ -2,6 +2,9 @@
 tables. Each function takes the whole record and returns Markdown; TABLES names them as the
 pages' marker lines do (None: the README's `<!-- results:begin -->`)."""
 
+import statistics
+
+from qkvmt.record.runs import DELETION
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
@@ -92,8 +95,8 @@ def memory(run: dict) -> str:
     return " / ".join(f"{m:,}" for m in peak) + " MiB" if peak else "—"
 
 
-def optional(value, fmt=lambda x: f"{x:.2f}") -> str:
-    return "—" if value is None else fmt(value)
+def optional(value, fmt=lambda x: f"{x:.2f}", missing: str = "—") -> str:
+    return missing if value is None else fmt(value)
 
 
 def runs(record: dict) -> str:
@@ -178,7 +181,7 @@ def figures(record: dict, kind: str) -> str:
     return "\n\n".join(parts)
 
 
-DELETION, SUFFICIENCY = "deletion AOPC, ", "sufficiency, "  # faithfulness figures' labels: this, then the reading
+SUFFICIENCY = "sufficiency, "  # as DELETION: a faithfulness figure's label is this, then the reading
 RANDOM = "random order"
 WALL = "whole command, every signal"
 
@@ -209,14 +212,10 @@ def spearman(a: dict[str, float], b: dict[str, float]) -> float | None:
     r of their ranks (ties averaged); None where it is undefined (under two readings, or one
     model's values all equal)."""
     common = [k for k in a if k in b]
-    ra, rb = average_ranks([a[k] for k in common]), average_ranks([b[k] for k in common])
-    n = len(common)
-    if n < 2:
+    try:
+        return statistics.correlation(average_ranks([a[k] for k in common]), average_ranks([b[k] for k in common]))
+    except statistics.StatisticsError:
         return None
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return cov / var if var else None
 
 
 def faithfulness(record: dict) -> str:
@@ -242,14 +241,12 @@ def faithfulness(record: dict) -> str:
 
     header = ["reading"] + [f"{model} {what}" for model in latest for what in ("deletion ↑", "sufficiency ↓")]
     rows = [[k] + [cell(m, t, k) for m in latest for t in (DELETION, SUFFICIENCY)] for k in readings]
-    rows.append([RANDOM] + [x for r in latest.values() for x in (
-        next((f"{f['value']:.3f}" for f in r["figures"] if f["label"] == DELETION + RANDOM), "—"), "")])
+    def value(r: dict, label: str) -> float | None:
+        return next((f["value"] for f in r["figures"] if f["label"] == label), None)
 
-    def took(r) -> str:
-        wall = next((f["value"] for f in r["figures"] if f["label"] == WALL), None)
-        return "" if wall is None else f"; {duration(wall)} in all"
-
-    sources = [f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}{took(r)}; record {r['id']})"
+    rows.append([RANDOM] + [x for r in latest.values() for x in (optional(value(r, DELETION + RANDOM), "{:.3f}".format), "")])
+    sources = [f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}"
+               + optional(value(r, WALL), lambda s: f"; {duration(s)} in all", "") + f"; record {r['id']})"
                for model, r in latest.items()]
     models = list(latest)
     alike = [f"- {a} and {b}: " + ", ".join(f"{name} {optional(spearman(by_model[a][test], by_model[b][test]))}"
