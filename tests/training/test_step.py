@@ -9,12 +9,14 @@ traces the step whole: a graph break splits it and adds a round trip through Pyt
 
 import pytest
 import torch
+from hydra.utils import instantiate
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import translation_loss
 from qkvmt.training.module import TranslationModule
+from tests.conftest import CONF, compose_train
 
 V, PAD = 60, 0
 
@@ -87,3 +89,20 @@ def test_module_compile_routes_the_loss_through_torch_compile(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(kw) or fn)
     assert make_module(compile=True) and compiled == [{"dynamic": True}]
     assert make_module(compile=False) and len(compiled) == 1
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+def test_every_recipe_updates_its_parameters_with_one_fused_adam_kernel(experiment):
+    """A GPU step launches one optimizer kernel, not several per tensor group; the fused step is
+    the same Adam as torch's default one, to float32 rounding, on a several-layer model."""
+    cfg = compose_train(f"experiment={experiment}")
+    module, reference = make_module(), make_module()
+    for m in (module, reference):
+        m.loss(make_batch()).backward()
+    recipe = instantiate(cfg.module.optimizer)(module.parameters())
+    default = instantiate(cfg.module.optimizer, fused=None)(reference.parameters())
+    assert recipe.defaults["fused"] and not default.defaults["fused"]
+    for _ in range(3):
+        recipe.step(), default.step()
+    for (name, p), q in zip(module.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, q, msg=lambda m: f"{name}: {m}")
