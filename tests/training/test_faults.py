@@ -156,7 +156,8 @@ def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_one
 
 
 @pytest.mark.slow
-def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch):
+@pytest.mark.parametrize("log_every", [1, 1000])  # read each step, or first before the next validation
+def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch, log_every):
     from qkvmt.training.module import TranslationModule
     from qkvmt.pipeline import train
 
@@ -170,9 +171,9 @@ def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_pa
 
     monkeypatch.setattr(TranslationModule, "loss", loss)
     with pytest.raises(UserError, match=r"training loss is nan at step 13: .*from step 10"):
-        train(compose_train(*tiny_overrides(corpus, out, steps=30, val_every=10)))
+        train(compose_train(*tiny_overrides(corpus, out, steps=30, val_every=10), f"trainer.log_every_n_steps={log_every}"))
     last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
-    assert last["global_step"] == 10
+    assert last["global_step"] == 10 and sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt", "step0000010.ckpt"]
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
 
 

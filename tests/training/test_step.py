@@ -7,16 +7,21 @@ that runs on meta reads nothing back. torch.compile fuses the step's small kerne
 traces the step whole: a graph break splits it and adds a round trip through Python.
 """
 
+import os
+import sys
+
 import pytest
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch import Callback
+from torch.utils._python_dispatch import TorchDispatchMode
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import translation_loss
 from qkvmt.training.module import TranslationModule
-from tests.conftest import CONF, compose_train
+from tests.conftest import CONF, compose_train, tiny_overrides
 
 V, PAD = 60, 0
 
@@ -106,3 +111,73 @@ def test_every_recipe_updates_its_parameters_with_one_fused_adam_kernel(experime
         recipe.step(), default.step()
     for (name, p), q in zip(module.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p, q, msg=lambda m: f"{name}: {m}")
+
+
+# What makes a GPU's host wait: a value read back (.item(), bool(), a shape that depends on the
+# data) or Python data made into a tensor (torch.tensor: on a GPU, a copy that waits for the queue).
+# A boolean index is one too, but the loss picks the real rows with one on a CPU only, by design:
+# the model's step is checked on the meta device above, the loop around it here.
+HOST_READS = {"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "equal", "lift_fresh", "_unique2",
+              "unique_consecutive", "unique_dim"}
+
+
+def in_data_loader() -> bool:
+    """Whether a DataLoader is at work up the stack: a new iterator (each validation) draws its
+    seed with the host's own generator, which waits for no device."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(os.path.join("torch", "utils", "data", "dataloader.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class HostReads(Callback):
+    """Records, by training step, every op of the training loop that would make a GPU's host
+    wait. A step's window runs from its on_train_batch_start to the next one, so it holds the
+    loggers' and the progress bar's work after the step; validation is left out."""
+
+    seen: list[tuple[int, str]] = []
+
+    def __init__(self):
+        watcher = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = func.overloadpacket.__name__
+                if watcher.step is not None and name in HOST_READS and not in_data_loader():
+                    HostReads.seen.append((watcher.step, name))
+                return func(*args, **(kwargs or {}))
+
+        self.mode, self.step = Mode(), None
+
+    def on_train_start(self, trainer, pl_module):
+        self.mode.__enter__()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.step = trainer.global_step
+
+    def on_validation_start(self, trainer, pl_module):
+        self.step = None
+
+    def on_train_end(self, trainer, pl_module):
+        self.step = None
+        self.mode.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+def test_the_training_loop_reads_the_device_only_at_the_steps_it_logs(corpus, tmp_path):
+    """The recipe's whole loop (Lightning, the progress bar, the NaN check, the loggers) leaves a
+    GPU's queue alone between logging steps: nothing is read back, nothing copied up. Batches
+    are made in a worker process, as a GPU run may, so their tensors are not the loop's."""
+    from qkvmt.pipeline import train
+
+    HostReads.seen.clear()
+    every, steps = 5, 12
+    overrides = tiny_overrides(corpus, tmp_path / "run", steps=steps, val_every=6)
+    train(compose_train(*overrides, f"trainer.log_every_n_steps={every}", "trainer.enable_progress_bar=true",
+                        "data.max_tokens=128", "data.num_workers=1", f"+callbacks.host_reads._target_={__name__}.HostReads"))
+    logged = {s for s in range(steps) if (s + 1) % every == 0}
+    read = {step for step, _ in HostReads.seen}
+    # step 0: Lightning's first record of train/loss; then only what the loggers read, and they do read
+    assert read - {0} == logged, [r for r in HostReads.seen if r[0] == 5]

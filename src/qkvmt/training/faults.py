@@ -9,11 +9,11 @@ plugins and callbacks, so the LightningModule holds only the model's own work.
   step with checkpoints/last.ckpt saved, so rerunning the same command resumes where it stopped.
 - ResumeRng saves every rank's dropout RNG with each checkpoint and restores it just before the
   first resumed step. (The data position is the DataModule's own state: qkvmt.data.datamodule.)
-- StopOnNonFiniteLoss stops before a NaN or infinite loss reaches backward, on every rank.
+- StopOnNonFiniteLoss stops at a NaN or infinite loss before any validation or checkpoint holds
+  an update made after it, on every rank, without making a GPU step wait.
 """
 
 import logging
-import math
 import signal
 from pathlib import Path
 
@@ -157,30 +157,70 @@ class NonFiniteLoss(UserError):
 
 
 class StopOnNonFiniteLoss(Callback):
-    """A NaN or infinite loss stops training before backward, so no bad update is ever saved;
-    every rank decides together, or the others would wait forever in the gradient all-reduce."""
+    """A NaN or infinite training loss stops training, naming its step, before any validation or
+    checkpoint holds an update made after it.
+
+    Reading the loss on the host each step would make it wait for a GPU's queued work, every step.
+    So the device keeps the first non-finite loss and its step, and the host reads them where it
+    waits anyway or must not go on without knowing: at each step the loggers read
+    (trainer.log_every_n_steps), before each validation and each checkpoint, and when training
+    ends. Updates after the bad step stay in memory only, and are never saved. Every rank decides
+    together (the earliest bad step of any rank), or the others would wait forever in a collective.
+    """
+
+    NONE = torch.iinfo(torch.int64).max  # no non-finite loss yet
 
     def __init__(self):
         self._saved_step: int | None = None  # the step of the newest checkpoint written or resumed from
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        self._saved_step = checkpoint["global_step"]
+        self._bad_step: torch.Tensor | None = None  # () int64 on the device: the first non-finite loss's step, or NONE
+        self._bad_loss: torch.Tensor | None = None  # () float32 on the device: that loss
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         self._saved_step = checkpoint.get("global_step")
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._bad_step = torch.full((), self.NONE, dtype=torch.int64, device=pl_module.device)
+        self._bad_loss = torch.zeros((), device=pl_module.device)
+
     def on_before_backward(self, trainer, pl_module, loss) -> None:
-        if not trainer.strategy.reduce_boolean_decision(bool(not torch.isfinite(loss)), all=False):
+        if self._bad_step is None:  # a backward outside fit
+            return
+        first = ~torch.isfinite(loss.detach()) & (self._bad_step == self.NONE)  # on the device: nothing waits
+        self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
+        self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        every = trainer.log_every_n_steps
+        if every > 0 and trainer.global_step % every == 0:  # the step the loggers have just read
+            self.check(trainer)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.state.fn == "fit":
+            self.check(trainer)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if trainer.state.fn == "fit":
+            self.check(trainer)  # raising here writes nothing
+        self._saved_step = checkpoint["global_step"]
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.check(trainer)
+
+    def check(self, trainer) -> None:
+        """Raise NonFiniteLoss on every rank if any rank's loss was not finite (collective)."""
+        if self._bad_step is None:
+            return
+        step = int(trainer.strategy.reduce(self._bad_step.clone(), reduce_op="min"))
+        if step == self.NONE:
             return
         last = (
             f"the last good checkpoint is from step {self._saved_step} (checkpoints/last.ckpt); "
             if self._saved_step is not None
             else "no checkpoint was written yet; "
         )
-        value = loss.item()
-        what = str(value) if not math.isfinite(value) else "not finite on another rank"
+        what = str(self._bad_loss.item()) if int(self._bad_step) == step else "not finite on another rank"
         raise NonFiniteLoss(
-            f"training loss is {what} at step {trainer.global_step}: stopped; {last}lower module.optimizer.lr, "
+            f"training loss is {what} at step {step}: stopped; {last}lower module.optimizer.lr, "
             "raise module.warmup_steps or set trainer.gradient_clip_val, then rerun"
         )
 

@@ -71,7 +71,8 @@ class TranslationModule(L.LightningModule):
         self.linear_row_multiple = linear_row_multiple
         self.loss_chunk_rows = loss_chunk_rows
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self._last_step_time: float | None = None
+        self._rate_clock: float | None = None  # when the tokens of train/tgt_tok_s began to count
+        self._rate_tokens = 0
         self.test_scores: dict = {}
         self._loss = torch.compile(self.plain_loss, dynamic=True) if compile else self.plain_loss
 
@@ -101,7 +102,7 @@ class TranslationModule(L.LightningModule):
         return ce, alignment_loss(head, batch["align"])
 
     def on_validation_start(self) -> None:
-        self._last_step_time = None  # tokens/s measures training steps, not validation
+        self._rate_clock, self._rate_tokens = None, 0  # tokens/s measures training steps, not validation
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.step_kernels():
@@ -111,13 +112,28 @@ class TranslationModule(L.LightningModule):
                 self.log("train/align_loss", align, batch_size=batch["ntokens"])
             else:
                 loss = translation = self.loss(batch)
-        now = time.perf_counter()
-        if self._last_step_time is not None:  # wall time of a whole step; no device sync needed
-            self.log("train/tgt_tok_s", batch["ntokens"] / (now - self._last_step_time), batch_size=batch["ntokens"])
-        self._last_step_time = now
-        self.log("train/loss", translation, prog_bar=True, batch_size=batch["ntokens"])  # as val/loss: no λ term
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True, batch_size=batch["ntokens"])
+        # Device values stay on the device: Lightning reads them back only at the steps it logs.
+        self.log("train/loss", translation, batch_size=batch["ntokens"])  # as val/loss: no λ term
+        self._rate_tokens += batch["ntokens"]
+        if self.logged_step():
+            self.log_rates(batch["ntokens"])
         return loss
+
+    def logged_step(self) -> bool:
+        """Whether Lightning hands this training step's values to the loggers (every
+        trainer.log_every_n_steps steps, counting from 1)."""
+        every = self.trainer.log_every_n_steps
+        return every > 0 and (self.global_step + 1) % every == 0
+
+    def log_rates(self, batch_size: int) -> None:
+        """The lr, and target tokens a second over the steps since the last logged one. `self.log`
+        copies a Python number to the device, which makes the host wait for a GPU's queued work,
+        so these are logged only where the loggers read values back anyway."""
+        now = time.perf_counter()
+        if self._rate_clock is not None:  # wall time of whole steps; no device sync needed
+            self.log("train/tgt_tok_s", self._rate_tokens / (now - self._rate_clock), batch_size=batch_size)
+        self._rate_clock, self._rate_tokens = now, 0
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=batch_size)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         with self.step_kernels():
