@@ -91,7 +91,7 @@ def test_tokenized_corpus_matches_the_tokenizer_and_is_built_once(tmp_path):
     stamp = (folder / "src.ids").stat().st_mtime_ns
     again = TokenizedCorpus.build(tok, src, tgt, tmp_path)
     assert (folder / "src.ids").stat().st_mtime_ns == stamp and len(again) == 15
-    assert isinstance(corpus.src, np.memmap)  # ids are memory-mapped, not loaded
+    assert isinstance(corpus.src.base, np.memmap) and not corpus.src.flags.owndata  # ids are memory-mapped, not loaded
 
 
 def test_set_epoch_skip_resumes_mid_epoch_with_the_remaining_batches():

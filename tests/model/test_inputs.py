@@ -1,5 +1,6 @@
 """One way from text to model inputs: encoding user text, and cutting, <s>/</s> and padding."""
 
+import numpy as np
 import torch
 
 from qkvmt.data.batching import Collate
@@ -51,3 +52,33 @@ def test_training_batches_are_built_by_the_same_function():
     for name in ("src", "tgt_in", "tgt_out"):
         assert torch.equal(batch[name], getattr(x, name))
     assert batch["ntokens"] == int((x.tgt_out != 0).sum())
+
+
+def reference_inputs(src, tgt, specials, max_len):
+    """build_inputs written row by row, as the layout above describes it."""
+    keep = (lambda r: list(r)) if max_len is None else (lambda r: list(r)[: max_len - 1])
+
+    def padded(rows):
+        width = max(map(len, rows))
+        return torch.tensor([r + [specials.pad] * (width - len(r)) for r in rows], dtype=torch.long)
+
+    src, tgt = [keep(r) for r in src], [keep(r) for r in tgt]
+    return (padded([r + [specials.eos] for r in src]), padded([[specials.bos] + r for r in tgt]),
+            padded([r + [specials.eos] for r in tgt]))
+
+
+def test_build_inputs_equals_the_row_by_row_layout_for_lists_arrays_and_mapped_ids(tmp_path):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, 30_000, 5_000).astype(np.int32)
+    ids.tofile(tmp_path / "ids")
+    mapped = np.memmap(tmp_path / "ids", dtype=np.int32, mode="r")  # as a training corpus holds them
+    for trial in range(60):
+        rows = []
+        for _ in range(int(rng.integers(1, 9))):
+            start, n = int(rng.integers(0, 4_900)), int(rng.integers(0, 40))  # empty rows too
+            rows.append([ids[start : start + n].tolist(), ids[start : start + n], mapped[start : start + n]][trial % 3])
+        half = len(rows) // 2 or 1
+        max_len = (None, 5, 64)[trial % 3 - 1]
+        x = build_inputs(rows[:half], rows[-half:], SPECIALS, max_len)
+        for got, want in zip((x.src, x.tgt_in, x.tgt_out), reference_inputs(rows[:half], rows[-half:], SPECIALS, max_len)):
+            assert got.dtype == torch.long and torch.equal(got, want)
