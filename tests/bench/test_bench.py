@@ -18,7 +18,7 @@ from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import device_busy_ms, profile_training
-from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training
+from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training, timed_batches
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
 
@@ -193,6 +193,15 @@ def test_tokenize_scaling_caches_every_token(tmp_path):
     assert row["cache_mb"] * 2**20 >= 4 * expected  # int32 ids on disk
 
 
+def test_timed_batches_are_the_loaders_own_and_their_building_is_timed():
+    data = batches(5)
+    got, ms = timed_batches(data, 3)  # any iterable of batches: a DataLoader in the benchmark
+    assert len(got) == 3 and all(a is b for a, b in zip(got, data)) and ms is not None and ms >= 0
+    everything, ms = timed_batches(data, 50)  # a shorter loader gives what it has
+    assert len(everything) == 5
+    assert timed_batches(data[:1], 3) == ([data[0]], None)  # the first batch alone is not timed
+
+
 @pytest.mark.slow
 def test_benchmark_script_writes_every_key(tmp_path):
     """scripts/benchmark.py end to end on a tiny model: one process, every system, one JSON."""
@@ -213,7 +222,8 @@ def test_benchmark_script_writes_every_key(tmp_path):
         assert key in r["train"]
     for key in ("ours_sent_s", "uncached_sent_s", "hf_sent_s", "ours_vs_hf", "ours_vs_uncached"):
         assert key in r["decode"]
-    assert r["train"]["ours_tok_s"] > 0 and r["train"]["torch_tok_s"] > 0
+    assert r["train"]["ours_tok_s"] > 0 and r["train"]["torch_tok_s"] > 0 and r["train"]["batch_ms"] > 0
+    assert "built in the training process" in proc.stdout
     assert r["train"]["profile"]["steps"] == 1 and "Self CPU" in (out / "profile.txt").read_text()
     assert r["train"]["ours_vs_torch"] == pytest.approx(r["train"]["ours_tok_s"] / r["train"]["torch_tok_s"])
     if HAS_HF:

@@ -32,6 +32,8 @@ def table(r: dict) -> str:
             lines.append(f"{'ct2 ' + kind:<14}{'':>55}{fmt(d[key]):>13}   ours/ct2 {fmt(d['ours_vs_ct2_' + kind], 2)}")
     lines.append(f"train ours/torch {fmt(t['ours_vs_torch'], 2)}  ours/hf {fmt(t['ours_vs_hf'], 2)}   "
                  f"decode ours/hf {fmt(d['ours_vs_hf'], 2)}  cached/uncached {fmt(d['ours_vs_uncached'], 2)}")
+    if t.get("batch_ms") is not None:
+        lines.append(f"  a training batch of at most {t['max_tokens']:,} tokens, built in the training process: {t['batch_ms']:.2f} ms (median)")
     for row in r["scaling"]["decode"]:
         lines.append(f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
                      + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else ""))

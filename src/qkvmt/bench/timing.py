@@ -95,6 +95,22 @@ def time_training(
     }
 
 
+def timed_batches(loader, n: int) -> tuple[list[dict], float | None]:
+    """The first n batches of `loader`, and the median milliseconds of building one in this
+    process (the first left out: it starts the iterator). The recipes build batches in the
+    training process (data.num_workers=0), so a step waits that long for its batch."""
+    it, batches, ms = iter(loader), [], []
+    for i in range(n):
+        start = time.perf_counter()
+        batch = next(it, None)
+        if batch is None:
+            break
+        if i:
+            ms.append(1e3 * (time.perf_counter() - start))
+        batches.append(batch)
+    return batches, (statistics.median(ms) if ms else None)
+
+
 def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> tuple[float, object]:
     """Median seconds of `repeats` calls after one untimed warm-up call, and the last result."""
     result = fn()

@@ -16,7 +16,6 @@ import logging
 import platform
 import tempfile
 from collections.abc import Callable
-from itertools import islice
 from pathlib import Path
 
 import lightning as L
@@ -32,7 +31,8 @@ from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import profile_training
 from qkvmt.bench.table import table
-from qkvmt.bench.timing import TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call, time_training
+from qkvmt.bench.timing import (TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call,
+                                time_training, timed_batches)
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json, write_text
@@ -100,8 +100,8 @@ def benchmark(cfg: DictConfig) -> dict:
         "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
     }
     log.info("stage 1/6, training speed: %s on %s", ", ".join(present), result["device"])
-    batches = list(islice(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps))
-    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype, out)
+    batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
+    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype, out) | {"batch_ms": batch_ms}
 
     log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
