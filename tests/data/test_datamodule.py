@@ -2,10 +2,13 @@
 
 import gzip
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
+import torch
 from hydra.utils import instantiate
 
+import qkvmt.data.datamodule
 from qkvmt.errors import UserError
 from tests.conftest import compose_train, tiny_overrides, write_corpus
 
@@ -116,3 +119,14 @@ def test_length_multiple_gives_an_epoch_few_batch_lengths_within_the_budget_and_
         return sorted((int(i), tuple(s[s != 0].tolist()), tuple(t[t != 0].tolist()))
                       for b in batches for i, s, t in zip(b["index"], b["src"], b["tgt_out"]))
     assert real(padded) == real(plain)
+
+
+@pytest.mark.parametrize("device, pinned", [("cuda", True), ("cpu", False)])
+def test_batches_are_page_locked_for_a_gpu_and_only_there(tmp_path, monkeypatch, device, pinned):
+    asked = []  # a CPU-only torch turns pin_memory off itself: record what the loader is asked for
+    monkeypatch.setattr(qkvmt.data.datamodule, "DataLoader", lambda *args, **kwargs: asked.append(kwargs["pin_memory"]))
+    dm = datamodule(tmp_path)
+    dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
+    dm.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device)), global_rank=0, world_size=1)
+    dm.train_dataloader(), dm.val_dataloader()
+    assert asked == [pinned, pinned]

@@ -253,6 +253,9 @@ class TranslationDataModule(L.LightningDataModule):
             collate_fn=Collate(Specials.of(self.tokenizer), max_len=self.max_positions, length_multiple=self.length_multiple),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            # On a GPU, batches in page-locked memory: Lightning copies them up with non_blocking,
+            # and a copy from ordinary (pageable) memory may first wait for the device's queue.
+            pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",
             # Its own generator: otherwise every new iterator (each epoch, each validation) draws
             # from the global RNG that dropout uses, and a resumed run's masks would shift.
             generator=torch.Generator().manual_seed(self.seed),
