@@ -156,8 +156,12 @@ def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_one
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("log_every", [1, 1000])  # read each step, or first before the next validation
-def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch, log_every):
+@pytest.mark.parametrize("steps, bad, log_every, good", [
+    (30, 13, 1, 10),  # read at the next step
+    (30, 13, 1000, 10),  # read first before the next validation
+    (28, 23, 1000, 20),  # after the last validation: read before the final last.ckpt
+])
+def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch, steps, bad, log_every, good):
     from qkvmt.training.module import TranslationModule
     from qkvmt.pipeline import train
 
@@ -167,14 +171,27 @@ def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_pa
 
     def loss(self, batch):
         value = real_loss(self, batch)
-        return value * float("nan") if self.training and self.global_step == 13 else value
+        return value * float("nan") if self.training and self.global_step == bad else value
 
     monkeypatch.setattr(TranslationModule, "loss", loss)
-    with pytest.raises(UserError, match=r"training loss is nan at step 13: .*from step 10"):
-        train(compose_train(*tiny_overrides(corpus, out, steps=30, val_every=10), f"trainer.log_every_n_steps={log_every}"))
+    with pytest.raises(UserError, match=rf"training loss is nan at step {bad}: .*from step {good}"):
+        train(compose_train(*tiny_overrides(corpus, out, steps=steps, val_every=10), f"trainer.log_every_n_steps={log_every}"))
     last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
-    assert last["global_step"] == 10 and sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt", "step0000010.ckpt"]
-    assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
+    assert last["global_step"] == good and all(torch.isfinite(t).all() for t in last["state_dict"].values())
+    assert {p.name for p in (out / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"} | {
+        f"step{s:07d}.ckpt" for s in range(10, good + 1, 10)}  # nothing after the last good one
+
+
+@pytest.mark.slow
+def test_gradient_clipping_trains_under_mixed_precision(tmp_path):
+    """Lightning refuses to clip a fused optimizer's gradients under mixed precision; with
+    clipping asked for, the recipe's Adam runs unfused and training goes on."""
+    from qkvmt.pipeline import train
+
+    corpus = write_corpus(tmp_path / "corpus")
+    overrides = tiny_overrides(corpus, tmp_path / "run", steps=4, val_every=4)
+    metrics = train(compose_train(*overrides, "trainer.gradient_clip_val=0.5", "trainer.precision=bf16-mixed"))
+    assert metrics["steps"] == 4 and metrics["precision"] == "bf16-mixed"
 
 
 @pytest.mark.slow

@@ -97,8 +97,8 @@ def test_module_compile_routes_the_loss_through_torch_compile(monkeypatch):
 
 
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
-def test_every_recipe_updates_its_parameters_with_one_fused_adam_kernel(experiment):
-    """A GPU step launches one optimizer kernel, not several per tensor group; the fused step is
+def test_every_recipe_updates_its_parameters_with_fused_adam(experiment):
+    """The whole Adam update runs fused, not one kernel per operation and tensor group, and is
     the same Adam as torch's default one, to float32 rounding, on a several-layer model."""
     cfg = compose_train(f"experiment={experiment}")
     module, reference = make_module(), make_module()
@@ -153,6 +153,7 @@ class HostReads(Callback):
 
     def on_train_start(self, trainer, pl_module):
         self.mode.__enter__()
+        self.watching = True
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self.step = trainer.global_step
@@ -162,22 +163,30 @@ class HostReads(Callback):
 
     def on_train_end(self, trainer, pl_module):
         self.step = None
-        self.mode.__exit__(None, None, None)
+        if getattr(self, "watching", False):  # not past a failed run: the mode would watch the session
+            self.mode.__exit__(None, None, None)
+            self.watching = False
+
+    def on_exception(self, trainer, pl_module, exception):
+        self.on_train_end(trainer, pl_module)
 
 
 @pytest.mark.slow
-def test_the_training_loop_reads_the_device_only_at_the_steps_it_logs(corpus, tmp_path):
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_the_training_loop_reads_the_device_only_at_the_steps_it_logs(corpus, tmp_path, accumulate):
     """The recipe's whole loop (Lightning, the progress bar, the NaN check, the loggers) leaves a
-    GPU's queue alone between logging steps: nothing is read back, nothing copied up. Batches
-    are made in a worker process, as a GPU run may, so their tensors are not the loop's."""
+    GPU's queue alone between logging steps: nothing is read back, nothing copied up, also when
+    a step accumulates several batches. Batches are made in a worker process, as a GPU run may,
+    so their tensors are not the loop's."""
     from qkvmt.pipeline import train
 
     HostReads.seen.clear()
     every, steps = 5, 12
-    overrides = tiny_overrides(corpus, tmp_path / "run", steps=steps, val_every=6)
+    overrides = tiny_overrides(corpus, tmp_path / "run", steps=steps, val_every=6 * accumulate)
     train(compose_train(*overrides, f"trainer.log_every_n_steps={every}", "trainer.enable_progress_bar=true",
-                        "data.max_tokens=128", "data.num_workers=1", f"+callbacks.host_reads._target_={__name__}.HostReads"))
+                        f"trainer.accumulate_grad_batches={accumulate}", "data.max_tokens=128", "data.num_workers=1",
+                        f"+callbacks.host_reads._target_={__name__}.HostReads"))
     logged = {s for s in range(steps) if (s + 1) % every == 0}
     read = {step for step, _ in HostReads.seen}
     # step 0: Lightning's first record of train/loss; then only what the loggers read, and they do read
-    assert read - {0} == logged, [r for r in HostReads.seen if r[0] == 5]
+    assert read - {0} == logged, [r for r in HostReads.seen if r[0] not in logged | {0}]

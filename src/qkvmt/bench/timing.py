@@ -34,7 +34,7 @@ class TrainTimer:
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype | None, pad_id: int):
         self.model = model.to(device).train()
-        # fused: one kernel for every parameter, as training runs it (conf/module/default.yaml)
+        # fused, as training runs it (conf/module/default.yaml)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
         self.device, self.dtype, self.pad_id = device, dtype, pad_id
         self.seconds: list[float] = []

@@ -39,28 +39,27 @@ def build_inputs(
     """Padded tensors of a batch of id rows (no special tokens in them). A row longer than
     max_len - 1 is cut to fit; callers that must not cut silently check `fits` first."""
     keep = None if max_len is None else max_len - 1
-    src_rows = [np.asarray(r, dtype=np.int64)[:keep] for r in src]
-    out = Inputs(src=_laid_out(src_rows, specials.pad, end=specials.eos))
+    src_rows = [np.asarray(r[:keep], dtype=np.int64) for r in src]
+    out = Inputs(src=_laid_out(src_rows, specials.pad, specials.eos, first=False))
     if tgt is not None:
-        tgt_rows = [np.asarray(r, dtype=np.int64)[:keep] for r in tgt]
-        out.tgt_in = _laid_out(tgt_rows, specials.pad, start=specials.bos)
-        out.tgt_out = _laid_out(tgt_rows, specials.pad, end=specials.eos)
+        tgt_rows = [np.asarray(r[:keep], dtype=np.int64) for r in tgt]
+        out.tgt_in = _laid_out(tgt_rows, specials.pad, specials.bos, first=True)
+        out.tgt_out = _laid_out(tgt_rows, specials.pad, specials.eos, first=False)
     return out
 
 
-def _laid_out(rows: list[np.ndarray], pad_id: int, start: int | None = None, end: int | None = None) -> Tensor:
-    """(B, longest + 1) int64: each row with `start` before it or `end` after it, then pads. Built
-    in whole arrays, not token by token: a training batch holds thousands of tokens, and the
-    host builds one every step."""
+def _laid_out(rows: list[np.ndarray], pad_id: int, special: int, first: bool) -> Tensor:
+    """(B, longest + 1) int64: each row with `special` before it (first) or after it, then pads.
+    Built in whole arrays, not token by token: a training batch holds thousands of tokens, and
+    the host builds one every step."""
     lengths = np.array([len(r) for r in rows], dtype=np.int64)  # (B,)
     width = int(lengths.max(initial=0)) + 1
     out = np.full((len(rows), width), pad_id, dtype=np.int64)  # (B, width)
-    first = 0 if start is None else 1
-    column = np.arange(width)
-    body = (column >= first) & (column < lengths[:, None] + first)  # (B, width): the ids' places, row by row
+    column, shift = np.arange(width), int(first)
+    body = (column >= shift) & (column < lengths[:, None] + shift)  # (B, width): the ids' places, row by row
     out[body] = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    if start is not None:
-        out[:, 0] = start
+    if first:
+        out[:, 0] = special
     else:
-        out[np.arange(len(rows)), lengths] = end
+        out[np.arange(len(rows)), lengths] = special
     return torch.from_numpy(out)

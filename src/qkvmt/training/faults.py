@@ -25,6 +25,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from qkvmt.model.checkpoint import load_checkpoint
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write
+from qkvmt.training.progress import logged
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ class StopOnNonFiniteLoss(Callback):
         self._saved_step: int | None = None  # the step of the newest checkpoint written or resumed from
         self._bad_step: torch.Tensor | None = None  # () int64 on the device: the first non-finite loss's step, or NONE
         self._bad_loss: torch.Tensor | None = None  # () float32 on the device: that loss
+        self._checked_at: int | None = None  # the logged step last checked
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         self._saved_step = checkpoint.get("global_step")
@@ -190,8 +192,10 @@ class StopOnNonFiniteLoss(Callback):
         self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        every = trainer.log_every_n_steps
-        if every > 0 and trainer.global_step % every == 0:  # the step the loggers have just read
+        # After a step whose values the loggers are about to read; once, however many batches
+        # the step accumulated (every rank alike: the check is collective).
+        if logged(trainer, trainer.global_step) and trainer.global_step != self._checked_at:
+            self._checked_at = trainer.global_step
             self.check(trainer)
 
     def on_validation_start(self, trainer, pl_module) -> None:

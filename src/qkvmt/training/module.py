@@ -2,6 +2,7 @@
 validation/test BLEU computed with the same decoding code as scripts/evaluate.py."""
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -20,6 +21,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.training.lr_schedule import lr_factor
 from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
+from qkvmt.training.progress import logged
 from qkvmt.text.metrics import score
 from qkvmt.model.transformer import Transformer
 from qkvmt.decoding.lines import translate_lines
@@ -101,8 +103,14 @@ class TranslationModule(L.LightningModule):
         ce = self.output_loss(hidden, batch["tgt_out"])
         return ce, alignment_loss(head, batch["align"])
 
+    def on_train_start(self) -> None:
+        self._rate_clock, self._rate_tokens = time.perf_counter(), 0
+
     def on_validation_start(self) -> None:
-        self._rate_clock, self._rate_tokens = None, 0  # tokens/s measures training steps, not validation
+        self._rate_clock = None  # tokens/s measures training steps, not validation
+
+    def on_validation_end(self) -> None:
+        self._rate_clock, self._rate_tokens = time.perf_counter(), 0
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.step_kernels():
@@ -115,25 +123,22 @@ class TranslationModule(L.LightningModule):
         # Device values stay on the device: Lightning reads them back only at the steps it logs.
         self.log("train/loss", translation, batch_size=batch["ntokens"])  # as val/loss: no λ term
         self._rate_tokens += batch["ntokens"]
-        if self.logged_step():
-            self.log_rates(batch["ntokens"])
         return loss
 
-    def logged_step(self) -> bool:
-        """Whether Lightning hands this training step's values to the loggers (every
-        trainer.log_every_n_steps steps, counting from 1)."""
-        every = self.trainer.log_every_n_steps
-        return every > 0 and (self.global_step + 1) % every == 0
+    def on_before_optimizer_step(self, optimizer) -> None:
+        # Once an optimizer step, however many batches it accumulates. `self.log` copies a Python
+        # number to the device, which makes a GPU's host wait for the queued work: only at the
+        # steps whose values the loggers read back anyway.
+        if logged(self.trainer, self.global_step + 1):
+            self.log_rates(optimizer)
 
-    def log_rates(self, batch_size: int) -> None:
-        """The lr, and target tokens a second over the steps since the last logged one. `self.log`
-        copies a Python number to the device, which makes the host wait for a GPU's queued work,
-        so these are logged only where the loggers read values back anyway."""
+    def log_rates(self, optimizer) -> None:
+        """The lr, and target tokens a second over the steps since the last logged one."""
         now = time.perf_counter()
         if self._rate_clock is not None:  # wall time of whole steps; no device sync needed
-            self.log("train/tgt_tok_s", self._rate_tokens / (now - self._rate_clock), batch_size=batch_size)
+            self.log("train/tgt_tok_s", self._rate_tokens / (now - self._rate_clock), batch_size=1)
         self._rate_clock, self._rate_tokens = now, 0
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=batch_size)
+        self.log("train/lr", optimizer.param_groups[0]["lr"], batch_size=1)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         with self.step_kernels():
@@ -175,7 +180,12 @@ class TranslationModule(L.LightningModule):
         self.log_dict({"test/bleu": self.test_scores["bleu"], "test/chrf": self.test_scores["chrf"]}, sync_dist=True)
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_fn(self.parameters())
+        optimizer_fn = self.optimizer_fn
+        if self.trainer.gradient_clip_val and getattr(optimizer_fn, "keywords", {}).get("fused"):
+            # Under mixed precision Lightning clips only gradients it unscales itself, and refuses
+            # an optimizer that unscales inside its own step, as a fused one does.
+            optimizer_fn = functools.partial(optimizer_fn, fused=False)
+        optimizer = optimizer_fn(self.parameters())
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

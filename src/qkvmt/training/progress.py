@@ -23,6 +23,14 @@ def duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
+def logged(trainer, steps_done: int) -> bool:
+    """Whether Lightning hands the loggers the values of the optimizer step that brings training to
+    `steps_done` steps: every trainer.log_every_n_steps, counting from 1. Logging reads values
+    back from the device, so these are the steps where a GPU's host waits anyway."""
+    every = trainer.log_every_n_steps
+    return every > 0 and steps_done % every == 0
+
+
 class StepProgress(ProgressBar):
     def __init__(self, every_s: float = 60.0, interactive: bool | None = None):
         super().__init__()
