@@ -149,7 +149,7 @@ class HostReads(Callback):
                     HostReads.seen.append((watcher.step, name))
                 return func(*args, **(kwargs or {}))
 
-        self.mode, self.step = Mode(), None
+        self.mode, self.step, self.watching = Mode(), None, False
 
     def on_train_start(self, trainer, pl_module):
         self.mode.__enter__()
@@ -163,7 +163,7 @@ class HostReads(Callback):
 
     def on_train_end(self, trainer, pl_module):
         self.step = None
-        if getattr(self, "watching", False):  # not past a failed run: the mode would watch the session
+        if self.watching:  # once, also after a failed run: a mode left on would watch the whole session
             self.mode.__exit__(None, None, None)
             self.watching = False
 

@@ -175,7 +175,6 @@ class StopOnNonFiniteLoss(Callback):
         self._saved_step: int | None = None  # the step of the newest checkpoint written or resumed from
         self._bad_step: torch.Tensor | None = None  # () int64 on the device: the first non-finite loss's step, or NONE
         self._bad_loss: torch.Tensor | None = None  # () float32 on the device: that loss
-        self._checked_at: int | None = None  # the logged step last checked
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         self._saved_step = checkpoint.get("global_step")
@@ -191,11 +190,10 @@ class StopOnNonFiniteLoss(Callback):
         self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
         self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        # After a step whose values the loggers are about to read; once, however many batches
-        # the step accumulated (every rank alike: the check is collective).
-        if logged(trainer, trainer.global_step) and trainer.global_step != self._checked_at:
-            self._checked_at = trainer.global_step
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        # Once an optimizer step, however many batches it accumulated, on every rank alike (the
+        # check is collective): at the steps whose values the loggers read back anyway.
+        if logged(trainer, trainer.global_step + 1):
             self.check(trainer)
 
     def on_validation_start(self, trainer, pl_module) -> None:

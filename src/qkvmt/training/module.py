@@ -103,14 +103,13 @@ class TranslationModule(L.LightningModule):
         ce = self.output_loss(hidden, batch["tgt_out"])
         return ce, alignment_loss(head, batch["align"])
 
-    def on_train_start(self) -> None:
+    def on_train_start(self) -> None:  # and after each validation: tokens/s measures training steps only
         self._rate_clock, self._rate_tokens = time.perf_counter(), 0
+
+    on_validation_end = on_train_start
 
     def on_validation_start(self) -> None:
-        self._rate_clock = None  # tokens/s measures training steps, not validation
-
-    def on_validation_end(self) -> None:
-        self._rate_clock, self._rate_tokens = time.perf_counter(), 0
+        self._rate_clock = None
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.step_kernels():
