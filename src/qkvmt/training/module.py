@@ -108,9 +108,6 @@ class TranslationModule(L.LightningModule):
 
     on_validation_end = on_train_start
 
-    def on_validation_start(self) -> None:
-        self._rate_clock = None
-
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         with self.step_kernels():
             if self.alignment.on:
