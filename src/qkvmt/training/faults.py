@@ -183,9 +183,7 @@ class StopOnNonFiniteLoss(Callback):
         self._bad_step = torch.full((), self.NONE, dtype=torch.int64, device=pl_module.device)
         self._bad_loss = torch.zeros((), device=pl_module.device)
 
-    def on_before_backward(self, trainer, pl_module, loss) -> None:
-        if self._bad_step is None:  # a backward outside fit
-            return
+    def on_before_backward(self, trainer, pl_module, loss) -> None:  # training steps only: after on_train_start
         first = ~torch.isfinite(loss.detach()) & (self._bad_step == self.NONE)  # on the device: nothing waits
         self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
         self._bad_loss = torch.where(first, loss.detach().float(), self._bad_loss)
@@ -210,7 +208,7 @@ class StopOnNonFiniteLoss(Callback):
 
     def check(self, trainer) -> None:
         """Raise NonFiniteLoss on every rank if any rank's loss was not finite (collective)."""
-        if self._bad_step is None:
+        if self._bad_step is None:  # the sanity-check validation, before training starts
             return
         step = int(trainer.strategy.reduce(self._bad_step.clone(), reduce_op="min"))
         if step == self.NONE:

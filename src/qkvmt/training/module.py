@@ -73,8 +73,8 @@ class TranslationModule(L.LightningModule):
         self.linear_row_multiple = linear_row_multiple
         self.loss_chunk_rows = loss_chunk_rows
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self._rate_clock: float | None = None  # when the tokens of train/tgt_tok_s began to count
-        self._rate_tokens = 0
+        # when the tokens of train/tgt_tok_s began to count, and how many since: set by on_train_start
+        self._rate_clock, self._rate_tokens = 0.0, 0
         self.test_scores: dict = {}
         self._loss = torch.compile(self.plain_loss, dynamic=True) if compile else self.plain_loss
 
@@ -130,9 +130,8 @@ class TranslationModule(L.LightningModule):
 
     def log_rates(self, optimizer) -> None:
         """The lr, and target tokens a second over the steps since the last logged one."""
-        now = time.perf_counter()
-        if self._rate_clock is not None:  # wall time of whole steps; no device sync needed
-            self.log("train/tgt_tok_s", self._rate_tokens / (now - self._rate_clock), batch_size=1)
+        now = time.perf_counter()  # wall time of whole steps; no device sync needed
+        self.log("train/tgt_tok_s", self._rate_tokens / (now - self._rate_clock), batch_size=1)
         self._rate_clock, self._rate_tokens = now, 0
         self.log("train/lr", optimizer.param_groups[0]["lr"], batch_size=1)
 
