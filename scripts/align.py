@@ -1,7 +1,7 @@
 """Cross-attention alignments: python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>"""
 
 from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline import align
+from qkvmt.pipeline.align import align
 
 main = hydra_command(align, "align", __file__, text=TEXT_KEYS)
 

@@ -1,7 +1,7 @@
 """Average checkpoints: python scripts/average.py ckpt_path=<ckpt> average=last5 [output=<file>]"""
 
 from qkvmt.cli import hydra_command
-from qkvmt.pipeline import average
+from qkvmt.pipeline.average import average
 
 main = hydra_command(average, "average", __file__)
 

@@ -112,7 +112,7 @@ def tiny_overrides(data_root: Path, out: Path, steps: int = 8, val_every: int = 
 @training_fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny model trained for 40 steps on the toy corpus, validated at steps 20 and 40."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     base = tmp_path_factory.mktemp("trained")
     corpus = write_corpus(base / "corpus")
@@ -126,7 +126,7 @@ def trained_run(tmp_path_factory):
 def supervised_run(tmp_path_factory):
     """A tiny model whose last decoder layer's head 1 learned eflomal's links of the toy corpus
     with full context, for 60 steps."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     base = tmp_path_factory.mktemp("supervised")
     corpus = write_corpus(base / "corpus")
@@ -140,7 +140,7 @@ def supervised_run(tmp_path_factory):
 @training_fixture(scope="session")
 def reverse_run(tmp_path_factory, trained_run):
     """trained_run's toy pair the other way round: en->de, same data and vocabulary size."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     run = tmp_path_factory.mktemp("reverse") / "run"
     overrides = tiny_overrides(trained_run["corpus"], run, steps=40, val_every=20)

@@ -16,7 +16,10 @@ from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
-from qkvmt.pipeline import align, export, inspect_attention, translate
+from qkvmt.pipeline.align import align
+from qkvmt.pipeline.export import export
+from qkvmt.pipeline.inspect_attention import inspect_attention
+from qkvmt.pipeline.translate import translate
 from qkvmt.analysis.forced import KINDS, forced_attention, one_pass_signals
 from tests.analysis.throwaway import SLOW, throwaway_signals
 from tests.conftest import ROOT, compose_inference
@@ -36,9 +39,10 @@ def model(ckpt):
 
 
 def test_import_qkvmt_is_light_and_names_the_api():
-    code = "import sys, qkvmt; print('qkvmt.api' in sys.modules, 'torch' in sys.modules); print(qkvmt.load.__module__)"
+    code = ("import sys, qkvmt; print('qkvmt.api' in sys.modules, 'torch' in sys.modules); print(qkvmt.load.__module__)\n"
+            "try: qkvmt.load('nope.ckpt')\nexcept qkvmt.UserError: print('lightning' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
-    assert out == ["False", "False", "qkvmt.api"]  # nothing heavy until a name is used
+    assert out == ["False", "False", "qkvmt.api", "False"]  # nothing heavy until a name is used; Lightning only to place a model
     with pytest.raises(AttributeError, match="no attribute 'lod'"):
         qkvmt.lod  # noqa: B018
 

@@ -20,9 +20,10 @@ from tests.conftest import ROOT, tiny_overrides, training_fixture, write_corpus
 SMALL = {"train": 60, "val": 4, "test_2016_flickr": 4}
 
 
-def run_script(script: str, *args, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    """scripts/<script>.py with `args` (str or bytes), as a user runs it: no HYDRA_FULL_ERROR."""
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+def run_script(script: str, *args, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
+    """scripts/<script>.py with `args` (str or bytes), as a user runs it: no HYDRA_FULL_ERROR;
+    `env`: more environment variables."""
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | (env or {})
     env["PYTHONPATH"] = str(ROOT / "src")
     r = subprocess.run([sys.executable, f"scripts/{script}.py", *args], input=stdin, capture_output=True,
                        cwd=ROOT, env=env, timeout=300)
@@ -168,6 +169,15 @@ def test_a_checkpoint_that_does_not_exist_is_one_line(tmp_path):
     assert user_error(r).startswith(f"error: checkpoint not found: {tmp_path / 'nope.ckpt'}; set ckpt_path to a .ckpt file, "
                                     "a model folder or a bundled model's name")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script, args", [("evaluate", []), ("translate", ["sentence=w1"]), ("export", ["format=onnx"])])
+def test_a_command_that_reads_a_checkpoint_says_what_is_wrong_before_importing_lightning(script, args, tmp_path):
+    # Lightning takes seconds to import; only placing a loaded model needs it.
+    r = run_script(script, f"ckpt_path={tmp_path / 'nope.ckpt'}", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert user_error(r).startswith("error: checkpoint not found" if script != "export" else "error: format='onnx'")
+    imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" in imported and "lightning" not in imported
 
 
 @pytest.mark.parametrize("damage", ["first_half", "random_bytes"])

@@ -16,7 +16,6 @@ command give the same numbers for the same checkpoint and settings.
 from dataclasses import asdict
 from pathlib import Path
 
-import lightning as L
 import torch
 from tokenizers import Tokenizer
 
@@ -57,7 +56,12 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
         return load_ctranslate2(path, device="cuda" if device == "auto" and torch.cuda.is_available() else "cpu")
     if path.is_dir() and (path / "checkpoints" / "best.ckpt").is_file():
         path = path / "checkpoints" / "best.ckpt"
-    fabric = L.Fabric(accelerator=device, devices=1, precision=precision)
+
+    def fabric():
+        import lightning as L  # here, not above: a missing or bad file is reported without waiting seconds for it
+
+        return L.Fabric(accelerator=device, devices=1, precision=precision)
+
     return Model.from_checkpoints([path, *map(resolve, average or [])], fabric)
 
 
@@ -70,9 +74,12 @@ class Model:
 
     @classmethod
     def from_checkpoints(cls, paths: list[Path], fabric) -> "Model":
-        """The model of one checkpoint file, or the average of several."""
+        """The model of one checkpoint file, or the average of several, placed by `fabric`: a
+        Lightning Fabric, or a function that makes one once the files are read (Lightning takes
+        seconds to import, and a missing or bad file should not wait for it)."""
         ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
         transformer, tokenizer = build_model(ckpt, paths[0])
+        fabric = fabric() if callable(fabric) else fabric
         return cls(fabric.to_device(transformer), tokenizer, CheckpointMeta.from_dict(ckpt["qkvmt"]), paths, fabric)
 
     def __repr__(self) -> str:

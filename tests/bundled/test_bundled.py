@@ -8,7 +8,7 @@ import torch
 import qkvmt
 import qkvmt.bundled as bundled
 from qkvmt.model.weights_folder import add_provenance, write_weights_folder
-from qkvmt.pipeline import inspect_attention
+from qkvmt.pipeline.inspect_attention import inspect_attention
 from qkvmt.text.metrics import score
 from qkvmt.text.sources import TextFiles
 from tests.conftest import MULTI30K, compose_inference, requires_multi30k

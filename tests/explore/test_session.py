@@ -17,7 +17,7 @@ from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.explore import session
 from qkvmt.explore.session import Explorer
-from qkvmt.pipeline import align
+from qkvmt.pipeline.align import align
 from qkvmt.text.metrics import sentence_scores
 from tests.conftest import compose_inference
 from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals

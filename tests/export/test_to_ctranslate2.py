@@ -11,7 +11,9 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
-from qkvmt.pipeline import export, train, translate
+from qkvmt.pipeline.export import export
+from qkvmt.pipeline.train import train
+from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.decoding.lines import translate_ids
 from tests.conftest import compose_inference, compose_train, tiny_overrides, training_fixture

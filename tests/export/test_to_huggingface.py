@@ -11,7 +11,7 @@ from qkvmt.export.to_huggingface import check_exportable, export_huggingface, re
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.positions import sinusoidal_positions
 from qkvmt.model.transformer import Transformer
-from qkvmt.pipeline import export
+from qkvmt.pipeline.export import export
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.model.checkpoint import CheckpointMeta

@@ -8,7 +8,7 @@ import pytest
 
 from qkvmt.model.checkpoint import average_checkpoints, load_checkpoint, load_model, model_weights, resolve_average
 from qkvmt.errors import UserError
-from qkvmt.pipeline import average
+from qkvmt.pipeline.average import average
 from tests.conftest import compose_inference
 
 

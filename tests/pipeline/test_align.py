@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline import align
+from qkvmt.pipeline.align import align
 from qkvmt.pipeline.align import training_pairs_of
 from qkvmt.alignment.symmetrize import symmetrize
 from qkvmt.text.tokenizer import train_bpe

@@ -10,7 +10,7 @@ import pytest
 from sacremoses import MosesTokenizer
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline import evaluate
+from qkvmt.pipeline.evaluate import evaluate
 from qkvmt.pipeline.evaluate import read_inputs
 from tests.conftest import compose_inference, write_corpus
 

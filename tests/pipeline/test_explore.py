@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline import explore
+from qkvmt.pipeline.explore import explore
 from tests.conftest import compose_inference
 
 

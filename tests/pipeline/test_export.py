@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline import export, translate
+from qkvmt.pipeline.export import export
+from qkvmt.pipeline.translate import translate
 from tests.conftest import ROOT, compose_inference
 
 pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")

@@ -13,7 +13,7 @@ from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
-from qkvmt.pipeline import align
+from qkvmt.pipeline.align import align
 from qkvmt.pipeline import faithfulness as command
 from qkvmt.pipeline.faithfulness import faithfulness
 from qkvmt.text.tokenizer import Specials, train_bpe

@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline import evaluate, heads
+from qkvmt.pipeline.evaluate import evaluate
+from qkvmt.pipeline.heads import heads
 from tests.conftest import compose_inference
 from tests.pipeline.test_align import write_gold
 

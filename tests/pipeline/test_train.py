@@ -16,7 +16,7 @@ import torch
 from qkvmt.model.checkpoint import load_model
 from qkvmt.errors import UserError
 from qkvmt.training.hardware import Hardware, choose_precision, detect
-from qkvmt.pipeline import train
+from qkvmt.pipeline.train import train
 from qkvmt.training.progress import StepProgress
 from qkvmt.text.tokenizer import Specials
 from tests.conftest import MULTI30K, ROOT, compose_inference, compose_train, requires_multi30k, tiny_overrides, write_corpus
@@ -107,7 +107,7 @@ def test_training_from_a_hugging_face_dataset_offline(tmp_path):
     cfg = compose_train(*tiny_overrides(tmp_path / "hf_cache", out, steps=4), "data=hf", f"data.source.path={folder}")
     assert train(cfg)["steps"] == 4
     # evaluate.py split= reads the run's own source: "val" is the dataset's "validation" split
-    from qkvmt.pipeline import evaluate
+    from qkvmt.pipeline.evaluate import evaluate
 
     metrics = evaluate(compose_inference("evaluate", f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}", "split=val",
                                          "decode.beam_size=1", "attention.num_samples=0", f"output_dir={tmp_path / 'eval'}"))

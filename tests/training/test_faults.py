@@ -136,7 +136,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
 def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_ones(tmp_path, monkeypatch):
     """Disk full at the second checkpoint: a one-line error naming the file; the first is intact."""
     from qkvmt import files
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "run"
@@ -163,7 +163,7 @@ def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_one
 ])
 def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch, steps, bad, log_every, good):
     from qkvmt.training.module import TranslationModule
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "run"
@@ -186,7 +186,7 @@ def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_pa
 def test_gradient_clipping_trains_under_mixed_precision(tmp_path):
     """Lightning refuses to clip a fused optimizer's gradients under mixed precision; with
     clipping asked for, the recipe's Adam runs unfused and training goes on."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     corpus = write_corpus(tmp_path / "corpus")
     overrides = tiny_overrides(corpus, tmp_path / "run", steps=4, val_every=4)
@@ -197,7 +197,7 @@ def test_gradient_clipping_trains_under_mixed_precision(tmp_path):
 @pytest.mark.slow
 def test_same_seed_in_deterministic_mode_gives_identical_losses(tmp_path):
     """Two CPU runs with seed=S and trainer.deterministic=true log the same 50 training losses."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     corpus = write_corpus(tmp_path / "corpus")
     losses = []
@@ -212,7 +212,7 @@ def test_same_seed_in_deterministic_mode_gives_identical_losses(tmp_path):
 
 @pytest.mark.parametrize("content", [None, b"not a checkpoint"], ids=["missing", "corrupt"])
 def test_a_bad_resume_path_is_a_one_line_error_before_training(tmp_path, content):
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     corpus = write_corpus(tmp_path / "corpus")
     bad = tmp_path / "given.ckpt"

@@ -14,7 +14,7 @@ import qkvmt.training.host_memory as host_memory
 import qkvmt.training.torch_build as torch_build
 from qkvmt.model.config import ModelConfig
 from qkvmt.training.host_memory import MB, peak_resident_bytes, resident_bytes, training_need_mb, warn_if_short
-from qkvmt.pipeline import train
+from qkvmt.pipeline.train import train
 from tests.conftest import ROOT, compose_train, tiny_overrides
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import qkvmt.training.matmul_rows as matmul_rows
-from qkvmt.pipeline import train
+from qkvmt.pipeline.train import train
 from qkvmt.training.matmul_rows import PadLinearRows, few_matmul_shapes
 from tests.conftest import compose_train, tiny_overrides
 

@@ -178,7 +178,7 @@ def test_the_training_loop_reads_the_device_only_at_the_steps_it_logs(corpus, tm
     GPU's queue alone between logging steps: nothing is read back, nothing copied up, also when
     a step accumulates several batches. Batches are made in a worker process, as a GPU run may,
     so their tensors are not the loop's."""
-    from qkvmt.pipeline import train
+    from qkvmt.pipeline.train import train
 
     HostReads.seen.clear()
     every, steps = 5, 12

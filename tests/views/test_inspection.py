@@ -10,7 +10,7 @@ import torch
 from qkvmt.model.checkpoint import load_model
 from qkvmt.errors import UserError
 from qkvmt.views.inspection import inspect_head
-from qkvmt.pipeline import inspect_attention
+from qkvmt.pipeline.inspect_attention import inspect_attention
 from tests.conftest import compose_inference
 
 

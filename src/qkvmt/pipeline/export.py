@@ -1,7 +1,9 @@
 """export(cfg): a checkpoint (or an average of several) as a model folder of another runtime
 (qkvmt.export.formats: CTranslate2, Hugging Face)."""
 
-import lightning as L
+from functools import partial
+
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from qkvmt.export.formats import export_format
@@ -13,7 +15,8 @@ def export(cfg: DictConfig) -> dict:
     everything is checked before the folder appears, and it appears only when complete."""
     fmt = export_format(cfg)
     check_output_dir(cfg)
-    model = load_for_inference(cfg, L.Fabric(accelerator="cpu", devices=1))  # the weights are copied out on the CPU
+    cpu = partial(instantiate, cfg.fabric, accelerator="cpu", devices=1, precision="32-true")  # the weights are copied out on the CPU
+    model = load_for_inference(cfg, cpu)
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 from hydra.utils import instantiate
@@ -24,8 +25,9 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
 
 def load_for_inference(cfg: DictConfig, fabric=None) -> Model:
     """The model of ckpt_path, or of the average of the checkpoints `average` names, placed
-    by Lightning Fabric: `fabric`, or the one cfg.fabric configures (a GPU when there is one)."""
-    return Model.from_checkpoints(checkpoint_paths(cfg), fabric or instantiate(cfg.fabric))
+    by Lightning Fabric: `fabric` (one, or a function that makes one), or the one cfg.fabric
+    configures (a GPU when there is one)."""
+    return Model.from_checkpoints(checkpoint_paths(cfg), fabric or partial(instantiate, cfg.fabric))
 
 
 def decode_overrides(cfg_decode: DictConfig) -> dict:
