@@ -15,8 +15,8 @@ def export(cfg: DictConfig) -> dict:
     everything is checked before the folder appears, and it appears only when complete."""
     fmt = export_format(cfg)
     check_output_dir(cfg)
-    cpu = partial(instantiate, cfg.fabric, accelerator="cpu", devices=1, precision="32-true")  # the weights are copied out on the CPU
-    model = load_for_inference(cfg, cpu)
+    # The weights are copied out on the CPU.
+    model = load_for_inference(cfg, partial(instantiate, cfg.fabric, accelerator="cpu", devices=1, precision="32-true"))
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:
