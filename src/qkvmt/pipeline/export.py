@@ -1,9 +1,6 @@
 """export(cfg): a checkpoint (or an average of several) as a model folder of another runtime
 (qkvmt.export.formats: CTranslate2, Hugging Face)."""
 
-from functools import partial
-
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from qkvmt.export.formats import export_format
@@ -16,7 +13,7 @@ def export(cfg: DictConfig) -> dict:
     fmt = export_format(cfg)
     check_output_dir(cfg)
     # The weights are copied out on the CPU.
-    model = load_for_inference(cfg, partial(instantiate, cfg.fabric, accelerator="cpu", devices=1, precision="32-true"))
+    model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:

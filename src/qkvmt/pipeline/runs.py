@@ -23,11 +23,11 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     return resolve_average(cfg.ckpt_path, average)
 
 
-def load_for_inference(cfg: DictConfig, fabric=None) -> Model:
-    """The model of ckpt_path, or of the average of the checkpoints `average` names, placed
-    by Lightning Fabric: `fabric` (one, or a function that makes one), or the one cfg.fabric
-    configures (a GPU when there is one)."""
-    return Model.from_checkpoints(checkpoint_paths(cfg), fabric or partial(instantiate, cfg.fabric))
+def load_for_inference(cfg: DictConfig, **fabric_settings) -> Model:
+    """The model of ckpt_path, or of the average of the checkpoints `average` names, placed by
+    the Lightning Fabric cfg.fabric configures (a GPU when there is one), with `fabric_settings`
+    over it. The Fabric is made once the files are read: Lightning takes seconds to import."""
+    return Model.from_checkpoints(checkpoint_paths(cfg), partial(instantiate, cfg.fabric, **fabric_settings))
 
 
 def decode_overrides(cfg_decode: DictConfig) -> dict:
