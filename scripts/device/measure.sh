@@ -19,7 +19,8 @@ Stages (each sized to finish in about ten minutes on one recent GPU):
                  sentences in one batch, 10 of our steps under torch.profiler (profile.txt); ours
                  with each other attention kernel (sdpa_efficient.json, sdpa_math.json); then ours
                  alone with compile=true, lengths padded to multiples of 8 and 20 warm-up steps
-                 to compile in. ARGS: overrides for benchmark.py.
+                 to compile in, 10 of its steps profiled (profile_compiled.txt). ARGS: overrides
+                 for benchmark.py.
   sweep          variants of a GPU recipe trained side by side on the one GPU, to choose one by
                  validation BLEU: sweep.tsv. Each ARG is one variant's overrides, quoted:
                    measure.sh sweep 'model.dropout=0.2' 'model.dropout=0.3 module.optimizer.lr=7e-4'
@@ -112,8 +113,9 @@ case "$stage" in
     # Lengths in multiples of 8: a compiled graph holds for every batch (it specializes on a
     # length's divisibility); the warm-up compiles it, and once more where source and target
     # lengths first differ. Compiling model=base takes about 100 s on an H100.
-    python3 scripts/benchmark.py "${base[@]}" compile=true data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
+    python3 scripts/benchmark.py "${base[@]}" compile=true data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
     cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
+    if [ -f "$runs/bench_compiled/profile.txt" ]; then cp "$runs/bench_compiled/profile.txt" "$out/profile_compiled.txt"; fi
     ;;
   sweep)
     # Side by side because a step of these small models leaves the GPU mostly idle.
