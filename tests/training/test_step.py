@@ -96,6 +96,16 @@ def test_module_compile_routes_the_loss_through_torch_compile(monkeypatch):
     assert make_module(compile=False) and len(compiled) == 1
 
 
+def test_every_recipe_that_compiles_gives_its_batches_lengths_in_multiples_of_8():
+    """A compiled step specializes on a length's divisibility by 8 and compiles again when it
+    changes, until dynamo's recompile limit leaves the step eager: a recipe that trains compiled
+    pads every batch's lengths to a multiple of 8, so one graph serves all of them."""
+    recipes = {p.stem: compose_train(f"experiment={p.stem}") for p in (CONF / "experiment").glob("*.yaml")}
+    compiled = {name: cfg.data.length_multiple for name, cfg in recipes.items() if cfg.module.compile}
+    assert compiled, "no recipe trains compiled: the Transformer-base GPU recipes should"
+    assert all(m % 8 == 0 for m in compiled.values()), compiled
+
+
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
 def test_every_recipe_updates_its_parameters_with_fused_adam(experiment):
     """The whole Adam update runs fused, not one kernel per operation and tensor group, and is
