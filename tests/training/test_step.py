@@ -24,6 +24,7 @@ from qkvmt.training.module import TranslationModule
 from tests.conftest import CONF, compose_train, tiny_overrides
 
 V, PAD = 60, 0
+RECIPES = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
 def make_module(**module_kwargs) -> TranslationModule:
@@ -100,13 +101,13 @@ def test_every_recipe_that_compiles_gives_its_batches_lengths_in_multiples_of_8(
     """A compiled step specializes on a length's divisibility by 8 and compiles again when it
     changes, until dynamo's recompile limit leaves the step eager: a recipe that trains compiled
     pads every batch's lengths to a multiple of 8, so one graph serves all of them."""
-    recipes = {p.stem: compose_train(f"experiment={p.stem}") for p in (CONF / "experiment").glob("*.yaml")}
+    recipes = {name: compose_train(f"experiment={name}") for name in RECIPES}
     compiled = {name: cfg.data.length_multiple for name, cfg in recipes.items() if cfg.module.compile}
     assert compiled, "no recipe trains compiled: the Transformer-base GPU recipes should"
     assert all(m % 8 == 0 for m in compiled.values()), compiled
 
 
-@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("experiment", RECIPES)
 def test_every_recipe_updates_its_parameters_with_fused_adam(experiment):
     """The whole Adam update runs fused, not one kernel per operation and tensor group, and is
     the same Adam as torch's default one, to float32 rounding, on a several-layer model."""
