@@ -1,4 +1,6 @@
-"""Cross-attention alignments: python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>"""
+"""Cross-attention alignments:
+python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>
+"""
 
 from qkvmt.cli import TEXT_KEYS, hydra_command
 from qkvmt.pipeline.align import align

@@ -13,7 +13,9 @@ skip_idle_triton()  # before Lightning imports torch._dynamo, which imports trit
 from qkvmt.cli import hydra_command, with_default_experiment  # noqa: E402
 from qkvmt.pipeline.train import train_command  # noqa: E402
 
-main = hydra_command(train_command, "train", __file__, argv=lambda argv: with_default_experiment(argv, torch.cuda.is_available()))
+main = hydra_command(
+    train_command, "train", __file__, argv=lambda argv: with_default_experiment(argv, torch.cuda.is_available())
+)
 
 if __name__ == "__main__":
     main()

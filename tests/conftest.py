@@ -51,8 +51,11 @@ def train_only_when_slow(request, monkeypatch):
     from lightning.pytorch import Trainer
 
     def refuse(*args, **kwargs):
-        pytest.fail(f"{request.node.nodeid} trains a model: mark it @pytest.mark.slow, or, if it trains through "
-                    "a fixture, make that fixture a @training_fixture (tests/conftest.py)", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid} trains a model: mark it @pytest.mark.slow, or, if it trains through "
+            "a fixture, make that fixture a @training_fixture (tests/conftest.py)",
+            pytrace=False,
+        )
 
     monkeypatch.setattr(Trainer, "fit", refuse)
 
@@ -132,7 +135,12 @@ def supervised_run(tmp_path_factory):
     corpus = write_corpus(base / "corpus")
     run = base / "run"
     overrides = tiny_overrides(corpus, run, steps=60, val_every=30)
-    supervision = ["module.alignment.weight=1.0", "module.alignment.layer=-1", "module.alignment.head=1", "module.alignment.full_context=true"]
+    supervision = [
+        "module.alignment.weight=1.0",
+        "module.alignment.layer=-1",
+        "module.alignment.head=1",
+        "module.alignment.full_context=true",
+    ]
     metrics = train(compose_train(*overrides, *supervision, "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
     return {"corpus": corpus, "run": run, "metrics": metrics}
 
@@ -144,7 +152,11 @@ def reverse_run(tmp_path_factory, trained_run):
 
     run = tmp_path_factory.mktemp("reverse") / "run"
     overrides = tiny_overrides(trained_run["corpus"], run, steps=40, val_every=20)
-    train(compose_train(*overrides, "data.src_lang=en", "data.tgt_lang=de", "module.optimizer.lr=3e-3", "module.warmup_steps=10"))
+    train(
+        compose_train(
+            *overrides, "data.src_lang=en", "data.tgt_lang=de", "module.optimizer.lr=3e-3", "module.warmup_steps=10"
+        )
+    )
     return {"corpus": trained_run["corpus"], "run": run}
 
 
@@ -162,7 +174,16 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=binary, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                                            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        b = p.chromium.launch(
+            executable_path=binary,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         yield b
         b.close()

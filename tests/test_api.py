@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import qkvmt
+from qkvmt.analysis.forced import KINDS, forced_attention, one_pass_signals
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -20,7 +21,6 @@ from qkvmt.pipeline.align import align
 from qkvmt.pipeline.export import export
 from qkvmt.pipeline.inspect_attention import inspect_attention
 from qkvmt.pipeline.translate import translate
-from qkvmt.analysis.forced import KINDS, forced_attention, one_pass_signals
 from tests.analysis.throwaway import SLOW, throwaway_signals
 from tests.conftest import ROOT, compose_inference
 from tests.views.test_report import assert_not_pwned, dump_dom
@@ -39,10 +39,19 @@ def model(ckpt):
 
 
 def test_import_qkvmt_is_light_and_names_the_api():
-    code = ("import sys, qkvmt; print('qkvmt.api' in sys.modules, 'torch' in sys.modules); print(qkvmt.load.__module__)\n"
-            "try: qkvmt.load('nope.ckpt')\nexcept qkvmt.UserError: print('lightning' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
-    assert out == ["False", "False", "qkvmt.api", "False"]  # nothing heavy until a name is used; Lightning only to place a model
+    code = (
+        "import sys, qkvmt; print('qkvmt.api' in sys.modules, 'torch' in sys.modules); print(qkvmt.load.__module__)\n"
+        "try: qkvmt.load('nope.ckpt')\nexcept qkvmt.UserError: print('lightning' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    assert out == [
+        "False",
+        "False",
+        "qkvmt.api",
+        "False",
+    ]  # nothing heavy until a name is used; Lightning only to place a model
     with pytest.raises(AttributeError, match="no attribute 'lod'"):
         qkvmt.lod  # noqa: B018
 
@@ -57,14 +66,20 @@ def test_translate_is_the_commands_translation(model, ckpt):
     assert out.sources == lines and out.settings["beam_size"] == meta.decode["beam_size"] == 2
     assert model.translate(lines[0])[0] == out[0]  # one text: a list of one
     stdout = io.StringIO()
-    translate(compose_inference("translate", f"ckpt_path={ckpt}", "decode.beam_size=2"), io.BytesIO("\n".join(lines).encode() + b"\n"), stdout)
+    translate(
+        compose_inference("translate", f"ckpt_path={ckpt}", "decode.beam_size=2"),
+        io.BytesIO("\n".join(lines).encode() + b"\n"),
+        stdout,
+    )
     assert stdout.getvalue().splitlines() == list(out)
 
 
 def test_decoding_keywords_override_the_checkpoints_settings(model, ckpt):
     greedy = model.translate([SOURCE], beam_size=1)
     transformer, tok, _ = load_model(ckpt)
-    assert greedy.ids == translate_ids(transformer, tok, [SOURCE], DecodeConfig(**(model.meta.decode | {"beam_size": 1})))
+    assert greedy.ids == translate_ids(
+        transformer, tok, [SOURCE], DecodeConfig(**(model.meta.decode | {"beam_size": 1}))
+    )
     assert greedy.settings["beam_size"] == 1
     with pytest.raises(UserError, match="'beam' is no decoding setting: use beam_size"):
         model.translate([SOURCE], beam=3)
@@ -100,14 +115,30 @@ def test_attention_computes_the_signals_asked_for(model):
 
 def test_align_and_inspect_equal_what_the_commands_write(model, ckpt, tmp_path):
     ours = model.align(SOURCE, "t4 t3 t2 t1")
-    align(compose_inference("align", f"ckpt_path={ckpt}", f"sentence='{SOURCE}'", "reference='t4 t3 t2 t1'",
-                            f"output_dir={tmp_path / 'align'}"))
+    align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            f"sentence='{SOURCE}'",
+            "reference='t4 t3 t2 t1'",
+            f"output_dir={tmp_path / 'align'}",
+        )
+    )
     assert ours.to_dict() == json.loads((tmp_path / "align" / "alignment.json").read_text())
     assert ours.pharaoh == " ".join(f"{i}-{j}" for i, j in ours.links)
 
     head = model.inspect(SOURCE, kind="decoder", layer=1, head=2)
-    inspect_attention(compose_inference("inspect_attention", f"ckpt_path={ckpt}", f"sentence='{SOURCE}'", "kind=decoder",
-                                        "layer=1", "head=2", f"output_dir={tmp_path / 'inspect'}"))
+    inspect_attention(
+        compose_inference(
+            "inspect_attention",
+            f"ckpt_path={ckpt}",
+            f"sentence='{SOURCE}'",
+            "kind=decoder",
+            "layer=1",
+            "head=2",
+            f"output_dir={tmp_path / 'inspect'}",
+        )
+    )
     assert head.to_dict() == json.loads((tmp_path / "inspect" / "inspect.json").read_text())
     assert head.check["output_max_abs_diff"] < 1e-5
 
@@ -128,7 +159,10 @@ def test_align_takes_a_policy_as_an_object_or_a_dict_and_checks_it(model):
 
 def test_results_show_their_own_page_in_a_notebook_and_save_their_files(model, tmp_path):
     results = {
-        "attention": (model.attention(SOURCE), {"attention.npz", "encoder.png", "decoder.png", "cross.png", "attention.html"}),
+        "attention": (
+            model.attention(SOURCE),
+            {"attention.npz", "encoder.png", "decoder.png", "cross.png", "attention.html"},
+        ),
         "align": (model.align(SOURCE), {"alignment.json", "alignment.png", "alignment.html"}),
         "inspect": (model.inspect(SOURCE), {"inspect.json", "inspect.html"}),
         "translate": (model.translate([SOURCE, "w5"]), {"translations.txt", "translations.json", "translations.html"}),

@@ -25,8 +25,14 @@ def run_script(script: str, *args, stdin: bytes = b"", env: dict | None = None) 
     `env`: more environment variables."""
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | (env or {})
     env["PYTHONPATH"] = str(ROOT / "src")
-    r = subprocess.run([sys.executable, f"scripts/{script}.py", *args], input=stdin, capture_output=True,
-                       cwd=ROOT, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, f"scripts/{script}.py", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     r.stdout, r.stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
     return r
 
@@ -44,7 +50,13 @@ def user_error(r: subprocess.CompletedProcess) -> str:
 def train_args(corpus: Path, out: Path, *extra: str) -> list[str]:
     """A one-step tiny training run into `out`, never downloading."""
     overrides = [o for o in tiny_overrides(corpus, out, steps=1, val_every=1) if not o.startswith("paths.output_dir")]
-    return [*overrides, "data.source.download_url=null", "module.test_decode.beam_size=1", f"hydra.run.dir={out}", *extra]
+    return [
+        *overrides,
+        "data.source.download_url=null",
+        "module.test_decode.beam_size=1",
+        f"hydra.run.dir={out}",
+        *extra,
+    ]
 
 
 @pytest.fixture
@@ -63,8 +75,13 @@ def test_missing_data_is_one_line_naming_it(script, ckpt, tmp_path):
         assert "data.root" in user_error(r) and str(missing) in user_error(r)
         assert not missing.exists() and not (tmp_path / "run" / "checkpoints").exists()
     else:
-        r = run_script("evaluate", f"ckpt_path={ckpt}", f"src_file={missing}.de", f"ref_file={missing}.en",
-                       f"output_dir={tmp_path / 'out'}")
+        r = run_script(
+            "evaluate",
+            f"ckpt_path={ckpt}",
+            f"src_file={missing}.de",
+            f"ref_file={missing}.en",
+            f"output_dir={tmp_path / 'out'}",
+        )
         assert user_error(r) == f"error: file not found: {missing}.de; check the path"
         assert not (tmp_path / "out").exists()
 
@@ -72,8 +89,13 @@ def test_missing_data_is_one_line_naming_it(script, ckpt, tmp_path):
 def test_parallel_files_of_different_length_name_both_counts(ckpt, tmp_path):
     (tmp_path / "x.de").write_text("w1\nw2\nw3\n")
     (tmp_path / "x.en").write_text("t1\nt2\n")
-    r = run_script("evaluate", f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en'}",
-                   f"output_dir={tmp_path / 'out'}")
+    r = run_script(
+        "evaluate",
+        f"ckpt_path={ckpt}",
+        f"src_file={tmp_path / 'x.de'}",
+        f"ref_file={tmp_path / 'x.en'}",
+        f"output_dir={tmp_path / 'out'}",
+    )
     line = user_error(r)
     assert f"{tmp_path / 'x.de'} has 3 lines" in line and f"{tmp_path / 'x.en'} has 2" in line
     assert not (tmp_path / "out").exists()
@@ -103,7 +125,9 @@ def test_training_pairs_longer_than_max_positions_are_filtered_and_counted(dropp
     corpus, tok = dropping_run["corpus"], Tokenizer.from_file(str(dropping_run["out"] / "tokenizer.json"))
     src, tgt = ((corpus / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
     pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt) if s.strip() and t.strip()]
-    lengths = [max(len(a), len(b)) + 1 for a, b in zip(encode(tok, [s for s, _ in pairs]), encode(tok, [t for _, t in pairs]))]
+    lengths = [
+        max(len(a), len(b)) + 1 for a, b in zip(encode(tok, [s for s, _ in pairs]), encode(tok, [t for _, t in pairs]))
+    ]
     too_long = sum(n > 8 for n in lengths)
     assert 0 < too_long < len(pairs)
     assert f"filtered {too_long} training pairs longer than max_positions=8 tokens" in dropping_run["log"]
@@ -131,8 +155,13 @@ def test_bytes_that_are_not_utf8_name_the_file_and_line(where, ckpt, tmp_path):
     elif where == "src_file":
         (tmp_path / "x.de").write_bytes(b"w1\n" + bad + b"\n")
         (tmp_path / "x.en").write_text("t1\nt2\n")
-        r = run_script("evaluate", f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en'}",
-                       f"output_dir={tmp_path / 'out'}")
+        r = run_script(
+            "evaluate",
+            f"ckpt_path={ckpt}",
+            f"src_file={tmp_path / 'x.de'}",
+            f"ref_file={tmp_path / 'x.en'}",
+            f"output_dir={tmp_path / 'out'}",
+        )
         assert user_error(r).startswith(f"error: {tmp_path / 'x.de'}, line 2: not valid UTF-8")
         assert not (tmp_path / "out").exists()
     elif where == "stdin":
@@ -166,12 +195,16 @@ def test_an_empty_sentence_is_one_line(script, ckpt, tmp_path):
 
 def test_a_checkpoint_that_does_not_exist_is_one_line(tmp_path):
     r = run_script("evaluate", f"ckpt_path={tmp_path / 'nope.ckpt'}", f"output_dir={tmp_path / 'out'}")
-    assert user_error(r).startswith(f"error: checkpoint not found: {tmp_path / 'nope.ckpt'}; set ckpt_path to a .ckpt file, "
-                                    "a model folder or a bundled model's name")
+    assert user_error(r).startswith(
+        f"error: checkpoint not found: {tmp_path / 'nope.ckpt'}; set ckpt_path to a .ckpt file, "
+        "a model folder or a bundled model's name"
+    )
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("script, args", [("evaluate", []), ("translate", ["sentence=w1"]), ("export", ["format=onnx"])])
+@pytest.mark.parametrize(
+    "script, args", [("evaluate", []), ("translate", ["sentence=w1"]), ("export", ["format=onnx"])]
+)
 def test_a_command_that_reads_a_checkpoint_says_what_is_wrong_before_importing_lightning(script, args, tmp_path):
     # Lightning takes seconds to import; only placing a loaded model needs it.
     r = run_script(script, f"ckpt_path={tmp_path / 'nope.ckpt'}", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
@@ -243,10 +276,13 @@ def write_gold(folder: Path, talp: list[str]) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("talp, expected", [
-    (["1-3 2-2 3-1"], "files have different line counts (de: 2, en: 2, alignment.talp: 1)"),
-    (["1-3 2-2 3-1", "1-2 2-7"], "alignment.talp, line 2: link 2-7 (1-based) is out of range"),
-])
+@pytest.mark.parametrize(
+    "talp, expected",
+    [
+        (["1-3 2-2 3-1"], "files have different line counts (de: 2, en: 2, alignment.talp: 1)"),
+        (["1-3 2-2 3-1", "1-2 2-7"], "alignment.talp, line 2: link 2-7 (1-based) is out of range"),
+    ],
+)
 def test_gold_alignments_that_do_not_fit_the_sentences_name_file_and_line(talp, expected, ckpt, tmp_path):
     gold = write_gold(tmp_path / "gold", talp)
     r = run_script("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / 'out'}")
@@ -295,8 +331,12 @@ def shell_calls(source: str) -> list[str]:
 
 def test_no_code_in_src_or_scripts_runs_a_shell():
     assert shell_calls("import os, subprocess\nos.system('x')\nsubprocess.run('x', shell=True)") == [
-        "os.system", "subprocess.run(shell=...)"]  # the check itself sees both forms
+        "os.system",
+        "subprocess.run(shell=...)",
+    ]  # the check itself sees both forms
     files = sorted((ROOT / "src").rglob("*.py")) + sorted((ROOT / "scripts").glob("*.py"))
     assert len(files) > 20
-    offenders = {str(f.relative_to(ROOT)): calls for f in files if (calls := shell_calls(f.read_text(encoding="utf-8")))}
+    offenders = {
+        str(f.relative_to(ROOT)): calls for f in files if (calls := shell_calls(f.read_text(encoding="utf-8")))
+    }
     assert offenders == {}

@@ -6,8 +6,16 @@ from qkvmt.cli import CPU_EXPERIMENT, quote_text_overrides, with_default_experim
 from tests.conftest import CONF
 
 TEXTS = [
-    "Ein Mann fährt Fahrrad .", "Ein Mann, der lacht.", "der Mann's Hut", r"a \ b", "x=y [z]", "ends \\", "q\\'s",
-    '"Komm", sagte er, "schnell"', "'zitiert'", "Preis ${x}",
+    "Ein Mann fährt Fahrrad .",
+    "Ein Mann, der lacht.",
+    "der Mann's Hut",
+    r"a \ b",
+    "x=y [z]",
+    "ends \\",
+    "q\\'s",
+    '"Komm", sagte er, "schnell"',
+    "'zitiert'",
+    "Preis ${x}",
 ]
 
 

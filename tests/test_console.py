@@ -17,7 +17,8 @@ def test_known_deprecation_is_dropped_and_other_warnings_are_kept():
         warnings.warn("some other library change", FutureWarning)
         warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated", DeprecationWarning)  # other category
     assert [str(w.message) for w in caught] == [
-        "some other library change", "`isinstance(treespec, LeafSpec)` is deprecated"
+        "some other library change",
+        "`isinstance(treespec, LeafSpec)` is deprecated",
     ]
 
 

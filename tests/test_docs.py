@@ -22,7 +22,9 @@ README_MAX_LINES = 200
 PROCESS_WORDS = re.compile(r"\bissues? #?\d+|\bmoonshots?\b|can_start_another|\$OUT\b|\bdevice tool\b", re.I)
 PROCESS_PROSE = re.compile(
     r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|\d+(?:st|nd|rd|th)|next|last|this|that|"
-    r"each|every|another|previous|earlier|later)\s+rounds?\b|\brounds? \d+\b|\bsessions?\b", re.I)  # not "the other way round"
+    r"each|every|another|previous|earlier|later)\s+rounds?\b|\brounds? \d+\b|\bsessions?\b",
+    re.I,
+)  # not "the other way round"
 
 
 def user_docs() -> list:
@@ -48,13 +50,14 @@ def process_words(path, root=ROOT) -> list[str]:
 
 def readme_api_example() -> str:
     readme = README.read_text(encoding="utf-8")
-    section = readme[readme.index("## Attention for your own sentence"):]
+    section = readme[readme.index("## Attention for your own sentence") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_readmes_api_example_runs_as_written(tmp_path):
-    r = subprocess.run([sys.executable, "-c", readme_api_example()], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", readme_api_example()], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "->" in r.stdout  # the example prints what it found
     assert any(tmp_path.rglob("alignment.html"))  # and saves a result
@@ -73,7 +76,9 @@ def test_the_tour_notebook_runs_in_a_kernel():
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "docs")}}).execute()
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "docs")}}
+        ).execute()
     except Exception as e:  # nbclient's CellExecutionError names the cell and the traceback
         pytest.fail(f"a cell of docs/tour.ipynb failed:\n{e}")
     for cells, what in ((nb.cells, "run now"), (saved.cells, "as saved in docs/tour.ipynb")):
@@ -91,8 +96,11 @@ def test_no_user_doc_speaks_of_the_projects_process():
 
 def test_the_process_word_check_finds_and_places_them(tmp_path):
     doc = tmp_path / "page.md"
-    doc.write_text("Fine.\nAs issue 12 says, the seventh round\n`train.rounds` is an option; j → round(j·n/m), "
-                   "the other way round\n", encoding="utf-8")
+    doc.write_text(
+        "Fine.\nAs issue 12 says, the seventh round\n`train.rounds` is an option; j → round(j·n/m), "
+        "the other way round\n",
+        encoding="utf-8",
+    )
     hits = process_words(doc, root=tmp_path)
     assert [h.split(": ", 1)[0] for h in hits] == ["page.md:2", "page.md:2"]
     assert "issue 12" in hits[0] and "seventh round" in hits[1]
@@ -119,7 +127,14 @@ def links(page) -> list[tuple[str, str]]:
         if "://" in target or target.startswith("mailto:"):
             continue
         path, _, anchor = target.partition("#")
-        out.append(((page.parent / path).resolve().relative_to(ROOT).as_posix() if path else page.relative_to(ROOT).as_posix(), anchor))
+        out.append(
+            (
+                (page.parent / path).resolve().relative_to(ROOT).as_posix()
+                if path
+                else page.relative_to(ROOT).as_posix(),
+                anchor,
+            )
+        )
     return out
 
 

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from qkvmt.model.checkpoint import load_model
-from qkvmt.decoding.search import DecodeConfig
-from qkvmt.errors import report_user_errors
-from qkvmt.pipeline.align import record_best
-from qkvmt.pipeline.runs import StagedOutput
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.lines import translate_lines
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import report_user_errors
+from qkvmt.model.checkpoint import load_model
+from qkvmt.pipeline.align import record_best
+from qkvmt.pipeline.runs import StagedOutput
 from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.test_bad_input import SMALL, run_script, train_args, user_error
 
@@ -39,16 +39,25 @@ def only_hydras_record(run) -> bool:
 
 
 @pytest.mark.slow(reason="one fresh scripts/train.py process, importing torch and Lightning, per setting")
-@pytest.mark.parametrize("override, named", [
-    ("model.d_model=7", "model.d_model=7 is not divisible by model.n_heads=4"),
-    ("model.n_heads=0", "model.n_heads=0: give a positive whole number"),
-    ("model.dropout=1.5", "model.dropout=1.5: give a probability in [0, 1)"),
-    ("trainer.max_steps=-5", "trainer.max_steps=-5: give a positive whole number, or -1 for no limit"),
-    ("data.vocab_size=0", "data.vocab_size=0: give a whole number of at least 5"),
-    ("data.max_tokens=0", "data.max_tokens=0: give a whole number of at least 1"),
-    ("module.loss_chunk_rows=100", "module.loss_chunk_rows=100: give a positive multiple of 64 (the loss takes its rows 64 at a time)"),
-    ("module.linear_row_multiple=-1", "module.linear_row_multiple=-1: give a whole number of rows, or 0 for no padding"),
-])
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("model.d_model=7", "model.d_model=7 is not divisible by model.n_heads=4"),
+        ("model.n_heads=0", "model.n_heads=0: give a positive whole number"),
+        ("model.dropout=1.5", "model.dropout=1.5: give a probability in [0, 1)"),
+        ("trainer.max_steps=-5", "trainer.max_steps=-5: give a positive whole number, or -1 for no limit"),
+        ("data.vocab_size=0", "data.vocab_size=0: give a whole number of at least 5"),
+        ("data.max_tokens=0", "data.max_tokens=0: give a whole number of at least 1"),
+        (
+            "module.loss_chunk_rows=100",
+            "module.loss_chunk_rows=100: give a positive multiple of 64 (the loss takes its rows 64 at a time)",
+        ),
+        (
+            "module.linear_row_multiple=-1",
+            "module.linear_row_multiple=-1: give a whole number of rows, or 0 for no padding",
+        ),
+    ],
+)
 def test_a_bad_setting_is_one_line_and_leaves_no_run_folder(override, named, tmp_path):
     corpus = write_corpus(tmp_path / "corpus", sizes=SMALL, gz=False)
     r = run_script("train", *train_args(corpus, tmp_path / "run", override))
@@ -68,7 +77,9 @@ def small_run(tmp_path_factory):
 
 
 def test_nonsense_sizes_train_but_say_so(small_run):
-    assert "data.vocab_size=8 is below the training text's" in small_run["log"] and "character level" in small_run["log"]
+    assert (
+        "data.vocab_size=8 is below the training text's" in small_run["log"] and "character level" in small_run["log"]
+    )
     assert "data.max_tokens=6 is below the longest training pair" in small_run["log"]
 
 
@@ -76,7 +87,9 @@ def test_a_rerun_with_another_vocabulary_is_refused_and_the_tokenizer_kept(small
     tok = small_run["out"] / "tokenizer.json"
     before = tok.read_bytes()
     assert json.loads((small_run["out"] / "tokenizer.settings.json").read_text())["vocab_size"] == 8
-    r = run_script("train", *train_args(small_run["corpus"], small_run["out"], "data.vocab_size=30", "data.max_tokens=6"))
+    r = run_script(
+        "train", *train_args(small_run["corpus"], small_run["out"], "data.vocab_size=30", "data.max_tokens=6")
+    )
     line = user_error(r)
     assert f"{tok} was made with other settings (data.vocab_size=8 there, 30 asked)" in line and "hydra.run.dir" in line
     assert tok.read_bytes() == before
@@ -128,8 +141,13 @@ def test_average_refuses_an_existing_output_and_a_checkpoint_given_twice(ckpt, t
 
 def test_a_folder_given_as_a_file_is_named_as_a_folder(ckpt, tmp_path):
     (tmp_path / "x.de").write_text("w1\n")
-    r = run_script("evaluate", f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path}",
-                   f"output_dir={tmp_path / 'out'}")
+    r = run_script(
+        "evaluate",
+        f"ckpt_path={ckpt}",
+        f"src_file={tmp_path / 'x.de'}",
+        f"ref_file={tmp_path}",
+        f"output_dir={tmp_path / 'out'}",
+    )
     assert user_error(r) == f"error: {tmp_path} is a folder: give the path of a text file (plain or .gz) in it"
 
 
@@ -164,9 +182,16 @@ def test_sigint_to_translate_stops_it_with_one_line(ckpt):
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
     # SIGINT at its default in the child, as in a terminal: a test run started as a background job
     # of a non-interactive shell ignores SIGINT, and Python then keeps ignoring it.
-    proc = subprocess.Popen([sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "batch_lines=1"], cwd=ROOT,
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "batch_lines=1"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     proc.stdin.write("w1 w2\n")
     proc.stdin.flush()
     first = proc.stdout.readline()  # translated: the script is past loading and waits for more input
@@ -195,7 +220,10 @@ def test_a_reference_longer_than_the_model_is_aligned_with_a_warning(ckpt, caplo
     long = " ".join(f"t{i % 40}" for i in range(300))
     with caplog.at_level(logging.WARNING):
         sa = forced_attention(model, tok, "w1 w2", long)
-    assert re.search(r"the target has \d{3,} subwords, more than the model's max_positions=256", caplog.text) and len(sa.out_tokens) == model.cfg.max_positions
+    assert (
+        re.search(r"the target has \d{3,} subwords, more than the model's max_positions=256", caplog.text)
+        and len(sa.out_tokens) == model.cfg.max_positions
+    )
 
 
 def test_blank_lines_translate_to_empty_lines(ckpt):

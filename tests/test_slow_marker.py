@@ -46,7 +46,7 @@ def test_marked_by_hand():
 def project_settings() -> str:
     """pyproject.toml's pytest section as written: its markers and strictness, for the toy suite."""
     text = (ROOT / "pyproject.toml").read_text()
-    section = text[text.index("[tool.pytest.ini_options]"):]
+    section = text[text.index("[tool.pytest.ini_options]") :]
     following = section.find("\n[")
     return section if following < 0 else section[:following]
 
@@ -64,8 +64,13 @@ def test_training_fixtures_mark_their_tests_slow_and_unmarked_training_fails(pyt
 
     slow = pytester.runpytest("test_toy.py", "-m", "slow", "-p", "no:cacheprovider", "-v")
     slow.assert_outcomes(passed=3, deselected=2)
-    slow.stdout.fnmatch_lines_random(["*test_uses_the_training_fixture PASSED*",
-                                      "*test_uses_it_through_another_fixture PASSED*", "*test_marked_by_hand PASSED*"])
+    slow.stdout.fnmatch_lines_random(
+        [
+            "*test_uses_the_training_fixture PASSED*",
+            "*test_uses_it_through_another_fixture PASSED*",
+            "*test_marked_by_hand PASSED*",
+        ]
+    )
 
 
 def test_a_marker_nobody_declared_is_an_error(pytester):

@@ -85,10 +85,15 @@ class Model:
     def __repr__(self) -> str:
         c = self.transformer.cfg
         name = bundled_name(self.paths[0])
-        what = (f"the bundled model {name}" if name else self.paths[0]) if len(self.paths) == 1 else \
-            f"the average of {len(self.paths)} checkpoints"
-        return (f"<qkvmt.Model {self.meta.src_lang}->{self.meta.tgt_lang}: {c.encoder_layers}+{c.decoder_layers} layers, "
-                f"d_model {c.d_model}, {c.n_heads} heads, {c.positions} positions; {what}>")
+        what = (
+            (f"the bundled model {name}" if name else self.paths[0])
+            if len(self.paths) == 1
+            else f"the average of {len(self.paths)} checkpoints"
+        )
+        return (
+            f"<qkvmt.Model {self.meta.src_lang}->{self.meta.tgt_lang}: {c.encoder_layers}+{c.decoder_layers} layers, "
+            f"d_model {c.d_model}, {c.n_heads} heads, {c.positions} positions; {what}>"
+        )
 
     @property
     def default_policy(self) -> AlignmentPolicy:
@@ -102,7 +107,9 @@ class Model:
         stored = asdict(settings) if settings is not None else self.meta.decode
         return DecodeConfig.merged(stored, decode)
 
-    def translate(self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode) -> Translations:
+    def translate(
+        self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode
+    ) -> Translations:
         """Translations of `sentences` (a list of texts, or one text), in order; an empty text
         gives an empty translation. Decoding: `settings`, or the checkpoint's own, with any
         DecodeConfig field given as a keyword (beam_size=1, len_penalty=0.6, ...) overriding it."""
@@ -130,16 +137,18 @@ class Model:
         forced = self.forced(source, target, **decode)
         return SentenceAttention.of(forced_attention(self.transformer, self.tokenizer, source, forced, analyses=names))
 
-    def align(self, source: str, target: str | None = None, policy: AlignmentPolicy | dict | None = None,
-              **decode) -> SentenceAlignment:
+    def align(
+        self, source: str, target: str | None = None, policy: AlignmentPolicy | dict | None = None, **decode
+    ) -> SentenceAlignment:
         """Word links of `source` and `target` (default: the model's translation) read from
         cross-attention by `policy`: an AlignmentPolicy, a dict of its fields (layer, head,
         rows, direction; validated), or None for `default_policy`."""
         source = required_text(source, "source")
         policy = self.policy(policy)
         forced = self.forced(source, target, **decode)
-        attention = forced_attention(self.transformer, self.tokenizer, source, forced, self.meta.full_context_layer,
-                                     analyses={policy.signal})
+        attention = forced_attention(
+            self.transformer, self.tokenizer, source, forced, self.meta.full_context_layer, analyses={policy.signal}
+        )
         return SentenceAlignment.of(attention, policy)
 
     def policy(self, policy: AlignmentPolicy | dict | None = None) -> AlignmentPolicy:
@@ -148,12 +157,27 @@ class Model:
         if isinstance(policy, dict):
             c = self.transformer.cfg
             given = self.default_policy.to_dict() | policy
-            return AlignmentPolicy.validated(given["layer"], given["head"], given["rows"], given["direction"],
-                                             c.decoder_layers, c.n_heads, given["signal"])
+            return AlignmentPolicy.validated(
+                given["layer"],
+                given["head"],
+                given["rows"],
+                given["direction"],
+                c.decoder_layers,
+                c.n_heads,
+                given["signal"],
+            )
         return policy or self.default_policy
 
-    def inspect(self, source: str, target: str | None = None, kind: str = "cross", layer: int = -1, head: int = 0,
-                top_k: int = 3, **decode) -> HeadInspection:
+    def inspect(
+        self,
+        source: str,
+        target: str | None = None,
+        kind: str = "cross",
+        layer: int = -1,
+        head: int = 0,
+        top_k: int = 3,
+        **decode,
+    ) -> HeadInspection:
         """Q, K, V, scores, weights and output of one head (`kind`: encoder, decoder or cross;
         layers and heads from 0, a negative layer counting from the end)."""
         source = required_text(source, "source")

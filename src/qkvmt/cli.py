@@ -42,8 +42,10 @@ def with_default_experiment(argv: list[str], has_gpu: bool) -> list[str]:
     if has_gpu or any(a.lstrip("+").startswith("experiment=") for a in argv[1:]):
         return argv
     if os.environ.get("LOCAL_RANK", "0") == "0":  # a DDP worker re-runs this command line
-        print(f"no GPU found: running experiment={CPU_EXPERIMENT}, the CPU recipe (experiment=NAME chooses another)",
-              file=sys.stderr)
+        print(
+            f"no GPU found: running experiment={CPU_EXPERIMENT}, the CPU recipe (experiment=NAME chooses another)",
+            file=sys.stderr,
+        )
     return [*argv, f"experiment={CPU_EXPERIMENT}"]
 
 

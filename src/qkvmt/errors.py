@@ -44,7 +44,9 @@ def report_user_errors(fn):
             if cause is None:
                 raise
             # One line, even when the message quotes a library's multi-line error.
-            print("error: " + " ".join(line.strip() for line in str(cause).splitlines() if line.strip()), file=sys.stderr)
+            print(
+                "error: " + " ".join(line.strip() for line in str(cause).splitlines() if line.strip()), file=sys.stderr
+            )
             sys.exit(2)
 
     return wrapper

@@ -62,7 +62,10 @@ def check_new_output(path: Path, setting: str, folder: bool) -> None:
     if folder and path.exists() and not path.is_dir():
         raise UserError(f"{setting}={path} is an existing file: give a folder for the outputs")
     if folder and path.is_dir() and any(path.iterdir()):
-        raise UserError(f"{setting}={path} already holds files: give a new or empty folder (results are never mixed with older ones)")
+        raise UserError(
+            f"{setting}={path} already holds files: "
+            "give a new or empty folder (results are never mixed with older ones)"
+        )
     if not folder and path.is_dir():
         raise UserError(f"{setting}={path} is a folder: give the path of the file to write")
     if not folder and path.exists():

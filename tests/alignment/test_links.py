@@ -229,7 +229,9 @@ def test_read_gold_missing_folder_and_file(tmp_path):
         read_gold(tmp_path / "nowhere")
     root = write_gold(tmp_path / "g", DE, EN, TALP)
     (root / "en").unlink()
-    with pytest.raises(UserError, match=r"lacks en: a gold folder for the checkpoint's pair de->en .* \(it has: alignment\.talp, de\)"):
+    with pytest.raises(
+        UserError, match=r"lacks en: a gold folder for the checkpoint's pair de->en .* \(it has: alignment\.talp, de\)"
+    ):
         read_gold(root)
 
 
@@ -241,8 +243,17 @@ FR_EN = ["1-1 2-2 3-3 4-4 5-5", "1-1 2-3 3-4 3p3 4-4 5-5"]  # first index: Frenc
 def test_a_gold_set_of_another_pair_reads_with_either_side_first(tmp_path, first):
     """gold_first names the side the first index counts: the same links, written either way
     round, come back as (source word, target word) of an fr->en checkpoint."""
-    talp = FR_EN if first == "fr" else [" ".join(f"{j}{sep}{i}" for i, sep, j in (re.fullmatch(r"(\d+)([-p])(\d+)", item).groups()
-                                                                                   for item in line.split())) for line in FR_EN]
+    talp = (
+        FR_EN
+        if first == "fr"
+        else [
+            " ".join(
+                f"{j}{sep}{i}"
+                for i, sep, j in (re.fullmatch(r"(\d+)([-p])(\d+)", item).groups() for item in line.split())
+            )
+            for line in FR_EN
+        ]
+    )
     root = tmp_path / "g"
     for name, lines in (("fr", FR), ("en", EN), ("alignment.talp", talp)):
         root.mkdir(exist_ok=True)
@@ -254,7 +265,10 @@ def test_a_gold_set_of_another_pair_reads_with_either_side_first(tmp_path, first
 
 def test_a_gold_set_that_does_not_fit_the_pair_names_the_setting_and_the_files(tmp_path):
     root = write_gold(tmp_path / "g", DE, EN, TALP)
-    with pytest.raises(UserError, match=r"gold_first='de' is not a language of the checkpoint's pair fr->en: set gold_first=fr or gold_first=en"):
+    with pytest.raises(
+        UserError,
+        match=r"gold_first='de' is not a language of the checkpoint's pair fr->en: set gold_first=fr or gold_first=en",
+    ):
         read_gold(root, src_lang="fr", tgt_lang="en")  # gold_first left at RWTH's de
     with pytest.raises(UserError, match=r"lacks fr: .*\(it has: alignment\.talp, de, en\); a gold set of another pair"):
         read_gold(root, src_lang="fr", tgt_lang="en", talp_first="en")

@@ -18,7 +18,9 @@ HEAD0 = [
     [0.2, 0.3, 0.5],  # reads y2, predicts </s>: mostly </s>, then x2
 ]
 HEAD1 = [[0.9, 0.05, 0.05]] * 3  # always x1
-CROSS = AttentionMap("cross", np.array([[HEAD0, HEAD1]]), ["y1", "y2", "</s>"], ["x1", "x2", "</s>"])  # (L=1, H=2, T=3, S=3)
+CROSS = AttentionMap(
+    "cross", np.array([[HEAD0, HEAD1]]), ["y1", "y2", "</s>"], ["x1", "x2", "</s>"]
+)  # (L=1, H=2, T=3, S=3)
 TGT_GROUPS = [[0], [1]]  # y1, y2 as output tokens (</s> belongs to no word)
 SRC_GROUPS = [[0], [1]]  # x1, x2
 
@@ -45,18 +47,23 @@ def test_directions_on_a_hand_built_word_matrix():
 
 
 def test_validated_normalises_the_layer_and_reads_the_head():
-    assert AlignmentPolicy.validated(-1, "mean", "reading", "intersection", 3, 4) == AlignmentPolicy(2, "mean", "reading", "intersection")
+    assert AlignmentPolicy.validated(-1, "mean", "reading", "intersection", 3, 4) == AlignmentPolicy(
+        2, "mean", "reading", "intersection"
+    )
     assert AlignmentPolicy.validated(1, "2", "predicting", "target_to_source", 3, 4).head == 2
 
 
-@pytest.mark.parametrize("layer, head, rows, direction, named", [
-    (3, 0, "predicting", "target_to_source", "alignment.layer=3"),
-    (-4, 0, "predicting", "target_to_source", "alignment.layer=-4"),
-    (0, 4, "predicting", "target_to_source", "alignment.head=4"),
-    (0, "max", "predicting", "target_to_source", "alignment.head=max"),
-    (0, 0, "writing", "target_to_source", "alignment.rows='writing'"),
-    (0, 0, "predicting", "both", "alignment.direction='both'"),
-])
+@pytest.mark.parametrize(
+    "layer, head, rows, direction, named",
+    [
+        (3, 0, "predicting", "target_to_source", "alignment.layer=3"),
+        (-4, 0, "predicting", "target_to_source", "alignment.layer=-4"),
+        (0, 4, "predicting", "target_to_source", "alignment.head=4"),
+        (0, "max", "predicting", "target_to_source", "alignment.head=max"),
+        (0, 0, "writing", "target_to_source", "alignment.rows='writing'"),
+        (0, 0, "predicting", "both", "alignment.direction='both'"),
+    ],
+)
 def test_bad_settings_are_user_errors_naming_the_setting(layer, head, rows, direction, named):
     with pytest.raises(UserError, match=named.replace("(", r"\(")):
         AlignmentPolicy.validated(layer, head, rows, direction, 3, 4)
@@ -85,8 +92,14 @@ def test_a_supervised_head_is_read_in_both_directions_by_default_and_one_way_for
 def test_a_policy_reads_the_map_of_its_signal_and_the_layer_as_a_whole_for_mean():
     # Value norms: head 1 puts all its weight on x1 but its values there are tiny; the layer as a
     # whole (the heads' summed vectors) then sides with head 0, which the head average would not.
-    norms = AttentionMap("cross", np.array([[HEAD0, np.array(HEAD1) * 0.01]]), CROSS.rows, CROSS.cols, "value_norms",
-                         layer_maps=np.array([HEAD0]))
+    norms = AttentionMap(
+        "cross",
+        np.array([[HEAD0, np.array(HEAD1) * 0.01]]),
+        CROSS.rows,
+        CROSS.cols,
+        "value_norms",
+        layer_maps=np.array([HEAD0]),
+    )
     policy = AlignmentPolicy(0, "mean", signal="value_norms")
     assert policy.links(norms, TGT_GROUPS, SRC_GROUPS) == AlignmentPolicy(0, 0).links(CROSS, TGT_GROUPS, SRC_GROUPS)
     assert AlignmentPolicy(0, "mean").links(CROSS, TGT_GROUPS, SRC_GROUPS) == {(0, 0), (0, 1)}  # weights: x1 wins

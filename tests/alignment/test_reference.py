@@ -68,8 +68,10 @@ def test_an_aligner_added_to_the_registry_serves_the_cache_and_every_command(tmp
     links = ra.cached_links(aligner, ["a b c", "d e"], ["A B", "D E F"], ("de", "en"), "intersection", tmp_path)
     assert links == [{(0, 0), (1, 1)}, {(0, 0), (1, 1)}]
     # its own cache entry: eflomal's links of the same text are not taken for the diagonal's
-    monkeypatch.setattr(ra.Eflomal, "directional", lambda self, s, t, l: ([set()] * len(s), [set()] * len(s)))
-    assert ra.cached_links(ra.Eflomal(), ["a b c", "d e"], ["A B", "D E F"], ("de", "en"), "intersection", tmp_path) == [set(), set()]
+    monkeypatch.setattr(ra.Eflomal, "directional", lambda self, s, t, lang: ([set()] * len(s), [set()] * len(s)))
+    assert ra.cached_links(
+        ra.Eflomal(), ["a b c", "d e"], ["A B", "D E F"], ("de", "en"), "intersection", tmp_path
+    ) == [set(), set()]
 
 
 def test_gold_pairs_join_the_aligners_text_once_even_when_training_already_holds_them():

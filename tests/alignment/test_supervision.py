@@ -30,7 +30,10 @@ def test_labels_index_target_rows_then_source_columns_and_drop_links_past_a_cut(
 
 
 def test_collate_carries_the_labels_of_items_with_links_over_tgt_out_and_src():
-    items = [(0, np.array([5, 6]), np.array([7, 8, 9]), np.array([[0, 2], [1, 0]])), (1, np.array([5]), np.array([7]), np.zeros((0, 2)))]
+    items = [
+        (0, np.array([5, 6]), np.array([7, 8, 9]), np.array([[0, 2], [1, 0]])),
+        (1, np.array([5]), np.array([7]), np.zeros((0, 2))),
+    ]
     batch = Collate(Specials(pad=0, bos=1, eos=2))(items)
     assert batch["align"].shape == (2, 4, 3)  # tgt_out: y1 y2 y3 </s>; src: x1 x2 </s>
     assert batch["align"][0].nonzero().tolist() == [[0, 1], [2, 0]] and not batch["align"][1].any()

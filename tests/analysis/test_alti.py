@@ -13,8 +13,15 @@ from qkvmt.model.transformer import Transformer
 
 def model_and_pass(layers=2, norm_first=False, seed=0):
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=50, d_model=16, n_heads=2, encoder_layers=layers, decoder_layers=layers, ffn_dim=32,
-                      norm_first=norm_first)
+    cfg = ModelConfig(
+        vocab_size=50,
+        d_model=16,
+        n_heads=2,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        ffn_dim=32,
+        norm_first=norm_first,
+    )
     model = Transformer(cfg).eval()
     src, tgt = torch.randint(4, 50, (1, 6)), torch.randint(4, 50, (1, 5))
     tgt[0, 0] = cfg.bos_id
@@ -48,7 +55,7 @@ def by_hand(residual, keys, weights, attn, block, residual_is_query_token):
     key/value input, weights (H, T_q, T_k); returns contributions (T_q, T_k [+ 1 residual])."""
     d, h_n = attn.w_o.in_features, attn.n_heads
     d_k = d // h_n
-    w_v, b_v = attn.w_qkv.weight[2 * d:], attn.w_qkv.bias[2 * d:]
+    w_v, b_v = attn.w_qkv.weight[2 * d :], attn.w_qkv.bias[2 * d :]
     values = F.linear(keys, w_v, b_v).view(-1, h_n, d_k).transpose(0, 1)  # (H, T_k, d_k)
     total = residual + attn.w_o(torch.einsum("hqk,hkd->qhd", weights, values).reshape(-1, d))  # x̃
     out = block.norm(total)  # post-LN: y = LN(x̃)
@@ -56,7 +63,7 @@ def by_hand(residual, keys, weights, attn, block, residual_is_query_token):
     for i in range(residual.size(0)):
         vectors = []
         for j in range(keys.size(0)):
-            t = sum(weights[h, i, j] * attn.w_o.weight[:, h * d_k:(h + 1) * d_k] @ values[h, j] for h in range(h_n))
+            t = sum(weights[h, i, j] * attn.w_o.weight[:, h * d_k : (h + 1) * d_k] @ values[h, j] for h in range(h_n))
             if residual_is_query_token and i == j:
                 t = t + residual[i]
             vectors.append(t)

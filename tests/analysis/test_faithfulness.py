@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from qkvmt.analysis.faithfulness import (
-    FRACTIONS, Reading, SentenceScores, Variants, cross_signals, cuts, deletion_curves, forced_inputs, readings, score,
+    FRACTIONS,
+    Reading,
+    SentenceScores,
+    Variants,
+    cross_signals,
+    cuts,
+    deletion_curves,
+    forced_inputs,
+    readings,
+    score,
     summarize,
 )
 from qkvmt.model.config import ModelConfig
@@ -31,8 +40,18 @@ def decisive_model(seed: int = 0) -> Transformer:
       puts a score 12 higher on DECISIVE's key: the heads read DECISIVE's value alone when it is
       there, and nothing but their bias when it is not."""
     torch.manual_seed(seed)
-    model = Transformer(ModelConfig(vocab_size=16, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64,
-                                    positions="rotary", tie_embeddings=False)).eval()
+    model = Transformer(
+        ModelConfig(
+            vocab_size=16,
+            d_model=32,
+            n_heads=4,
+            encoder_layers=2,
+            decoder_layers=2,
+            ffn_dim=64,
+            positions="rotary",
+            tie_embeddings=False,
+        )
+    ).eval()
     d = model.cfg.d_model
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -52,7 +71,7 @@ def decisive_model(seed: int = 0) -> Transformer:
                 rows = slice(block * d, (block + 1) * d)
                 w[rows] = scale * w[rows] @ keep
                 b[rows] = -w[rows] @ memory[OTHERS[0]] + (b[rows] if block == 1 else 0)
-            key = (w[d:2 * d] @ (memory[DECISIVE] - memory[OTHERS[0]])).view(attn.n_heads, attn.d_k)
+            key = (w[d : 2 * d] @ (memory[DECISIVE] - memory[OTHERS[0]])).view(attn.n_heads, attn.d_k)
             w[:d] = 0
             b[:d] = (12 * math.sqrt(attn.d_k) * key / key.pow(2).sum(-1, keepdim=True)).flatten()
         model.output.weight.mul_(4)  # sharper predictions: what the token adds moves log p clearly
@@ -98,9 +117,14 @@ def test_a_ranking_with_the_deciding_token_first_deletes_what_matters_and_keeps_
     rng = np.random.default_rng(0)
     orders = np.stack([rng.permutation(len(src)) for _ in range(20)])
     s = score(model, x, {Reading("oracle", None): oracle(model, src, tgt)}, rows, FRACTIONS, orders)
-    deletion, = s.drops["deletion"].values()
-    np.testing.assert_allclose(deletion, np.repeat(drops[:, None], len(FRACTIONS), 1), atol=1e-4)  # every level deletes it
-    reversed_, sufficiency = s.drops["reversed"][Reading("oracle", None)], s.drops["sufficiency"][Reading("oracle", None)]
+    (deletion,) = s.drops["deletion"].values()
+    np.testing.assert_allclose(
+        deletion, np.repeat(drops[:, None], len(FRACTIONS), 1), atol=1e-4
+    )  # every level deletes it
+    reversed_, sufficiency = (
+        s.drops["reversed"][Reading("oracle", None)],
+        s.drops["sufficiency"][Reading("oracle", None)],
+    )
     assert np.abs(reversed_).max() < 1e-3 and np.abs(sufficiency).max() < 1e-3
     # a random order deletes it at level f in about f of the draws
     in_top = np.array([[DECISIVE in np.array(src)[o[:k]] for k in s.ks] for o in orders])  # (draws, levels)
@@ -120,8 +144,9 @@ def test_attention_weights_of_that_model_find_the_token_as_the_oracle_does():
     by_oracle = score(model, x, {Reading("oracle", None): oracle(model, src, tgt)}, rows, FRACTIONS, no_random)
     for reading, m in maps.items():
         assert (m[rows, : len(src)].argmax(-1) == src.index(DECISIVE)).all()
-        np.testing.assert_allclose(by_weights.drops["deletion"][reading], by_oracle.drops["deletion"][Reading("oracle", None)],
-                                   atol=1e-4)  # the other tokens, in another order, change nothing
+        np.testing.assert_allclose(
+            by_weights.drops["deletion"][reading], by_oracle.drops["deletion"][Reading("oracle", None)], atol=1e-4
+        )  # the other tokens, in another order, change nothing
 
 
 def test_deletion_writes_pad_in_place_and_never_removes_the_end_of_sentence():
@@ -137,8 +162,9 @@ def test_a_level_of_one_deletes_every_token_but_the_end_of_sentence():
     src = [5, DECISIVE, 9]
     tgt = greedy_target(model, src, steps=2)
     x = forced_inputs(model, src, tgt)
-    s = score(model, x, {Reading("oracle", None): oracle(model, src, tgt)}, [0, 1], [1.0],
-              np.empty((0, 3), dtype=np.int64))
+    s = score(
+        model, x, {Reading("oracle", None): oracle(model, src, tgt)}, [0, 1], [1.0], np.empty((0, 3), dtype=np.int64)
+    )
     assert s.ks == [3]
     expected = [log_p(model, src, tgt, r) - log_p(model, [0, 0, 0], tgt, r) for r in (0, 1)]
     np.testing.assert_allclose(s.drops["deletion"][Reading("oracle", None)][:, 0], expected, atol=1e-4)
@@ -160,32 +186,41 @@ def test_means_and_intervals_are_over_sentences_each_averaged_over_its_rows_firs
 
     sentences = [sentence(3), sentence(1), sentence(2)]
     out = summarize(sentences)
-    row, = out["readings"]
+    (row,) = out["readings"]
     assert (row["signal"], row["layer"], row["label"]) == ("weights", 1, "weights layer 1")
     per_sentence = [s.drops["deletion"][r].mean() for s in sentences]  # a long sentence counts once
     mean, sd = np.mean(per_sentence), np.std(per_sentence, ddof=1)
     assert row["deletion_aopc"]["mean"] == pytest.approx(mean) and row["deletion_aopc"]["n"] == 3
-    assert row["deletion_aopc"]["ci95"] == pytest.approx([mean - 1.96 * sd / math.sqrt(3), mean + 1.96 * sd / math.sqrt(3)])
+    assert row["deletion_aopc"]["ci95"] == pytest.approx(
+        [mean - 1.96 * sd / math.sqrt(3), mean + 1.96 * sd / math.sqrt(3)]
+    )
     assert out["random_aopc"]["mean"] == pytest.approx(np.mean([s.random.mean() for s in sentences]))
     assert summarize(sentences[:1])["random_aopc"]["ci95"] is None  # one sentence: no interval
 
 
 def test_a_pass_cut_after_the_last_scored_row_reads_the_same_maps():
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=30, d_model=16, n_heads=2, encoder_layers=2, decoder_layers=2, ffn_dim=32)).eval()
+    model = Transformer(
+        ModelConfig(vocab_size=30, d_model=16, n_heads=2, encoder_layers=2, decoder_layers=2, ffn_dim=32)
+    ).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias") or "norm" in name:
                 p.add_(torch.randn_like(p) * 0.3)
     src, tgt = [5, 9, 11, 4, 20], [7, 8, 12, 25, 6, 9]
     names = cross_signals()
-    full, cut = readings(model, forced_inputs(model, src, tgt), names), readings(model, forced_inputs(model, src, tgt[:3]), names)
+    full, cut = (
+        readings(model, forced_inputs(model, src, tgt), names),
+        readings(model, forced_inputs(model, src, tgt[:3]), names),
+    )
     assert list(full) == list(cut) and {r.signal for r in full} == set(names)
     for reading in full:  # rows 0..2 predict tgt[0..2]: the causal decoder reads no later token
         np.testing.assert_allclose(cut[reading][:3], full[reading][:3], rtol=1e-4, atol=1e-6, err_msg=reading.label)
     some = readings(model, forced_inputs(model, src, tgt), names, rows=[1, 4])  # what faithfulness asks for
     for reading in full:
-        np.testing.assert_allclose(some[reading][[1, 4]], full[reading][[1, 4]], rtol=1e-4, atol=1e-6, err_msg=reading.label)
+        np.testing.assert_allclose(
+            some[reading][[1, 4]], full[reading][[1, 4]], rtol=1e-4, atol=1e-6, err_msg=reading.label
+        )
         others = some[reading][[0, 2, 3, 5, 6]]
         if reading.layer is None:  # a gradient signal computes the rows asked for alone
             assert np.isnan(others).all(), reading.label

@@ -118,7 +118,9 @@ def test_a_full_context_layer_is_read_from_the_same_pass(loaded, traces):
             for part in ("heads", "layers"):
                 np.testing.assert_array_equal(getattr(maps, part), getattr(plain.signal_maps[name][kind], part))
     read = both.for_alignment
-    x = build_inputs([encode(tok, [SOURCE])[0]], [encode(tok, [TARGET])[0]], model.cfg.specials, model.cfg.max_positions)
+    x = build_inputs(
+        [encode(tok, [SOURCE])[0]], [encode(tok, [TARGET])[0]], model.cfg.specials, model.cfg.max_positions
+    )
     with torch.no_grad():
         memory, src_mask, _ = model.encode(x.src)
         full = model.full_context_cross(x.tgt_in, memory, src_mask, 1)[0].numpy()  # a pass without the causal mask
@@ -129,7 +131,13 @@ def test_a_full_context_layer_is_read_from_the_same_pass(loaded, traces):
     # value norms are those of the full-context weights at that layer: α_fc ‖W_O v‖, the same ‖W_O v‖
     ratio = read.map("cross", "value_norms").weights[1] / read.cross[1]
     np.testing.assert_allclose(ratio, plain.map("cross", "value_norms").weights[1] / plain.cross[1], rtol=1e-4)
-    np.testing.assert_array_equal(read.map("cross", "value_norms").weights[0], plain.map("cross", "value_norms").weights[0])
-    np.testing.assert_array_equal(read.map("cross", "alti").layers, plain.map("cross", "alti").layers)  # of the pass that predicts
+    np.testing.assert_array_equal(
+        read.map("cross", "value_norms").weights[0], plain.map("cross", "value_norms").weights[0]
+    )
+    np.testing.assert_array_equal(
+        read.map("cross", "alti").layers, plain.map("cross", "alti").layers
+    )  # of the pass that predicts
     np.testing.assert_allclose(read.map("cross", PER_LAYER).layers[1], 2 * read.cross[1].mean(0), rtol=1e-6)
-    np.testing.assert_array_equal(read.map("cross", WHOLE).layers, plain.map("cross", WHOLE).layers)  # whole model: as predicted
+    np.testing.assert_array_equal(
+        read.map("cross", WHOLE).layers, plain.map("cross", WHOLE).layers
+    )  # whole model: as predicted

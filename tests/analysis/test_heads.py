@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from qkvmt.analysis.trace import attention_modules
 from qkvmt.analysis.heads import every_head, masked, profile
+from qkvmt.analysis.trace import attention_modules
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
@@ -14,7 +14,9 @@ from qkvmt.model.transformer import Transformer
 @pytest.mark.parametrize("head", [("encoder", 0, 1), ("decoder", 1, 3), ("cross", 1, 0)])
 def test_masking_a_head_is_zeroing_its_slice_of_w_o_by_hand(head):
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=40, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64)).eval()
+    model = Transformer(
+        ModelConfig(vocab_size=40, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64)
+    ).eval()
     src, tgt = torch.randint(4, 40, (2, 7)), torch.randint(4, 40, (2, 5))
     tgt[:, 0] = 1
     cfg = DecodeConfig(beam_size=3, max_len_b=6)
@@ -27,7 +29,7 @@ def test_masking_a_head_is_zeroing_its_slice_of_w_o_by_hand(head):
     kind, layer, h = head
     module = attention_modules(by_hand, kind)[layer]
     with torch.no_grad():
-        module.w_o.weight[:, h * module.d_k:(h + 1) * module.d_k] = 0
+        module.w_o.weight[:, h * module.d_k : (h + 1) * module.d_k] = 0
         torch.testing.assert_close(logits, by_hand(src, tgt)[0])
         assert [x.tokens for x in hyps] == [x.tokens for x in generate(by_hand, src, cfg)]
     assert not torch.allclose(logits, unmasked)  # it did change something ...

@@ -29,7 +29,7 @@ def test_input_x_gradient_is_each_rows_own_gradient(norm_first, positions):
     expected = []
     for t in range(tgt_out.size(1)):  # one backward pass per row
         leaf = e.clone().requires_grad_()
-        g, = torch.autograd.grad(log_probs(model, src, tgt_in, tgt_out, leaf)[t], leaf)
+        (g,) = torch.autograd.grad(log_probs(model, src, tgt_in, tgt_out, leaf)[t], leaf)
         expected.append((leaf * g)[0].norm(dim=-1))
     got = maps(model, src, tgt_in, tgt_out, "input_x_gradient")
     assert got.shape == (1, 5, 6)
@@ -43,11 +43,15 @@ def test_integrated_gradients_add_up_to_the_change_in_log_probability(norm_first
     e0 = e - model.src_embed.tokens(src) * model.src_embed.scale  # the positions alone
     with torch.no_grad():
         change = log_probs(model, src, tgt_in, tgt_out) - log_probs(model, src, tgt_in, tgt_out, e0)
-    gaps = [(integrated_gradients(model, src, tgt_in, tgt_out, e, steps).sum(-1) - change).abs().max()
-            for steps in (4, 32, 256)]
+    gaps = [
+        (integrated_gradients(model, src, tgt_in, tgt_out, e, steps).sum(-1) - change).abs().max()
+        for steps in (4, 32, 256)
+    ]
     assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 0.01 * change.abs().max()
-    torch.testing.assert_close(maps(model, src, tgt_in, tgt_out, "integrated_gradients")[0],
-                               integrated_gradients(model, src, tgt_in, tgt_out, e).abs())
+    torch.testing.assert_close(
+        maps(model, src, tgt_in, tgt_out, "integrated_gradients")[0],
+        integrated_gradients(model, src, tgt_in, tgt_out, e).abs(),
+    )
 
 
 def test_integrated_gradients_are_the_trapezoid_rule_from_the_positions_alone():
@@ -59,19 +63,20 @@ def test_integrated_gradients_are_the_trapezoid_rule_from_the_positions_alone():
         integral = torch.zeros_like(e)
         for k in range(steps + 1):  # α = k / steps, the ends weighted by half
             leaf = (e0 + k / steps * (e - e0)).requires_grad_()
-            g, = torch.autograd.grad(log_probs(model, src, tgt_in, tgt_out, leaf)[t], leaf)
+            (g,) = torch.autograd.grad(log_probs(model, src, tgt_in, tgt_out, leaf)[t], leaf)
             integral += (0.5 if k in (0, steps) else 1.0) / steps * g
         expected.append(((e - e0) * integral)[0].sum(-1))
-    torch.testing.assert_close(integrated_gradients(model, src, tgt_in, tgt_out, e, steps), torch.stack(expected),
-                               atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(
+        integrated_gradients(model, src, tgt_in, tgt_out, e, steps), torch.stack(expected), atol=1e-6, rtol=1e-4
+    )
 
 
 def test_input_x_gradient_puts_everything_on_the_one_source_token_that_decides():
     model, src, tgt_in, tgt_out = sentence()
     j = one_source_token_decides(model, src)
     scores = maps(model, src, tgt_in, tgt_out, "input_x_gradient")[0]  # (T, S)
-    others = torch.cat([scores[:, :j], scores[:, j + 1:]], dim=1)
-    assert (scores[:, j] > 0).all() and (others < 1e-6 * scores[:, j:j + 1]).all()
+    others = torch.cat([scores[:, :j], scores[:, j + 1 :]], dim=1)
+    assert (scores[:, j] > 0).all() and (others < 1e-6 * scores[:, j : j + 1]).all()
 
 
 def test_integrated_gradients_put_the_whole_change_on_the_one_source_token_not_masked():
@@ -87,7 +92,7 @@ def test_integrated_gradients_put_the_whole_change_on_the_one_source_token_not_m
     with torch.no_grad():
         change = log_probs(model, src, tgt_in, tgt_out) - log_probs(model, src, tgt_in, tgt_out, e0)
     attributions = integrated_gradients(model, src, tgt_in, tgt_out, e, steps=64)
-    others = torch.cat([attributions[:, :j], attributions[:, j + 1:]], dim=1)
+    others = torch.cat([attributions[:, :j], attributions[:, j + 1 :]], dim=1)
     assert (others == 0).all()
     torch.testing.assert_close(attributions[:, j], change, atol=0.01 * change.abs().max(), rtol=0)
 

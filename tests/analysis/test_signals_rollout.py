@@ -45,9 +45,9 @@ def one_source_token_decides(model: Transformer, src: torch.Tensor) -> int:
         c = 60 * math.sqrt(d_k) / margin
         module.w_qkv.weight[:d] = 0  # every query is b_Q: the scores below hold for each row
         for h in range(module.n_heads):
-            q = module.w_qkv.bias[h * d_k:(h + 1) * d_k]
+            q = module.w_qkv.bias[h * d_k : (h + 1) * d_k]
             w_k = c * torch.outer(q, u) / (q @ q)  # q·k_s = c u·m_s + q·b_K
-            module.w_qkv.weight[d + h * d_k:d + (h + 1) * d_k] = w_k
+            module.w_qkv.weight[d + h * d_k : d + (h + 1) * d_k] = w_k
     return j
 
 

@@ -17,10 +17,12 @@ def zeroing_one_key(model, src, tgt_in, original, kind, layer) -> torch.Tensor:
     before = original[kind, layer].block_out[0].double()
     columns = []
     for j in range(original[kind, layer].v.size(2)):
+
         def zero_j(v, j=j):
             v = v.clone()
             v[:, :, j] = 0
             return v
+
         zeroed = trace(model, src, tgt_in, edits={(kind, layer, "v"): zero_j})[kind, layer].block_out[0].double()
         columns.append(1 - F.cosine_similarity(zeroed, before, dim=-1))
     s = torch.stack(columns, dim=-1).clamp(min=0)
@@ -49,11 +51,11 @@ def test_a_key_whose_value_is_zero_scores_nothing_though_it_has_weight():
     j = 3
     with torch.no_grad():
         model.src_embed.tokens.weight[src[0, j]] = 0  # x_j = 0 entering the first encoder layer (post-LN) ...
-        module.w_qkv.bias[2 * module.d_model:] = 0  # ... so v_j = W_V·0 + 0 = 0
+        module.w_qkv.bias[2 * module.d_model :] = 0  # ... so v_j = W_V·0 + 0 = 0
         traced = trace(model, src, tgt_in)
         assert (traced["encoder", 0].v[0, :, j] == 0).all() and (traced["encoder", 0].weights[0, :, :, j] > 0.01).all()
         scores = torch.tensor(SIGNALS["value_zeroing"](Context(model, traced, tgt_out))["encoder"].layers[0])
     assert (scores[:, j] < 1e-9).all()
-    others = torch.cat([scores[:, :j], scores[:, j + 1:]], dim=1)
+    others = torch.cat([scores[:, :j], scores[:, j + 1 :]], dim=1)
     assert (others > 0).all()
     torch.testing.assert_close(scores.sum(-1), torch.ones(src.size(1)))

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.token_scores import score_tokens
 from qkvmt.model.checkpoint import load_model
-from qkvmt.analysis.forced import forced_attention
 
 
 def test_token_scores_are_the_teacher_forced_distribution(trained_run):
@@ -26,4 +26,6 @@ def test_token_scores_are_the_teacher_forced_distribution(trained_run):
     # The forced pass of a sentence carries them, one per row of its decoder maps.
     sa = forced_attention(model, tok, "w1 w2 w3", "t3 t2 t1")
     assert [s.token for s in sa.token_scores] == sa.out_tokens
-    assert [s.prob for s in sa.token_scores] == pytest.approx([s.prob for s in scores], rel=1e-5)  # its explicit attention path
+    assert [s.prob for s in sa.token_scores] == pytest.approx(
+        [s.prob for s in scores], rel=1e-5
+    )  # its explicit attention path

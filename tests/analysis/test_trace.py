@@ -17,8 +17,16 @@ ATOL = 1e-5
 def noisy_model(norm_first=False, positions="sinusoidal", seed=0) -> Transformer:
     """Three layers each side, biases and layer norms far from their initial 0 and 1."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=4, encoder_layers=3, decoder_layers=3, ffn_dim=32,
-                      norm_first=norm_first, positions=positions)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=16,
+        n_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        ffn_dim=32,
+        norm_first=norm_first,
+        positions=positions,
+    )
     model = Transformer(cfg).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -74,8 +82,11 @@ def test_every_site_holds_what_the_model_computed(norm_first, positions):
             with torch.no_grad():
                 q, k, v = module.head_projections(site.x, site.y)
             close(site.q, q), close(site.k, k), close(site.v, v)
-            mask = {"encoder": src_mask, "cross": src_mask,
-                    "decoder": torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril()}[kind]
+            mask = {
+                "encoder": src_mask,
+                "cross": src_mask,
+                "decoder": torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril(),
+            }[kind]
             close(site.scores, attention_scores(q, k, mask))
             close(site.weights, site.scores.softmax(-1))
             b, h, t_q, d_k = q.shape
@@ -90,7 +101,9 @@ def test_every_site_holds_what_the_model_computed(norm_first, positions):
     for kind, layers, nxt in (("encoder", model.encoder_layers, "encoder"), ("cross", model.decoder_layers, "decoder")):
         for layer in range(len(layers) - 1):
             with torch.no_grad():
-                after_ffn, _ = layers[layer].ffn_block(t[kind, layer].block_out, lambda x, f=layers[layer].ffn: (f(x), None))
+                after_ffn, _ = layers[layer].ffn_block(
+                    t[kind, layer].block_out, lambda x, f=layers[layer].ffn: (f(x), None)
+                )
             close(t[nxt, layer + 1].residual, after_ffn)
 
 
@@ -128,7 +141,10 @@ def search_logits(model: Transformer, src, tgt) -> torch.Tensor:
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
         state = model.new_state()
-        steps = [model.decode(tgt[:, i:i + 1], memory, src_mask, state=state, last_only=True)[0] for i in range(tgt.size(1))]
+        steps = [
+            model.decode(tgt[:, i : i + 1], memory, src_mask, state=state, last_only=True)[0]
+            for i in range(tgt.size(1))
+        ]
     return torch.cat(steps, dim=1)
 
 
@@ -139,7 +155,7 @@ def test_an_edit_of_the_heads_reaches_search_and_one_of_the_weights_does_not():
 
     def without_head_1(heads):
         heads = heads.clone()
-        heads[..., d_k:2 * d_k] = 0
+        heads[..., d_k : 2 * d_k] = 0
         return heads
 
     masked = {("cross", 2, "heads"): without_head_1}
@@ -178,5 +194,7 @@ def test_grad_of_gives_autograds_gradients_of_an_untraced_pass(norm_first):
     for name, p in model.named_parameters():
         if p.grad is not None:
             close(traced_grads[name], p.grad)
-    assert t["cross", 2].weights.grad is not None and t["encoder", 0].block_out.grad is not None  # every site has its own
+    assert (
+        t["cross", 2].weights.grad is not None and t["encoder", 0].block_out.grad is not None
+    )  # every site has its own
     model.zero_grad()

@@ -12,7 +12,9 @@ from qkvmt.model.transformer import Transformer
 
 def tiny(positions="sinusoidal", seed=0):
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, positions=positions)
+    cfg = ModelConfig(
+        vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, positions=positions
+    )
     return Transformer(cfg).eval()
 
 
@@ -34,8 +36,13 @@ def test_the_vectors_each_key_adds_sum_to_the_layers_output_and_their_norms_are_
         # Direct decomposition: f^h_ij = α^h_ij · W_O[:, head h] v^h_j, from the module's own Q, K, V.
         _, _, v = module.head_projections(seen.x, seen.y)  # (B, H, T_k, d_k)
         d = module.d_k
-        f = torch.stack([torch.einsum("bqk,bkd,od->bqko", weights[:, h], v[:, h], module.w_o.weight[:, h * d:(h + 1) * d])
-                         for h in range(module.n_heads)], dim=1)  # (B, H, T_q, T_k, D)
+        f = torch.stack(
+            [
+                torch.einsum("bqk,bkd,od->bqko", weights[:, h], v[:, h], module.w_o.weight[:, h * d : (h + 1) * d])
+                for h in range(module.n_heads)
+            ],
+            dim=1,
+        )  # (B, H, T_q, T_k, D)
         # ... which is what the layer computed: its output is their sum, plus W_O's bias.
         own = module.w_o(seen.heads)
         torch.testing.assert_close(f.sum(dim=(1, 3)) + module.w_o.bias, own, atol=1e-5, rtol=1e-4)

@@ -30,9 +30,11 @@ def throwaway_signals():
         calls.append(context)
         return whole_model(context)
 
-    added = [register(Signal(PER_LAYER, "probe, per layer", KINDS, per_layer)),
-             register(Signal(WHOLE, "probe, whole model", ("cross",), whole_model)),
-             register(Signal(SLOW, "probe, slow", ("cross",), slow, cost="passes"))]
+    added = [
+        register(Signal(PER_LAYER, "probe, per layer", KINDS, per_layer)),
+        register(Signal(WHOLE, "probe, whole model", ("cross",), whole_model)),
+        register(Signal(SLOW, "probe, slow", ("cross",), slow, cost="passes")),
+    ]
     try:
         yield calls
     finally:

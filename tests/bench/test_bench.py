@@ -13,15 +13,14 @@ import torch
 from torch.autograd import DeviceType
 from torch.utils.flop_counter import FlopCounterMode
 
-from qkvmt.data.batching import Collate
 from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import device_busy_ms, profile_training
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training, timed_batches
+from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
-
 from tests.conftest import ROOT, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
@@ -33,7 +32,12 @@ CFG = ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoder_layers=2, decode
 def random_batch(rng, lengths) -> dict:
     """One collated batch of random pairs, a (source, target) length for each row."""
     collate = Collate(CFG.specials)
-    return collate([(i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t)) for i, (s, t) in enumerate(lengths)])
+    return collate(
+        [
+            (i, rng.integers(4, CFG.vocab_size, s), rng.integers(4, CFG.vocab_size, t))
+            for i, (s, t) in enumerate(lengths)
+        ]
+    )
 
 
 def batches(n: int, seed: int = 0, pad: bool = True) -> list[dict]:
@@ -208,12 +212,29 @@ def test_benchmark_script_writes_every_key(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "bench"
     cmd = [
-        sys.executable, "scripts/benchmark.py", "model=tiny", "device=cpu", f"output_dir={out}",
-        f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=120",
-        "data.max_tokens=256", "train.warmup_steps=1", "train.steps=2", "train.rounds=1", "train.profile_steps=1",
-        "decode.sentences=4", "decode.length=6", "decode.repeats=1",
-        "scaling.sentences=2", "scaling.lengths=[4,8]", "scaling.corpus_pairs=[500]", "analysis.sentences=3",
-        "memory.steps=6", "memory.every=2", 'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
+        sys.executable,
+        "scripts/benchmark.py",
+        "model=tiny",
+        "device=cpu",
+        f"output_dir={out}",
+        f"data.root={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "data.vocab_size=120",
+        "data.max_tokens=256",
+        "train.warmup_steps=1",
+        "train.steps=2",
+        "train.rounds=1",
+        "train.profile_steps=1",
+        "decode.sentences=4",
+        "decode.length=6",
+        "decode.repeats=1",
+        "scaling.sentences=2",
+        "scaling.lengths=[4,8]",
+        "scaling.corpus_pairs=[500]",
+        "analysis.sentences=3",
+        "memory.steps=6",
+        "memory.every=2",
+        'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -233,7 +254,9 @@ def test_benchmark_script_writes_every_key(tmp_path):
     if HAS_CT2:  # our trained weights, exported, on the same sentences
         for kind in ("float32", "int8"):
             assert r["decode"][f"ct2_{kind}_sent_s"] > 0 and r["decode"]["seconds"][f"ct2_{kind}"] > 0
-            assert r["decode"][f"ours_vs_ct2_{kind}"] == pytest.approx(r["decode"]["ours_sent_s"] / r["decode"][f"ct2_{kind}_sent_s"])
+            assert r["decode"][f"ours_vs_ct2_{kind}"] == pytest.approx(
+                r["decode"]["ours_sent_s"] / r["decode"][f"ct2_{kind}_sent_s"]
+            )
         assert "ours/ct2" in proc.stdout
     else:
         assert "ctranslate2" in r["decode"]["ctranslate2_missing"]

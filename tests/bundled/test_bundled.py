@@ -1,7 +1,6 @@
 """The models that ship with qkvmt: found by name wherever a model is asked for, listed by
 qkvmt.pretrained(), results written outside the package, and their recorded scores true."""
 
-
 import pytest
 import torch
 
@@ -14,8 +13,13 @@ from qkvmt.text.sources import TextFiles
 from tests.conftest import MULTI30K, compose_inference, requires_multi30k
 from tests.model.test_weights_folder import nontrivial_model, outputs
 
-PROVENANCE = {"experiment": "toy", "test": {"split": "test", "bleu": 12.5, "chrf": 30.25}, "steps": 7,
-              "train_wall_s": 120.0, "machine": {"summary": "2 cores, a test machine"}}
+PROVENANCE = {
+    "experiment": "toy",
+    "test": {"split": "test", "bleu": 12.5, "chrf": 30.25},
+    "steps": 7,
+    "train_wall_s": 120.0,
+    "machine": {"summary": "2 cores, a test machine"},
+}
 
 
 @pytest.fixture
@@ -40,7 +44,13 @@ def test_a_name_opens_the_bundled_folder_and_an_existing_path_wins(shelf, tmp_pa
 
 def test_pretrained_lists_each_model_with_its_recorded_scores(shelf):
     (listed,) = qkvmt.pretrained()
-    assert (listed.name, listed.src_lang, listed.tgt_lang, listed.test_bleu, listed.steps) == ("toy-de-en", "de", "en", 12.5, 7)
+    assert (listed.name, listed.src_lang, listed.tgt_lang, listed.test_bleu, listed.steps) == (
+        "toy-de-en",
+        "de",
+        "en",
+        12.5,
+        7,
+    )
     assert listed.provenance == PROVENANCE and "toy-de-en" in repr(listed)
 
 
@@ -52,8 +62,11 @@ def test_load_by_name_is_the_stored_model(shelf):
 
 
 def test_a_commands_results_go_under_outputs_not_into_the_package(shelf, tmp_path):
-    result = inspect_attention(compose_inference(
-        "inspect_attention", "ckpt_path=toy-de-en", f"paths.log_dir={tmp_path / 'outputs'}", "sentence='w1 w2 w3'"))
+    result = inspect_attention(
+        compose_inference(
+            "inspect_attention", "ckpt_path=toy-de-en", f"paths.log_dir={tmp_path / 'outputs'}", "sentence='w1 w2 w3'"
+        )
+    )
     out = bundled.Path(result["output_dir"])
     assert out.parent == tmp_path / "outputs" / "pretrained" / "toy-de-en" / "inspections"
     assert sorted(p.name for p in shelf["folder"].iterdir()) == ["model.safetensors", "qkvmt.json", "tokenizer.json"]
@@ -73,7 +86,11 @@ def test_the_bundled_models_fit_the_budget_and_hold_no_pickle():
     size = sum(p.stat().st_size for name in names for p in (bundled.HERE / name).iterdir())
     assert size <= 25e6
     for name in names:
-        assert sorted(p.name for p in (bundled.HERE / name).iterdir()) == ["model.safetensors", "qkvmt.json", "tokenizer.json"]
+        assert sorted(p.name for p in (bundled.HERE / name).iterdir()) == [
+            "model.safetensors",
+            "qkvmt.json",
+            "tokenizer.json",
+        ]
 
 
 @requires_multi30k

@@ -110,14 +110,20 @@ def test_length_multiple_gives_an_epoch_few_batch_lengths_within_the_budget_and_
         s, t = batch["src"].size(1), batch["tgt_in"].size(1)
         assert s % 4 == 0 and t % 4 == 0 and batch["tgt_out"].size(1) == t
         assert batch["src"].size(0) * max(s, t) <= 64
-    lengths = {m: {b[k].size(1) for b in batches for k in ("src", "tgt_in")} for m, batches in ((1, plain), (4, padded))}
+    lengths = {
+        m: {b[k].size(1) for b in batches for k in ("src", "tgt_in")} for m, batches in ((1, plain), (4, padded))
+    }
     assert len(lengths[4]) * 2 <= len(lengths[1]), lengths
     shapes = {m: {(b["src"].size(1), b["tgt_in"].size(1)) for b in batches} for m, batches in ((1, plain), (4, padded))}
     assert len(shapes[4]) * 2 <= len(shapes[1]), shapes
 
     def real(batches):  # every pair once, each with the same tokens: padding adds pads only
-        return sorted((int(i), tuple(s[s != 0].tolist()), tuple(t[t != 0].tolist()))
-                      for b in batches for i, s, t in zip(b["index"], b["src"], b["tgt_out"]))
+        return sorted(
+            (int(i), tuple(s[s != 0].tolist()), tuple(t[t != 0].tolist()))
+            for b in batches
+            for i, s, t in zip(b["index"], b["src"], b["tgt_out"])
+        )
+
     assert real(padded) == real(plain)
 
 
@@ -127,6 +133,8 @@ def test_batches_are_page_locked_for_a_gpu_and_only_there(tmp_path, monkeypatch,
     monkeypatch.setattr(qkvmt.data.datamodule, "DataLoader", lambda *args, **kwargs: asked.append(kwargs["pin_memory"]))
     dm = datamodule(tmp_path)
     dm.load_tokenizer(tmp_path / "run" / "tokenizer.json")
-    dm.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device)), global_rank=0, world_size=1)
+    dm.trainer = SimpleNamespace(
+        strategy=SimpleNamespace(root_device=torch.device(device)), global_rank=0, world_size=1
+    )
     dm.train_dataloader(), dm.val_dataloader()
     assert asked == [pinned, pinned]

@@ -14,9 +14,9 @@ import math
 import pytest
 import torch
 
+from qkvmt.decoding.search import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS
-from qkvmt.decoding.search import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
 from qkvmt.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
@@ -27,14 +27,30 @@ PAD, BOS, EOS = 0, 1, 2
 # --------------------------------------------------------------------------------------------
 
 
-def tiny_model(seed: int = 0, layers: int = 1, vocab: int = 16, d_model: int = 16, n_heads: int = 2,
-               max_positions: int = 64, scale: float = 3.0, positions: str = "sinusoidal") -> Transformer:
+def tiny_model(
+    seed: int = 0,
+    layers: int = 1,
+    vocab: int = 16,
+    d_model: int = 16,
+    n_heads: int = 2,
+    max_positions: int = 64,
+    scale: float = 3.0,
+    positions: str = "sinusoidal",
+) -> Transformer:
     """A tiny random Transformer in eval mode; the (tied) output layer is scaled up so that
     next-token distributions are peaky and near-ties (which could flip on rounding) are rare."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=vocab, d_model=d_model, n_heads=n_heads, encoder_layers=layers,
-                      decoder_layers=layers, ffn_dim=2 * d_model, dropout=0.0, max_positions=max_positions,
-                      positions=positions)
+    cfg = ModelConfig(
+        vocab_size=vocab,
+        d_model=d_model,
+        n_heads=n_heads,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        ffn_dim=2 * d_model,
+        dropout=0.0,
+        max_positions=max_positions,
+        positions=positions,
+    )
     model = Transformer(cfg).eval()
     with torch.no_grad():
         model.output.weight.mul_(scale)
@@ -248,8 +264,9 @@ def test_beam_beats_greedy_on_trap(use_cache):
     model = TableModel(TRAP)
     src = torch.tensor([[5, 6, EOS]])
     greedy = greedy_search(model, src, DecodeConfig(beam_size=1, max_len_a=0, max_len_b=5, use_cache=use_cache))[0]
-    beam = beam_search(model, src, DecodeConfig(beam_size=2, max_len_a=0, max_len_b=5, len_penalty=0.0,
-                                                use_cache=use_cache))[0]
+    beam = beam_search(
+        model, src, DecodeConfig(beam_size=2, max_len_a=0, max_len_b=5, len_penalty=0.0, use_cache=use_cache)
+    )[0]
     # By hand: greedy = log 0.6 + log 0.4 + log 1; the best sequence is B EOS = log 0.4.
     assert greedy.tokens == [A, 5]
     assert greedy.score == pytest.approx(math.log(0.6) + math.log(0.4), abs=1e-5)
@@ -313,8 +330,9 @@ PAD_TRAP = {(): {PAD: 0.6, 5: 0.4}}  # the model (wrongly) likes the padding tok
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_greedy_never_emits_pad(use_cache):
     model = TableModel(PAD_TRAP)
-    h = greedy_search(model, torch.tensor([[5, EOS]]), DecodeConfig(beam_size=1, max_len_a=0, max_len_b=5,
-                                                                    use_cache=use_cache))[0]
+    h = greedy_search(
+        model, torch.tensor([[5, EOS]]), DecodeConfig(beam_size=1, max_len_a=0, max_len_b=5, use_cache=use_cache)
+    )[0]
     assert PAD not in h.tokens
     # The score must be the log-probability of what is returned (tokens, then EOS).
     assert h.score == pytest.approx(model.logprob(h.tokens), abs=1e-5)
@@ -323,8 +341,11 @@ def test_greedy_never_emits_pad(use_cache):
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_beam_never_emits_pad(use_cache):
     model = TableModel(PAD_TRAP)
-    h = beam_search(model, torch.tensor([[5, EOS]]), DecodeConfig(beam_size=2, max_len_a=0, max_len_b=5,
-                                                                  len_penalty=0.0, use_cache=use_cache))[0]
+    h = beam_search(
+        model,
+        torch.tensor([[5, EOS]]),
+        DecodeConfig(beam_size=2, max_len_a=0, max_len_b=5, len_penalty=0.0, use_cache=use_cache),
+    )[0]
     assert PAD not in h.tokens
     assert h.score == pytest.approx(model.logprob(h.tokens), abs=1e-5)
 
@@ -342,12 +363,19 @@ LEN_TABLE = {(): {S: 0.55, L: 0.45}, (S,): {EOS: 1.0}, (L,): {7: 1.0}, (L, 7): {
 @pytest.mark.parametrize("use_cache", [True, False])
 @pytest.mark.parametrize(
     "style,alpha,winner",
-    [("fairseq", 0.0, [S]), ("fairseq", 1.0, [L, 7, 8]), ("gnmt", 0.0, [S]), ("gnmt", 1.0, [S]), ("gnmt", 3.0, [L, 7, 8])],
+    [
+        ("fairseq", 0.0, [S]),
+        ("fairseq", 1.0, [L, 7, 8]),
+        ("gnmt", 0.0, [S]),
+        ("gnmt", 1.0, [S]),
+        ("gnmt", 3.0, [L, 7, 8]),
+    ],
 )
 def test_length_penalty_picks_hypothesis(use_cache, style, alpha, winner):
     model = TableModel(LEN_TABLE)
-    cfg = DecodeConfig(beam_size=2, max_len_a=0, max_len_b=8, len_penalty=alpha, len_penalty_style=style,
-                       use_cache=use_cache)
+    cfg = DecodeConfig(
+        beam_size=2, max_len_a=0, max_len_b=8, len_penalty=alpha, len_penalty_style=style, use_cache=use_cache
+    )
     hyp = beam_search(model, torch.tensor([[5, EOS]]), cfg)[0]
 
     def penalty(n):  # n output tokens, EOS included
@@ -362,7 +390,9 @@ def test_length_penalty_picks_hypothesis(use_cache, style, alpha, winner):
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
 def test_length_penalty_values(alpha):
     lengths = [1, 2, 3, 7, 20]
-    gnmt = length_penalty(torch.tensor(lengths, dtype=torch.float32), DecodeConfig(len_penalty=alpha, len_penalty_style="gnmt"))
+    gnmt = length_penalty(
+        torch.tensor(lengths, dtype=torch.float32), DecodeConfig(len_penalty=alpha, len_penalty_style="gnmt")
+    )
     fairseq = length_penalty(torch.tensor(lengths), DecodeConfig(len_penalty=alpha, len_penalty_style="fairseq"))
     for n, g, f in zip(lengths, gnmt.tolist(), fairseq.tolist()):
         assert g == pytest.approx(math.pow((5 + n) / 6, alpha), rel=1e-6)

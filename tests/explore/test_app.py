@@ -47,26 +47,32 @@ def test_hostile_text_comes_back_as_json_text(client):
     assert body["source"] == HOSTILE and body["reference"] == HOSTILE
 
 
-@pytest.mark.parametrize("raw,message", [
-    (b"{", "the request body is not JSON"),
-    (b"\xff\xfe", "the request body is not JSON"),
-    (b"[1, 2]", "must be a JSON object"),
-    (json.dumps({"source": ""}).encode(), "source is empty"),
-    (json.dumps({"source": " ".join(["w1"] * 300)}).encode(), "the source has 300 subwords.*nothing is cut"),
-    (b"{" + b" " * MAX_BODY + b"}", "at most 65,536 are read"),
-])
+@pytest.mark.parametrize(
+    "raw,message",
+    [
+        (b"{", "the request body is not JSON"),
+        (b"\xff\xfe", "the request body is not JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (json.dumps({"source": ""}).encode(), "source is empty"),
+        (json.dumps({"source": " ".join(["w1"] * 300)}).encode(), "the source has 300 subwords.*nothing is cut"),
+        (b"{" + b" " * MAX_BODY + b"}", "at most 65,536 are read"),
+    ],
+)
 def test_bad_requests_get_a_json_error_and_the_server_keeps_serving(client, raw, message):
     r = client.post("/api/sentence", content=raw, headers=JSON)
     assert r.status_code in (400, 413) and re.search(message, r.json()["error"])
     assert client.post("/api/sentence", json={"source": SOURCE}).status_code == 200
 
 
-@pytest.mark.parametrize("body,message", [
-    ({"kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
-    ({"kind": "cross", "layer": 0, "head": 9, "row": 0}, r"head=9: layers have 4 heads"),
-    ({"kind": "encoder", "layer": -3, "head": 0, "row": 0}, r"layer=-3: the encoder has 2 layers"),
-    ({"kind": "cross", "layer": "1", "head": 0, "row": 0}, "layer='1': give a whole number"),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ({"kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
+        ({"kind": "cross", "layer": 0, "head": 9, "row": 0}, r"head=9: layers have 4 heads"),
+        ({"kind": "encoder", "layer": -3, "head": 0, "row": 0}, r"layer=-3: the encoder has 2 layers"),
+        ({"kind": "cross", "layer": "1", "head": 0, "row": 0}, "layer='1': give a whole number"),
+    ],
+)
 def test_a_missing_or_out_of_range_head_or_layer_is_a_json_error(client, body, message):
     r = client.post("/api/inspect", json={"source": SOURCE} | body)
     assert r.status_code == 400 and re.search(message, r.json()["error"])
@@ -79,7 +85,12 @@ def test_a_bad_target_row_is_a_json_error_and_a_good_one_gets_its_curves(client)
     assert r.status_code == 400 and re.search(r"row=99: the translation has \d+ target tokens", r.json()["error"])
     ok = client.post("/api/curves", json={"source": SOURCE, "row": 0})
     assert ok.status_code == 200 and ok.json()["row"] == 0 and len(ok.json()["random"]) == len(ok.json()["fractions"])
-    assert client.post("/api/curves", content=json.dumps({"source": SOURCE, "row": 0}), headers={"content-type": "text/plain"}).status_code == 415
+    assert (
+        client.post(
+            "/api/curves", content=json.dumps({"source": SOURCE, "row": 0}), headers={"content-type": "text/plain"}
+        ).status_code
+        == 415
+    )
 
 
 def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):

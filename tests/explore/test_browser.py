@@ -20,7 +20,11 @@ from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 from tests.explore.conftest import REFERENCE, SOURCE, serving
 
 MARK = "document.body.setAttribute('data-pwned','{}')"
-HOSTILE = [f"<script>{MARK.format(1)}</script> w3", f'w4 <img src=x onerror="{MARK.format(2)}">', "<script>alert(1)</script>"]
+HOSTILE = [
+    f"<script>{MARK.format(1)}</script> w3",
+    f'w4 <img src=x onerror="{MARK.format(2)}">',
+    "<script>alert(1)</script>",
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +73,13 @@ def test_type_a_sentence_click_a_token_and_a_head_and_read_the_apis_numbers(brow
 
     # Every kind, layer, head and signal is in the page: switching asks the server nothing.
     viewer, first = page.locator("#viewer"), page.locator("#viewer table.heatmap td").first
-    for kind, layer, head, signal in (("cross", "1", "2", "weights"), ("cross", "1", "2", "value_norms"),
-                                      ("cross", "0", "3", "alti"), ("encoder", "1", "0", "value_norms"),
-                                      ("decoder", "0", "mean", "weights")):
+    for kind, layer, head, signal in (
+        ("cross", "1", "2", "weights"),
+        ("cross", "1", "2", "value_norms"),
+        ("cross", "0", "3", "alti"),
+        ("encoder", "1", "0", "value_norms"),
+        ("decoder", "0", "mean", "weights"),
+    ):
         viewer.locator("select.kind").select_option(kind)
         viewer.locator("select.signal").select_option(signal)
         viewer.locator("select.layer").select_option(layer)
@@ -110,11 +118,15 @@ def test_type_a_sentence_click_a_token_and_a_head_and_read_the_apis_numbers(brow
     dots_qk = inspection.k @ inspection.q[row]
     for j in range(keys.count()):
         qk, scaled, weight, added = map(float, keys.nth(j).locator("td.n").all_inner_texts())
-        assert qk == pytest.approx(dots_qk[j], abs=2e-3) and scaled == pytest.approx(inspection.scores[row, j], abs=2e-3)
+        assert qk == pytest.approx(dots_qk[j], abs=2e-3) and scaled == pytest.approx(
+            inspection.scores[row, j], abs=2e-3
+        )
         assert weight == pytest.approx(inspection.weights[row, j], abs=2e-3)
         assert added == pytest.approx(inspection.contributions[row, j], abs=2e-3)
     q = page.locator("#inspector table.neuron tr").first.locator("i")
-    assert [shown(t) for t in q.evaluate_all("cells => cells.map((c) => c.title)")] == pytest.approx(inspection.q[row], abs=2e-3)
+    assert [shown(t) for t in q.evaluate_all("cells => cells.map((c) => c.title)")] == pytest.approx(
+        inspection.q[row], abs=2e-3
+    )
     out = page.locator("#inspector table.neuron tr.output i").evaluate_all("cells => cells.map((c) => c.title)")
     assert [shown(t) for t in out] == pytest.approx(inspection.output[row], abs=2e-3)
     screenshot(page, "inspector")
@@ -142,8 +154,9 @@ def test_a_target_tokens_deletion_curves_draw_one_line_per_signal_and_a_dashed_r
     screenshot(page, "curves")
     page.locator("#deletion select.deletion-layer").select_option("0")  # drawn from what the page holds
     page.wait_for_selector(f'#curves[data-shown="{row} 0"]')
-    assert lines.evaluate_all("ls => ls.map((l) => l.dataset.label)") == \
-        [r["label"] for r in curves["readings"] if r["layer"] in (None, 0)] + ["random order (mean)"]
+    assert lines.evaluate_all("ls => ls.map((l) => l.dataset.label)") == [
+        r["label"] for r in curves["readings"] if r["layer"] in (None, 0)
+    ] + ["random order (mean)"]
 
 
 def test_hostile_empty_and_too_long_input_shows_as_text_or_an_error(browser, url, model):
@@ -180,8 +193,12 @@ def test_served_beyond_this_computer_the_page_works_with_the_printed_token_alone
         assert page.locator("#source").count() == 1
         stranger = browser.new_page()
         assert stranger.goto(url).status == 403
-        answer = stranger.evaluate("""async (url) => { const r = await fetch(url + "api/sentence", {method: "POST",
-            headers: {"Content-Type": "application/json"}, body: JSON.stringify({source: "w3"})}); return r.status; }""", url)
+        answer = stranger.evaluate(
+            """async (url) => { const r = await fetch(url + "api/sentence", {method: "POST",
+            headers: {"Content-Type": "application/json"}, body: JSON.stringify({source: "w3"})});
+            return r.status; }""",
+            url,
+        )
         assert answer == 403
 
 
@@ -195,7 +212,9 @@ def test_the_selectors_list_every_registered_signal(browser, model):
         viewer = page.locator("#viewer")
         labels = [SIGNALS[name].label for name in SIGNALS]  # the explorer computes every one: the registry's labels
         assert viewer.locator("select.signal option").all_inner_texts() == labels
-        assert page.locator("#policy select.policy-signal option").all_inner_texts() == [f"signal {s}" for s in cross_signals()]
+        assert page.locator("#policy select.policy-signal option").all_inner_texts() == [
+            f"signal {s}" for s in cross_signals()
+        ]
         viewer.locator("select.signal").select_option(WHOLE)
         assert viewer.get_attribute("data-shown") == f"cross 0 mean {WHOLE}"
         attention = model.attention(SOURCE, signals={WHOLE})
@@ -203,7 +222,9 @@ def test_the_selectors_list_every_registered_signal(browser, model):
         m = attention.map("cross", WHOLE)
         assert first.get_attribute("title") == f"{m.rows[0]} → {m.cols[0]}: {round(float(m.layers[0, 0, 0]), 4):.3f}"
         page.locator("#policy select.policy-signal").select_option(PER_LAYER)
-        expect(page.locator("#pharaoh")).to_have_text(f"Pharaoh: {model.align(SOURCE, policy={'signal': PER_LAYER}).pharaoh}")
+        expect(page.locator("#pharaoh")).to_have_text(
+            f"Pharaoh: {model.align(SOURCE, policy={'signal': PER_LAYER}).pharaoh}"
+        )
         viewer.locator("select.kind").select_option("encoder")
         encoder = viewer.locator("select.signal option").all_inner_texts()
         assert SIGNALS[PER_LAYER].label in encoder and SIGNALS[WHOLE].label not in encoder

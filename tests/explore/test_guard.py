@@ -47,8 +47,17 @@ def refused(r, status: int, message: str) -> None:
     assert message in error and "\n" not in error
 
 
-@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("::1", True), ("localhost", True),
-                                           ("0.0.0.0", False), ("192.168.1.5", False), ("example.org", False)])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.5", False),
+        ("example.org", False),
+    ],
+)
 def test_which_hosts_serve_this_computer_alone(host, loopback):
     assert is_loopback(host) is loopback
     assert (Access.of(host, PORT).token is None) is loopback  # beyond this computer, a token
@@ -64,8 +73,16 @@ def test_the_hosts_answered_are_the_servers_own_addresses_with_its_port():
     assert len(tokens) == 3 and all(len(t) >= 40 for t in tokens)
 
 
-@pytest.mark.parametrize("host", ["evil.example:8123", "evil.example", "127.0.0.1.evil.example:8123",
-                                  "127.0.0.1:8123@evil.example", "localhost.evil.example:8123"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example:8123",
+        "evil.example",
+        "127.0.0.1.evil.example:8123",
+        "127.0.0.1:8123@evil.example",
+        "localhost.evil.example:8123",
+    ],
+)
 def test_a_host_that_is_not_the_servers_address_is_refused(host):
     """A rebound name says the attacker's host, whatever port."""
     c, echo = client(Access.of("127.0.0.1", PORT))
@@ -74,8 +91,18 @@ def test_a_host_that_is_not_the_servers_address_is_refused(host):
     assert echo.asked == []
 
 
-@pytest.mark.parametrize("host", [f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", f"LocalHost:{PORT}",
-                                  "localhost:9000", "127.0.0.1", "[::1]:9000"])  # the last three: an SSH tunnel's port
+@pytest.mark.parametrize(
+    "host",
+    [
+        f"127.0.0.1:{PORT}",
+        f"localhost:{PORT}",
+        f"[::1]:{PORT}",
+        f"LocalHost:{PORT}",
+        "localhost:9000",
+        "127.0.0.1",
+        "[::1]:9000",
+    ],
+)  # the last three: an SSH tunnel's port
 def test_the_servers_own_host_is_answered(host):
     c, echo = client(Access.of("127.0.0.1", PORT), host)
     assert c.get("/").text == "<p>the page</p>"
@@ -83,14 +110,21 @@ def test_the_servers_own_host_is_answered(host):
     assert echo.asked == [{"source": "w3"}]
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", f"http://127.0.0.1:{PORT + 1}", f"https://{OWN}",
-                                    f"http://localhost:{PORT}"])
+@pytest.mark.parametrize(
+    "origin",
+    ["http://evil.example", "null", f"http://127.0.0.1:{PORT + 1}", f"https://{OWN}", f"http://localhost:{PORT}"],
+)
 def test_a_post_from_another_sites_page_is_refused(origin):
     c, echo = client(Access.of("127.0.0.1", PORT))
-    refused(c.post("/api/sentence", json={"source": "w3"}, headers={"origin": origin}), 403, "requests from other sites")
+    refused(
+        c.post("/api/sentence", json={"source": "w3"}, headers={"origin": origin}), 403, "requests from other sites"
+    )
     # the issue's "simple" request: no preflight, so only the server can stop it
-    refused(c.post("/api/sentence", content=b'{"source": "w3"}', headers={"origin": origin, "content-type": "text/plain"}),
-            403, "requests from other sites")
+    refused(
+        c.post("/api/sentence", content=b'{"source": "w3"}', headers={"origin": origin, "content-type": "text/plain"}),
+        403,
+        "requests from other sites",
+    )
     assert echo.asked == []
     assert c.get("/", headers={"origin": origin}).status_code == 200  # a GET reads the page only: no Origin check
 
@@ -102,13 +136,19 @@ def test_a_post_from_its_own_page_or_with_no_origin_is_answered():
     assert echo.asked == [{"source": "a"}, {"source": "b"}]
 
 
-@pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None])
+@pytest.mark.parametrize(
+    "media", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None]
+)
 def test_a_body_not_sent_as_json_is_refused(media):
     c, echo = client(Access.of("127.0.0.1", PORT))
     headers = {} if media is None else {"content-type": media}
-    refused(c.post("/api/inspect", content=b'{"source": "w3"}', headers=headers), 415, "send the body as application/json")
+    refused(
+        c.post("/api/inspect", content=b'{"source": "w3"}', headers=headers), 415, "send the body as application/json"
+    )
     assert echo.asked == []
-    ok = c.post("/api/inspect", content=b'{"source": "w3"}', headers={"content-type": "Application/JSON; charset=utf-8"})
+    ok = c.post(
+        "/api/inspect", content=b'{"source": "w3"}', headers={"content-type": "Application/JSON; charset=utf-8"}
+    )
     assert ok.status_code == 200
 
 
@@ -119,10 +159,17 @@ def test_beyond_this_computer_every_request_needs_the_token():
     for wrong in ({}, {"token": "x" * 43}, {"token": "ä"}, {"token": ""}):
         refused(c.get("/", params=wrong), 403, "needs its token")
         refused(c.post("/api/sentence", params=wrong, json={"source": "w3"}), 403, "needs its token")
-    refused(c.post("/api/sentence", json={"source": "w3"}, headers={"cookie": f"{access.cookie}=wrong"}), 403, "needs its token")
+    refused(
+        c.post("/api/sentence", json={"source": "w3"}, headers={"cookie": f"{access.cookie}=wrong"}),
+        403,
+        "needs its token",
+    )
     other_port = Access.of("0.0.0.0", PORT + 1).cookie
-    refused(c.post("/api/sentence", json={"source": "w3"}, headers={"cookie": f"{other_port}={access.token}"}), 403,
-            "needs its token")
+    refused(
+        c.post("/api/sentence", json={"source": "w3"}, headers={"cookie": f"{other_port}={access.token}"}),
+        403,
+        "needs its token",
+    )
     assert echo.asked == []
 
     opened = c.get("/", params={"token": access.token})  # the printed address, once
@@ -134,8 +181,11 @@ def test_beyond_this_computer_every_request_needs_the_token():
     assert c.post("/api/sentence", json={"source": "a"}, headers={"cookie": cookie}).status_code == 200
     assert c.post("/api/sentence", params={"token": access.token}, json={"source": "b"}).status_code == 200  # a script
     assert echo.asked == [{"source": "a"}, {"source": "b"}]
-    refused(c.post("/api/sentence", json={"source": "c"}, headers={"cookie": cookie, "origin": "http://evil.example"}),
-            403, "requests from other sites")  # the token does not let other sites in
+    refused(
+        c.post("/api/sentence", json={"source": "c"}, headers={"cookie": cookie, "origin": "http://evil.example"}),
+        403,
+        "requests from other sites",
+    )  # the token does not let other sites in
 
 
 def test_beyond_this_computer_on_one_address_other_hosts_are_refused_even_with_the_token():
@@ -168,8 +218,13 @@ def test_on_a_real_socket_the_issues_requests_are_refused_and_the_pages_answered
         sent = {"content-type": "application/json", "content-length": str(len(body))}
         status, answer = ask(port, "POST", "/api/sentence", {"host": f"evil.example:{port}"} | sent, body)
         assert status == 403 and "is not this server's address" in answer["error"]
-        status, answer = ask(port, "POST", "/api/sentence", {"host": own, "origin": "http://evil.example"}
-                             | sent | {"content-type": "text/plain"}, body)
+        status, answer = ask(
+            port,
+            "POST",
+            "/api/sentence",
+            {"host": own, "origin": "http://evil.example"} | sent | {"content-type": "text/plain"},
+            body,
+        )
         assert status == 403 and "requests from other sites" in answer["error"]
         status, answer = ask(port, "GET", "/", {}, version="HTTP/1.0")  # no Host at all
         assert status == 403 and "is not this server's address" in answer["error"]

@@ -19,8 +19,8 @@ from qkvmt.explore import session
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align import align
 from qkvmt.text.metrics import sentence_scores
-from tests.conftest import compose_inference
 from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
+from tests.conftest import compose_inference
 from tests.explore.conftest import REFERENCE, SOURCE
 
 ATOL = 5e-5  # the page's JSON holds 4 decimals
@@ -68,7 +68,10 @@ def test_the_page_and_a_sentence_list_every_registered_signal(model):
         cross = shown["attention"]["cross"]["signals"]
         assert {PER_LAYER, WHOLE, SLOW} <= set(cross) and cross[WHOLE]["label"] == "probe, whole model"
         assert cross[WHOLE]["maps"] is None and len(cross[WHOLE]["layers"]) == 1
-        assert PER_LAYER in shown["attention"]["encoder"]["signals"] and WHOLE not in shown["attention"]["encoder"]["signals"]
+        assert (
+            PER_LAYER in shown["attention"]["encoder"]["signals"]
+            and WHOLE not in shown["attention"]["encoder"]["signals"]
+        )
         for policy in ({"signal": WHOLE}, {"signal": PER_LAYER, "layer": 0}):
             links = explorer.align({"source": SOURCE, "policy": policy})
             assert links["pharaoh"] == model.align(SOURCE, policy=policy).pharaoh
@@ -101,8 +104,11 @@ def test_another_policy_gives_the_apis_links_without_a_new_forced_pass(explorer,
     passes = []
     monkeypatch.setattr(session, "forced_attention", lambda *a, **k: passes.append(a))
     monkeypatch.setattr(session, "inspect_head", lambda *a, **k: passes.append(a))
-    for policy in ({"layer": 0, "head": 1}, {"head": "mean", "rows": "reading", "signal": "value_norms"},
-                   {"layer": 1, "head": 3, "direction": "intersection", "signal": "alti"}):
+    for policy in (
+        {"layer": 0, "head": 1},
+        {"head": "mean", "rows": "reading", "signal": "value_norms"},
+        {"layer": 1, "head": 3, "direction": "intersection", "signal": "alti"},
+    ):
         shown = explorer.align({"source": SOURCE, "policy": policy})
         expected = model.align(SOURCE, policy=policy)
         assert shown["pharaoh"] == expected.pharaoh and shown["policy"] == expected.policy
@@ -118,9 +124,15 @@ def test_a_heads_walk_for_one_query_is_the_apis_inspection(explorer, model, kind
     q = shown["query"]
     assert (shown["layer"], shown["head"], q["token"]) == (expected.layer, expected.head, expected.query_tokens[row])
     assert shown["key_tokens"] == expected.key_tokens
-    for name, value in (("q", expected.q[row]), ("k", expected.k), ("v", expected.v), ("weights", expected.weights[row]),
-                        ("scores", expected.scores[row]), ("output", expected.output[row]),
-                        ("contributions", expected.contributions[row])):
+    for name, value in (
+        ("q", expected.q[row]),
+        ("k", expected.k),
+        ("v", expected.v),
+        ("weights", expected.weights[row]),
+        ("scores", expected.scores[row]),
+        ("output", expected.output[row]),
+        ("contributions", expected.contributions[row]),
+    ):
         close(q[name], value)
     close(q["dots"], expected.k @ expected.q[row])
     close(shown["weights"], expected.weights)
@@ -133,8 +145,10 @@ def test_a_heads_walk_for_one_query_is_the_apis_inspection(explorer, model, kind
 
 def test_symmetrized_links_are_align_pys_with_the_reverse_model(explorer, trained_run, reverse_run, tmp_path):
     shown = explorer.sentence({"source": SOURCE})["symmetrized"]
-    ckpts = [f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
-             f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}"]
+    ckpts = [
+        f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+        f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}",
+    ]
     align(compose_inference("align", *ckpts, f"sentence='{SOURCE}'", f"output_dir={tmp_path}"))
     written = json.loads((tmp_path / "alignment.json").read_text())
     for key in ("forward_links", "reverse_links", "links", "src_words", "tgt_words", "policies"):
@@ -142,8 +156,9 @@ def test_symmetrized_links_are_align_pys_with_the_reverse_model(explorer, traine
     assert shown["method"] == written["symmetrize"]
 
 
-def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the_signal_ranks_first(explorer, model,
-                                                                                                   monkeypatch):
+def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the_signal_ranks_first(
+    explorer, model, monkeypatch
+):
     attention = model.attention(SOURCE, signals=set(SIGNALS))
     row = len(attention.out_tokens) - 2  # the last subword before </s>
     shown = json.loads(json.dumps(explorer.curves({"source": SOURCE, "row": row})))  # as sent
@@ -154,7 +169,11 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
     for name in cross_signals():
         maps = attention.signal_maps[name]["cross"]
         label = SIGNALS[name].label
-        expected += [(name, None, label)] if maps.whole_model else [(name, l, f"{label}, layer {l}") for l in range(len(maps.layers))]
+        expected += (
+            [(name, None, label)]
+            if maps.whole_model
+            else [(name, i, f"{label}, layer {i}") for i in range(len(maps.layers))]
+        )
     assert [(r["signal"], r["layer"], r["label"]) for r in shown["readings"]] == expected
     assert all(len(r["drops"]) == len(FRACTIONS) for r in shown["readings"]) and len(shown["random"]) == len(FRACTIONS)
 
@@ -167,35 +186,58 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
         with torch.no_grad():
             return m(x.src, x.tgt_in)[0][0, row].log_softmax(-1)[x.tgt_out[0, row]].item()
 
-    drops = [log_p(src) - log_p([m.cfg.pad_id if i in ranked[:k] else t for i, t in enumerate(src)]) for k in shown["ks"]]
-    weights = next(r for r in shown["readings"] if (r["signal"], r["layer"]) == ("weights", len(attention.map("cross").layers) - 1))
+    drops = [
+        log_p(src) - log_p([m.cfg.pad_id if i in ranked[:k] else t for i, t in enumerate(src)]) for k in shown["ks"]
+    ]
+    weights = next(
+        r for r in shown["readings"] if (r["signal"], r["layer"]) == ("weights", len(attention.map("cross").layers) - 1)
+    )
     np.testing.assert_allclose(weights["drops"], drops, atol=1e-4)
 
     monkeypatch.setattr(session, "deletion_curves", lambda *a, **k: pytest.fail("asked twice, computed twice"))
     assert json.loads(json.dumps(explorer.curves({"source": SOURCE, "row": row}))) == shown
 
 
-@pytest.mark.parametrize("call,body,message", [
-    ("sentence", [SOURCE], "must be a JSON object"),
-    ("sentence", {}, "no source given"),
-    ("sentence", {"source": " \n "}, "source is empty"),
-    ("sentence", {"source": 7}, "source: give text, not int"),
-    ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
-    ("align", {"source": SOURCE, "policy": {"layer": 9}}, r"alignment.layer=9: the decoder has 2 layers"),
-    ("align", {"source": SOURCE, "policy": "best"}, "policy: give an object"),
-    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
-    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": 4, "row": 0}, r"head=4: layers have 4 heads \(0..3\)"),
-    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 2, "head": 0, "row": 0}, r"layer=2: the cross has 2 layers"),
-    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": True, "row": 0}, "head=True: give a whole number"),
-    ("inspect", {"source": SOURCE, "kind": "self", "layer": 0, "head": 0, "row": 0}, "kind='self': use one of"),
-    ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "head": 0, "row": 99}, r"row=99: this cross attention has \d+ queries"),
-    ("curves", {"source": SOURCE}, "row=None: give a whole number"),
-    ("curves", {"source": SOURCE, "row": "2"}, "row='2': give a whole number"),
-    ("curves", {"source": SOURCE, "row": False}, "row=False: give a whole number"),
-    ("curves", {"source": SOURCE, "row": 99}, r"row=99: the translation has \d+ target tokens \(rows 0\.\.\d+\)"),
-    ("curves", {"source": SOURCE, "row": -1}, r"row=-1: the translation has \d+ target tokens"),
-    ("curves", {"row": 0}, "no source given"),
-])
+@pytest.mark.parametrize(
+    "call,body,message",
+    [
+        ("sentence", [SOURCE], "must be a JSON object"),
+        ("sentence", {}, "no source given"),
+        ("sentence", {"source": " \n "}, "source is empty"),
+        ("sentence", {"source": 7}, "source: give text, not int"),
+        ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
+        ("align", {"source": SOURCE, "policy": {"layer": 9}}, r"alignment.layer=9: the decoder has 2 layers"),
+        ("align", {"source": SOURCE, "policy": "best"}, "policy: give an object"),
+        ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
+        (
+            "inspect",
+            {"source": SOURCE, "kind": "cross", "layer": 0, "head": 4, "row": 0},
+            r"head=4: layers have 4 heads \(0..3\)",
+        ),
+        (
+            "inspect",
+            {"source": SOURCE, "kind": "cross", "layer": 2, "head": 0, "row": 0},
+            r"layer=2: the cross has 2 layers",
+        ),
+        (
+            "inspect",
+            {"source": SOURCE, "kind": "cross", "layer": 0, "head": True, "row": 0},
+            "head=True: give a whole number",
+        ),
+        ("inspect", {"source": SOURCE, "kind": "self", "layer": 0, "head": 0, "row": 0}, "kind='self': use one of"),
+        (
+            "inspect",
+            {"source": SOURCE, "kind": "cross", "layer": 0, "head": 0, "row": 99},
+            r"row=99: this cross attention has \d+ queries",
+        ),
+        ("curves", {"source": SOURCE}, "row=None: give a whole number"),
+        ("curves", {"source": SOURCE, "row": "2"}, "row='2': give a whole number"),
+        ("curves", {"source": SOURCE, "row": False}, "row=False: give a whole number"),
+        ("curves", {"source": SOURCE, "row": 99}, r"row=99: the translation has \d+ target tokens \(rows 0\.\.\d+\)"),
+        ("curves", {"source": SOURCE, "row": -1}, r"row=-1: the translation has \d+ target tokens"),
+        ("curves", {"row": 0}, "no source given"),
+    ],
+)
 def test_bad_requests_are_one_line_user_errors(explorer, call, body, message):
     with pytest.raises(UserError, match=message) as e:
         getattr(explorer, call)(body)
@@ -204,6 +246,8 @@ def test_bad_requests_are_one_line_user_errors(explorer, call, body, message):
 
 def test_text_beyond_the_models_positions_is_refused_not_cut(explorer, model):
     n = model.transformer.cfg.max_positions
-    with pytest.raises(UserError, match=rf"the source has {n} subwords, but the model reads at most {n - 1} .*nothing is cut"):
+    with pytest.raises(
+        UserError, match=rf"the source has {n} subwords, but the model reads at most {n - 1} .*nothing is cut"
+    ):
         explorer.sentence({"source": " ".join(["w1"] * n)})
     assert explorer.sentence({"source": " ".join(["w1"] * (n - 1))})["translation"] is not None  # the longest that fits

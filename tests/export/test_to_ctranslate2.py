@@ -6,23 +6,23 @@ import io
 import pytest
 import torch
 
+from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.model.checkpoint import load_model
 from qkvmt.model.config import ModelConfig
-from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline.export import export
 from qkvmt.pipeline.train import train
 from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import encode, train_bpe
-from qkvmt.decoding.lines import translate_ids
 from tests.conftest import compose_inference, compose_train, tiny_overrides, training_fixture
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
 
 from qkvmt.export.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2  # noqa: E402
 from qkvmt.export.to_ctranslate2 import export_ctranslate2  # noqa: E402
-from qkvmt.model.checkpoint import CheckpointMeta
+from qkvmt.model.checkpoint import CheckpointMeta  # noqa: E402
 
 META = CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en")
 
@@ -68,13 +68,20 @@ def teacher_forced(model, tok, sources, targets):
 def ct2_scores(translator, tok, sources, targets):
     def tokens(lines):
         return [[tok.id_to_token(i) for i in ids] for ids in encode(tok, lines)]
+
     return [r.log_probs for r in translator.score_batch(tokens(sources), tokens(targets))]
 
 
-@pytest.mark.parametrize("norm_first, tied, positions", [
-    (False, True, "sinusoidal"), (True, True, "sinusoidal"), (True, False, "sinusoidal"),
-    (False, True, "rotary"), (True, False, "rotary"),
-])
+@pytest.mark.parametrize(
+    "norm_first, tied, positions",
+    [
+        (False, True, "sinusoidal"),
+        (True, True, "sinusoidal"),
+        (True, False, "sinusoidal"),
+        (False, True, "rotary"),
+        (True, False, "rotary"),
+    ],
+)
 def test_every_layout_scores_like_ours(tmp_path, norm_first, tied, positions):
     # Post- and pre-LN, tied and separate embeddings, sinusoidal and rotary positions: the spec
     # must reproduce the whole network, which teacher-forced log-probabilities of random weights
@@ -83,8 +90,18 @@ def test_every_layout_scores_like_ours(tmp_path, norm_first, tied, positions):
     sources = ["a b c d", "b a", "c c d a b a"]
     targets = ["d c b a", "a b", "a b a d c c"]
     tok = train_bpe(sources + targets, vocab_size=20, min_frequency=1)
-    cfg = ModelConfig(vocab_size=tok.get_vocab_size(), d_model=16, n_heads=2, encoder_layers=2, decoder_layers=3,
-                      ffn_dim=24, norm_first=norm_first, tie_embeddings=tied, max_positions=32, positions=positions)
+    cfg = ModelConfig(
+        vocab_size=tok.get_vocab_size(),
+        d_model=16,
+        n_heads=2,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=24,
+        norm_first=norm_first,
+        tie_embeddings=tied,
+        max_positions=32,
+        positions=positions,
+    )
     model = Transformer(cfg).eval()
     with torch.no_grad():  # non-trivial norms and biases, so a misplaced one shows
         for name, p in model.named_parameters():
@@ -92,7 +109,9 @@ def test_every_layout_scores_like_ours(tmp_path, norm_first, tied, positions):
                 p.add_(torch.randn_like(p) * 0.3)
     export_ctranslate2(model, tok, META, tmp_path)
     translator = load_ctranslate2(tmp_path).translator
-    for ours, theirs in zip(teacher_forced(model, tok, sources, targets), ct2_scores(translator, tok, sources, targets)):
+    for ours, theirs in zip(
+        teacher_forced(model, tok, sources, targets), ct2_scores(translator, tok, sources, targets)
+    ):
         assert theirs == pytest.approx(ours, abs=1e-4)
 
 
@@ -127,6 +146,8 @@ def test_translate_script_engine_ctranslate2_reads_stdin_like_ours(exported, tra
     outs = []
     for engine in (["engine=ctranslate2", f"model_dir={folder}"], [f"ckpt_path={ckpt}"]):
         out = io.StringIO()
-        translate(compose_inference("translate", *engine), stdin=io.BytesIO(("\n".join(lines) + "\n").encode()), stdout=out)
+        translate(
+            compose_inference("translate", *engine), stdin=io.BytesIO(("\n".join(lines) + "\n").encode()), stdout=out
+        )
         outs.append(out.getvalue())
     assert outs[0] == outs[1] and outs[0].split("\n")[1] == ""

@@ -3,18 +3,17 @@
 import pytest
 import torch
 
-from qkvmt.model.checkpoint import load_model
-from qkvmt.model.config import ModelConfig
+from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import check_exportable, export_huggingface, residual_permutation
+from qkvmt.model.checkpoint import CheckpointMeta, load_model
+from qkvmt.model.config import ModelConfig
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.positions import sinusoidal_positions
 from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline.export import export
 from qkvmt.text.tokenizer import encode, train_bpe
-from qkvmt.decoding.lines import translate_ids
-from qkvmt.model.checkpoint import CheckpointMeta
 from tests.conftest import compose_inference
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -34,15 +33,28 @@ def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline
     torch.manual_seed(0)
     texts = ["a b c d", "b a", "c c d a b a", "d c b a"]
     tok = train_bpe(texts, vocab_size=20, min_frequency=1)
-    model = Transformer(ModelConfig(vocab_size=tok.get_vocab_size(), d_model=16, n_heads=2, encoder_layers=2,
-                                    decoder_layers=3, ffn_dim=24, max_positions=32)).eval()
+    model = Transformer(
+        ModelConfig(
+            vocab_size=tok.get_vocab_size(),
+            d_model=16,
+            n_heads=2,
+            encoder_layers=2,
+            decoder_layers=3,
+            ffn_dim=24,
+            max_positions=32,
+        )
+    ).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.3)
-    export_huggingface(model, tok, CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en"), tmp_path)
+    export_huggingface(
+        model, tok, CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en"), tmp_path
+    )
     # eager attention returns weights: what bertviz shows (README)
-    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path, local_files_only=True, attn_implementation="eager").eval()
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path, local_files_only=True, attn_implementation="eager"
+    ).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
     inp = build_inputs(encode(tok, texts[:2]), encode(tok, texts[2:]), model.cfg.specials)
     assert hf_tok(texts[:2], padding=True, return_tensors="pt").input_ids.tolist() == inp.src.tolist()

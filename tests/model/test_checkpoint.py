@@ -2,12 +2,11 @@
 
 import pickle
 
+import pytest
 import torch
 
-import pytest
-
-from qkvmt.model.checkpoint import average_checkpoints, load_checkpoint, load_model, model_weights, resolve_average
 from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import average_checkpoints, load_checkpoint, load_model, model_weights, resolve_average
 from qkvmt.pipeline.average import average
 from tests.conftest import compose_inference
 
@@ -69,12 +68,15 @@ def test_checkpoint_that_runs_code_when_unpickled_is_refused(layout, tmp_path):
     assert not PAYLOAD_MARK.exists()
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"", "not a readable checkpoint"),
-    (b"hello\n", "not a readable checkpoint"),
-    ([1, 2, 3], "not a qkvmt checkpoint (no qkvmt metadata or weights)"),
-    ({"state_dict": {}, "qkvmt": {"model_config": {}}}, "no tokenizer, src_lang, tgt_lang in its metadata"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"", "not a readable checkpoint"),
+        (b"hello\n", "not a readable checkpoint"),
+        ([1, 2, 3], "not a qkvmt checkpoint (no qkvmt metadata or weights)"),
+        ({"state_dict": {}, "qkvmt": {"model_config": {}}}, "no tokenizer, src_lang, tgt_lang in its metadata"),
+    ],
+)
 def test_files_that_are_no_qkvmt_checkpoint_are_one_line_errors(content, expected, tmp_path):
     path = tmp_path / "x.ckpt"
     if isinstance(content, bytes):
@@ -93,16 +95,29 @@ def test_a_folder_as_checkpoint_says_to_pick_a_file(trained_run):
 
 # Each case: how to edit the stored model_config (given it), and the message expected from it.
 MISFITS = {
-    "ffn_dim": (lambda c: {"ffn_dim": 2 * c["ffn_dim"]}, lambda c: (
-        rf"ffn\.fc1\.weight is \({c['ffn_dim']}, {c['d_model']}\), "
-        rf"but the stored configuration needs \({2 * c['ffn_dim']}, {c['d_model']}\)")),
-    "more_layers": (lambda c: {"encoder_layers": c["encoder_layers"] + 1},
-                    lambda c: rf"weights do not fit .*\(no weight encoder_layers\.{c['encoder_layers']}\."),
-    "fewer_layers": (lambda c: {"encoder_layers": c["encoder_layers"] - 1},
-                     lambda c: rf"weights do not fit .*\(unexpected weight encoder_layers\.{c['encoder_layers'] - 1}\."),
-    "heads": (lambda c: {"n_heads": c["d_model"] + 1}, lambda c: "configuration stored in it is not usable .*not divisible"),
-    "unknown_key": (lambda c: {"colour": "red"},
-                    lambda c: r"configuration stored in it is not usable .*unknown model config keys: \['colour'\]"),
+    "ffn_dim": (
+        lambda c: {"ffn_dim": 2 * c["ffn_dim"]},
+        lambda c: (
+            rf"ffn\.fc1\.weight is \({c['ffn_dim']}, {c['d_model']}\), "
+            rf"but the stored configuration needs \({2 * c['ffn_dim']}, {c['d_model']}\)"
+        ),
+    ),
+    "more_layers": (
+        lambda c: {"encoder_layers": c["encoder_layers"] + 1},
+        lambda c: rf"weights do not fit .*\(no weight encoder_layers\.{c['encoder_layers']}\.",
+    ),
+    "fewer_layers": (
+        lambda c: {"encoder_layers": c["encoder_layers"] - 1},
+        lambda c: rf"weights do not fit .*\(unexpected weight encoder_layers\.{c['encoder_layers'] - 1}\.",
+    ),
+    "heads": (
+        lambda c: {"n_heads": c["d_model"] + 1},
+        lambda c: "configuration stored in it is not usable .*not divisible",
+    ),
+    "unknown_key": (
+        lambda c: {"colour": "red"},
+        lambda c: r"configuration stored in it is not usable .*unknown model config keys: \['colour'\]",
+    ),
 }
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from qkvmt.model.config import ModelConfig
 from qkvmt.errors import UserError
+from qkvmt.model.config import ModelConfig
 
 
 @pytest.mark.parametrize("field,value", [("d_model", "abc"), ("n_heads", 2.5), ("encoder_layers", True)])

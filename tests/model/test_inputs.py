@@ -5,8 +5,7 @@ import torch
 
 from qkvmt.data.batching import Collate
 from qkvmt.model.inputs import build_inputs, fits
-from qkvmt.text.tokenizer import Specials
-from qkvmt.text.tokenizer import BOS, EOS, PAD, encode, train_bpe
+from qkvmt.text.tokenizer import BOS, EOS, PAD, Specials, encode, train_bpe
 
 SPECIALS = Specials(pad=0, bos=1, eos=2)
 
@@ -63,8 +62,11 @@ def reference_inputs(src, tgt, specials, max_len):
         return torch.tensor([r + [specials.pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
     src, tgt = [keep(r) for r in src], [keep(r) for r in tgt]
-    return (padded([r + [specials.eos] for r in src]), padded([[specials.bos] + r for r in tgt]),
-            padded([r + [specials.eos] for r in tgt]))
+    return (
+        padded([r + [specials.eos] for r in src]),
+        padded([[specials.bos] + r for r in tgt]),
+        padded([r + [specials.eos] for r in tgt]),
+    )
 
 
 def test_build_inputs_equals_the_row_by_row_layout_for_lists_arrays_and_mapped_ids(tmp_path):
@@ -80,5 +82,7 @@ def test_build_inputs_equals_the_row_by_row_layout_for_lists_arrays_and_mapped_i
         half = len(rows) // 2 or 1
         max_len = (None, 1, 5, 64)[int(rng.integers(0, 4))]  # 1: nothing but the special token
         x = build_inputs(rows[:half], rows[-half:], SPECIALS, max_len)
-        for got, want in zip((x.src, x.tgt_in, x.tgt_out), reference_inputs(rows[:half], rows[-half:], SPECIALS, max_len)):
+        for got, want in zip(
+            (x.src, x.tgt_in, x.tgt_out), reference_inputs(rows[:half], rows[-half:], SPECIALS, max_len)
+        ):
             assert got.dtype == torch.long and torch.equal(got, want)

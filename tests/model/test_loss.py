@@ -35,8 +35,18 @@ def test_a_tied_model_trains_the_same_under_bf16_autocast():
     """The model's own path (final states, then the tied output layer) against its logits path:
     the same loss and the same gradient for every parameter, the shared embedding included."""
     torch.manual_seed(1)
-    model = Transformer(ModelConfig(vocab_size=40, d_model=16, n_heads=2, encoder_layers=1, decoder_layers=2,
-                                    ffn_dim=32, dropout=0.0, max_positions=16))
+    model = Transformer(
+        ModelConfig(
+            vocab_size=40,
+            d_model=16,
+            n_heads=2,
+            encoder_layers=1,
+            decoder_layers=2,
+            ffn_dim=32,
+            dropout=0.0,
+            max_positions=16,
+        )
+    )
     src, tgt_in, tgt_out = (torch.randint(3, 40, (4, 7)) for _ in range(3))
     tgt_out[1, 4:] = 0
     grads = []

@@ -16,8 +16,15 @@ ATOL = 1e-5
 
 def make_model(seed: int = 0, **overrides) -> Transformer:
     cfg = dict(
-        vocab_size=V, d_model=16, n_heads=2, encoder_layers=2, decoder_layers=2, ffn_dim=32,
-        dropout=0.1, max_positions=32, pad_id=PAD,
+        vocab_size=V,
+        d_model=16,
+        n_heads=2,
+        encoder_layers=2,
+        decoder_layers=2,
+        ffn_dim=32,
+        dropout=0.1,
+        max_positions=32,
+        pad_id=PAD,
     )
     cfg.update(overrides)
     torch.manual_seed(seed)
@@ -170,7 +177,9 @@ def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first, pos
             x = model.tgt_embed(tgt)
             for i, dec in enumerate(model.decoder_layers[: layer + 1]):
                 x, _, reference = dec(x, memory, src_mask, (False, i == layer), self_mask=tgt_mask)
-            torch.testing.assert_close(model.full_context_cross(tgt, memory, src_mask, layer), reference, atol=ATOL, rtol=0)
+            torch.testing.assert_close(
+                model.full_context_cross(tgt, memory, src_mask, layer), reference, atol=ATOL, rtol=0
+            )
             picked = model.full_context_cross(tgt, memory, src_mask, layer, heads=[3, 1])
             torch.testing.assert_close(picked, reference[:, [3, 1]], atol=ATOL, rtol=0)
 

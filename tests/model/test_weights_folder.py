@@ -17,19 +17,30 @@ def nontrivial_model(seed: int = 0):
     """A 2+2-layer model whose biases and LayerNorm parameters are not their initial 0 and 1."""
     words = [f"w{i}" for i in range(30)]
     tokenizer = train_bpe([" ".join(words[i:] + words[:i]) for i in range(30)], vocab_size=60, min_frequency=1)
-    model = make_model(seed, d_model=64, ffn_dim=128, vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
+    model = make_model(
+        seed, d_model=64, ffn_dim=128, vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
+    )
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:  # biases and LayerNorms
                 p.add_(torch.randn_like(p) * 0.3)
-    meta = CheckpointMeta(model.cfg.to_dict(), tokenizer.to_str(), "de", "en", decode={"beam_size": 3},
-                          alignment={"layer": 1, "head": 0, "full_context": True})
+    meta = CheckpointMeta(
+        model.cfg.to_dict(),
+        tokenizer.to_str(),
+        "de",
+        "en",
+        decode={"beam_size": 3},
+        alignment={"layer": 1, "head": 0, "full_context": True},
+    )
     return model, tokenizer, meta
 
 
 def outputs(model, seed: int = 1) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    src, tgt = torch.randint(3, model.cfg.vocab_size, (2, 7), generator=g), torch.randint(3, model.cfg.vocab_size, (2, 5), generator=g)
+    src, tgt = (
+        torch.randint(3, model.cfg.vocab_size, (2, 7), generator=g),
+        torch.randint(3, model.cfg.vocab_size, (2, 5), generator=g),
+    )
     with torch.no_grad():
         return model(src, tgt)[0]
 
@@ -68,12 +79,15 @@ def test_provenance_is_kept_and_ignored_by_loading(tmp_path):
     assert CheckpointMeta.from_dict(load_checkpoint(tmp_path)["qkvmt"]) == meta
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 40), "not a readable model folder"),
-    (lambda f: (f / "qkvmt.json").write_text("{"), "not a readable model folder"),
-    (lambda f: (f / "qkvmt.json").write_text('{"format": "ctranslate2"}'), "format is 'ctranslate2'"),
-    (lambda f: (f / "qkvmt.json").write_text('{"format": "safetensors"}'), "no model_config"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 40), "not a readable model folder"),
+        (lambda f: (f / "qkvmt.json").write_text("{"), "not a readable model folder"),
+        (lambda f: (f / "qkvmt.json").write_text('{"format": "ctranslate2"}'), "format is 'ctranslate2'"),
+        (lambda f: (f / "qkvmt.json").write_text('{"format": "safetensors"}'), "no model_config"),
+    ],
+)
 def test_a_damaged_folder_is_a_user_error_naming_it(tmp_path, damage, message):
     model, tokenizer, meta = nontrivial_model()
     write_weights_folder(model, tokenizer, meta, tmp_path)

@@ -8,10 +8,9 @@ import sys
 import pytest
 import torch
 
-from qkvmt.errors import UserError
-from qkvmt.pipeline.align import align
-from qkvmt.pipeline.align import training_pairs_of
 from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.errors import UserError
+from qkvmt.pipeline.align import align, training_pairs_of
 from qkvmt.text.tokenizer import train_bpe
 from tests.conftest import ROOT, compose_inference
 
@@ -22,7 +21,11 @@ def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     r = subprocess.run(
         [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     translation, pharaoh = r.stdout.splitlines()[-2:]
@@ -38,14 +41,22 @@ def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
         for head in layer:
             assert len(head) == len(data["tgt_tokens"]) and all(len(row) == len(data["src_tokens"]) for row in head)
             assert all(abs(sum(row) - 1) < 1e-4 for row in head)
-    assert data["policy"] == {"layer": 0, "head": "mean", "rows": "predicting", "direction": "target_to_source", "signal": "weights"}
+    assert data["policy"] == {
+        "layer": 0,
+        "head": "mean",
+        "rows": "predicting",
+        "direction": "target_to_source",
+        "signal": "weights",
+    }
     html = (tmp_path / "alignment.html").read_text()
     assert "<script>alert(1)</script>" not in html and (tmp_path / "alignment.png").stat().st_size > 0
 
 
 def test_forced_reference_aligns_the_given_words(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    cfg = compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1 t9'", f"output_dir={tmp_path}")
+    cfg = compose_inference(
+        "align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1 t9'", f"output_dir={tmp_path}"
+    )
     assert align(cfg)["translation"] == "t3 t2 t1 t9"
     data = json.loads((tmp_path / "alignment.json").read_text())
     assert data["forced"] and data["tgt_words"] == ["t3", "t2", "t1", "t9"]
@@ -63,10 +74,13 @@ def write_gold(folder, pairs):
 
 def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path):
     # The toy target reverses the source, so word i of n links to target word n-1-i (1-based in talp).
-    gold = write_gold(tmp_path / "gold", [
-        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
-        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
-    ])
+    gold = write_gold(
+        tmp_path / "gold",
+        [
+            (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+            (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+        ],
+    )
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     out = tmp_path / "aer"
     result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}"))
@@ -81,39 +95,71 @@ def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path)
                 for s in by_direction.values():
                     assert 0.0 <= s["aer"] <= 1.0 and 0.0 <= s["precision"] <= 1.0
     best = result["best"]
-    every = [s for l in written["layers"].values() for h in l.values() for r in h.values() for s in r.values()]
+    every = [
+        s for by_head in written["layers"].values() for h in by_head.values() for r in h.values() for s in r.values()
+    ]
     assert best["aer"] == min(s["aer"] for s in every)
     assert (out / "aer.png").stat().st_size > 0
-    reuse = align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2'", "reference='t2 t1'", "alignment.head=best", f"output_dir={tmp_path / 'b'}"))
+    reuse = align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            "sentence='w1 w2'",
+            "reference='t2 t1'",
+            "alignment.head=best",
+            f"output_dir={tmp_path / 'b'}",
+        )
+    )
     used = json.loads((tmp_path / "b" / "alignment.json").read_text())["policy"]
     assert all(used[k] == best[k] for k in ("layer", "head", "rows", "direction"))
     assert reuse["pharaoh"]
 
 
 def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, tmp_path):
-    from qkvmt.alignment.links import alignment_scores, pair_word_groups
+    from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
     from qkvmt.alignment.policy import AlignmentPolicy, cross_signals, directed_links
-    from qkvmt.alignment.links import read_gold
     from qkvmt.analysis.forced import forced_attention, one_pass_signals
     from qkvmt.model.checkpoint import load_model
     from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 
-    gold = write_gold(tmp_path / "gold", [
-        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
-        (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4p1"),
-    ])
+    gold = write_gold(
+        tmp_path / "gold",
+        [
+            (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+            (["w4", "w5", "w6", "w7"], ["t7", "t6", "t5", "t4"], "1-4 2-3 3-2 4p1"),
+        ],
+    )
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    one = align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'",
-                                  "alignment.signal=value_norms", f"output_dir={tmp_path / 'one'}"))
+    one = align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            "sentence='w1 w2 w3'",
+            "reference='t3 t2 t1'",
+            "alignment.signal=value_norms",
+            f"output_dir={tmp_path / 'one'}",
+        )
+    )
     assert json.loads((tmp_path / "one" / "alignment.json").read_text())["policy"]["signal"] == "value_norms"
     assert one["pharaoh"]
     with throwaway_signals() as slow_calls:  # registered signals join the board with no edit of align.py
-        result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true",
-                                         f"output_dir={tmp_path / 'board'}"))
+        result = align(
+            compose_inference(
+                "align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true", f"output_dir={tmp_path / 'board'}"
+            )
+        )
         shown = {s for s in cross_signals() if s in one_pass_signals()}
         assert not slow_calls  # many passes: only when named
-        named = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true",
-                                        f"leaderboard_signals=[{SLOW}]", f"output_dir={tmp_path / 'named'}"))
+        named = align(
+            compose_inference(
+                "align",
+                f"ckpt_path={ckpt}",
+                f"gold_dir={gold}",
+                "leaderboard=true",
+                f"leaderboard_signals=[{SLOW}]",
+                f"output_dir={tmp_path / 'named'}",
+            )
+        )
         assert len(slow_calls) == 2  # once per gold pair
         model, tok, _ = load_model(ckpt)
         maps = [forced_attention(model, tok, "w1", "t1", analyses=shown).map("cross", s) for s in shown]
@@ -121,14 +167,23 @@ def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, 
     assert {row["signal"] for row in board} == shown and {PER_LAYER, WHOLE, "weights", "alti"} <= shown
     assert board[0] == result["best"] and [row["aer"] for row in board] == sorted(row["aer"] for row in board)
     # each signal × its own layers × (its heads, if any, + mean) × rows × directions
-    assert len(board) == sum(len(m.layers) * (1 + (0 if m.weights is None else m.weights.shape[1])) for m in maps) * 2 * 3
+    assert (
+        len(board) == sum(len(m.layers) * (1 + (0 if m.weights is None else m.weights.shape[1])) for m in maps) * 2 * 3
+    )
     assert {(r["layer"], r["head"]) for r in board if r["signal"] == WHOLE} == {(0, "mean")}
     assert {(r["layer"], r["head"]) for r in board if r["signal"] == PER_LAYER} == {(0, "mean"), (1, "mean")}
     assert {row["signal"] for row in named["leaderboard"]} == shown | {SLOW}
     assert [r for r in named["leaderboard"] if r["signal"] != SLOW] == board  # the same rows, in the same order
     # Our own computation of one row, from the model itself:
-    row = next(r for r in board if r["signal"] == "value_norms" and r["head"] == "mean" and r["rows"] == "predicting"
-               and r["direction"] == "intersection" and r["layer"] == 1)
+    row = next(
+        r
+        for r in board
+        if r["signal"] == "value_norms"
+        and r["head"] == "mean"
+        and r["rows"] == "predicting"
+        and r["direction"] == "intersection"
+        and r["layer"] == 1
+    )
     g = read_gold(gold, "de", "en")
     links = []
     for src, tgt in zip(g.src, g.tgt):
@@ -139,16 +194,26 @@ def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, 
     assert alignment_scores(links, g.sure, g.possible)["aer"] == row["aer"]
 
 
-@pytest.mark.parametrize("override,message", [
-    ("leaderboard_signals=[alti2]", "leaderboard_signals: 'alti2' is no signal of cross-attention; use some of weights"),
-    ("leaderboard_signals=[value_norms]", "leaderboard_signals=value_norms: add leaderboard=true"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        (
+            "leaderboard_signals=[alti2]",
+            "leaderboard_signals: 'alti2' is no signal of cross-attention; use some of weights",
+        ),
+        ("leaderboard_signals=[value_norms]", "leaderboard_signals=value_norms: add leaderboard=true"),
+    ],
+)
 def test_bad_leaderboard_signals_are_one_line_before_any_work(trained_run, tmp_path, override, message):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     gold = write_gold(tmp_path / "gold", [(["w1"], ["t1"], "1-1")])
     board = ["leaderboard=true"] if "alti2" in override else []
     with pytest.raises(UserError, match=message) as e:
-        align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", override, *board, f"output_dir={tmp_path / 'out'}"))
+        align(
+            compose_inference(
+                "align", f"ckpt_path={ckpt}", f"gold_dir={gold}", override, *board, f"output_dir={tmp_path / 'out'}"
+            )
+        )
     assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
 
 
@@ -161,17 +226,31 @@ def test_an_unknown_signal_is_one_line_before_any_work(trained_run, tmp_path, ov
         assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("QKVMT_RWTH"), reason="RWTH gold alignments not configured: set QKVMT_RWTH (.ci/run does)")
+@pytest.mark.skipif(
+    not os.environ.get("QKVMT_RWTH"), reason="RWTH gold alignments not configured: set QKVMT_RWTH (.ci/run does)"
+)
 def test_aer_on_the_real_rwth_set_has_every_layer_and_head(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={os.environ['QKVMT_RWTH']}", f"output_dir={tmp_path}"))
+    result = align(
+        compose_inference(
+            "align", f"ckpt_path={ckpt}", f"gold_dir={os.environ['QKVMT_RWTH']}", f"output_dir={tmp_path}"
+        )
+    )
     assert result["n"] + result["skipped_too_long"] == 508 and result["n"] > 400
     assert all(len(layer) == 5 for layer in result["layers"].values())
 
 
 def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_beside_it(supervised_run, tmp_path, capsys):
     ckpt = supervised_run["run"] / "checkpoints" / "last.ckpt"
-    align(compose_inference("align", f"ckpt_path={ckpt}", "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            "sentence='w1 w2 w3'",
+            "reference='t3 t2 t1'",
+            f"output_dir={tmp_path / 'one'}",
+        )
+    )
     one = json.loads((tmp_path / "one" / "alignment.json").read_text())
     assert (one["policy"]["layer"], one["policy"]["head"], one["full_context_layer"]) == (1, 1, 1)
     assert one["policy"]["direction"] == "intersection"
@@ -183,10 +262,20 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     gold = write_gold(tmp_path / "gold", items)
     training = set(zip(*training_pairs_of(ckpt)))
     out = tmp_path / "aer"
-    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}", "reference_aligner=eflomal",
-                                     "leaderboard=true"))
+    result = align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            f"gold_dir={gold}",
+            f"output_dir={out}",
+            "reference_aligner=eflomal",
+            "leaderboard=true",
+        )
+    )
     written = json.loads((out / "aer.json").read_text())
-    (row,) = [r for r in written["leaderboard"] if r["signal"] == "eflomal (grow-diag-final-and)"]  # in the table, in its place
+    (row,) = [
+        r for r in written["leaderboard"] if r["signal"] == "eflomal (grow-diag-final-and)"
+    ]  # in the table, in its place
     assert row["aer"] == written["reference"]["aer"] and row["layer"] is None
     assert [r["aer"] for r in written["leaderboard"]] == sorted(r["aer"] for r in written["leaderboard"])
     default, reference = written["default"], written["reference"]
@@ -195,13 +284,32 @@ def test_a_supervised_checkpoint_aligns_with_its_head_and_eflomal_is_scored_besi
     assert default["aer"] == written["layers"]["layer1"]["head1"]["predicting"]["intersection"]["aer"]
     assert reference["aligner"] == "eflomal" and reference["training_pairs"] == 300
     assert reference["gold_pairs_in_training"] == sum((" ".join(s), " ".join(t)) in training for s, t, _ in items)
-    assert set(reference["variants"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert set(reference["variants"]) == {
+        "forward",
+        "reverse",
+        "intersection",
+        "union",
+        "grow-diag",
+        "grow-diag-final",
+        "grow-diag-final-and",
+    }
     assert reference["aer"] < 0.2  # the toy corpus is easy for a statistical aligner
     printed = capsys.readouterr().out
-    assert "default: layer 1 the supervised head" in printed and "reference: eflomal (grow-diag-final-and): AER" in printed
+    assert (
+        "default: layer 1 the supervised head" in printed and "reference: eflomal (grow-diag-final-and): AER" in printed
+    )
     assert result["reference"] == reference
-    split = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / 'split'}",
-                                    "reference_aligner=eflomal", "leaderboard=true", "gold_dev=1"))
+    split = align(
+        compose_inference(
+            "align",
+            f"ckpt_path={ckpt}",
+            f"gold_dir={gold}",
+            f"output_dir={tmp_path / 'split'}",
+            "reference_aligner=eflomal",
+            "leaderboard=true",
+            "gold_dev=1",
+        )
+    )
     (row,) = [r for r in split["leaderboard"] if r["signal"] == "eflomal (grow-diag-final-and)"]
     assert row["dev_aer"] == split["reference"]["dev_aer"] and row["aer"] == split["reference"]["aer"]
     assert [r["dev_aer"] for r in split["leaderboard"]] == sorted(r["dev_aer"] for r in split["leaderboard"])
@@ -211,19 +319,36 @@ def test_two_models_one_per_direction_give_symmetrized_links(trained_run, revers
     forward = trained_run["run"] / "checkpoints" / "last.ckpt"
     reverse = reverse_run["run"] / "checkpoints" / "last.ckpt"
     both = [f"ckpt_path={forward}", f"reverse_ckpt_path={reverse}"]
-    result = align(compose_inference("align", *both, "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"))
+    result = align(
+        compose_inference(
+            "align", *both, "sentence='w1 w2 w3'", "reference='t3 t2 t1'", f"output_dir={tmp_path / 'one'}"
+        )
+    )
     one = json.loads((tmp_path / "one" / "alignment.json").read_text())
     f, r = ({tuple(p) for p in one[k]} for k in ("forward_links", "reverse_links"))
     assert {tuple(p) for p in one["links"]} == symmetrize(f, r, "grow-diag-final-and")
     assert all(i < 3 and j < 3 for i, j in f | r) and result["pharaoh"] == one["pharaoh"]
-    gold = write_gold(tmp_path / "gold", [
-        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
-        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
-    ])
+    gold = write_gold(
+        tmp_path / "gold",
+        [
+            (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+            (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+        ],
+    )
     out = tmp_path / "aer"
-    scored = align(compose_inference("align", *both, f"gold_dir={gold}", "symmetrize=intersection", f"output_dir={out}"))
+    scored = align(
+        compose_inference("align", *both, f"gold_dir={gold}", "symmetrize=intersection", f"output_dir={out}")
+    )
     written = json.loads((out / "aer.json").read_text())
-    assert set(written["by_method"]) == {"forward", "reverse", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"}
+    assert set(written["by_method"]) == {
+        "forward",
+        "reverse",
+        "intersection",
+        "union",
+        "grow-diag",
+        "grow-diag-final",
+        "grow-diag-final-and",
+    }
     assert written["symmetrized"] == written["by_method"]["intersection"] == scored["symmetrized"]
     assert len((out / "alignment.pharaoh").read_text().splitlines()) == written["n"] == 2
     assert "intersection: AER" in capsys.readouterr().out
@@ -231,40 +356,99 @@ def test_two_models_one_per_direction_give_symmetrized_links(trained_run, revers
 
 def test_symmetrized_links_of_a_pair_whose_sides_differ_in_length(trained_run, reverse_run, tmp_path):
     # the reverse model reads the target and is forced over the source (not over the target again)
-    both = [f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
-            f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}"]
+    both = [
+        f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+        f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}",
+    ]
     align(compose_inference("align", *both, "sentence='w1 w2 w3 w4'", "reference='t4 t3'", f"output_dir={tmp_path}"))
     written = json.loads((tmp_path / "alignment.json").read_text())
     assert written["reverse_links"] and all(i < 4 and j < 2 for i, j in written["reverse_links"])
 
 
-def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_vocabularies(trained_run, reverse_run, tmp_path):
+def test_symmetrization_refuses_two_models_of_one_direction_or_of_different_vocabularies(
+    trained_run, reverse_run, tmp_path
+):
     forward = trained_run["run"] / "checkpoints" / "last.ckpt"
-    with pytest.raises(UserError, match=r"translates de->en, but ckpt_path=.* translates de->en: give a checkpoint of the reverse direction, en->de"):
-        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={forward}", "sentence='w1'", f"output_dir={tmp_path / 'a'}"))
+    with pytest.raises(
+        UserError,
+        match=r"translates de->en, but ckpt_path=.* translates de->en: "
+        r"give a checkpoint of the reverse direction, en->de",
+    ):
+        align(
+            compose_inference(
+                "align",
+                f"ckpt_path={forward}",
+                f"reverse_ckpt_path={forward}",
+                "sentence='w1'",
+                f"output_dir={tmp_path / 'a'}",
+            )
+        )
     other = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
     vocab_size = other["qkvmt"]["model_config"]["vocab_size"]
     other["qkvmt"]["tokenizer"] = train_bpe([f"x{i} y{i % 7}" for i in range(400)], vocab_size).to_str()
     torch.save(other, tmp_path / "other.ckpt")
     with pytest.raises(UserError, match=r"have different vocabularies"):
-        align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'other.ckpt'}", "sentence='w1'", f"output_dir={tmp_path / 'b'}"))
+        align(
+            compose_inference(
+                "align",
+                f"ckpt_path={forward}",
+                f"reverse_ckpt_path={tmp_path / 'other.ckpt'}",
+                "sentence='w1'",
+                f"output_dir={tmp_path / 'b'}",
+            )
+        )
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_aligners_runs(trained_run, reverse_run, tmp_path):
+def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_aligners_runs(
+    trained_run, reverse_run, tmp_path
+):
     # alone, a supervised head is read in both directions and intersected; two models give
     # their own direction each (target->source), and the symmetrization combines them
     marked = torch.load(reverse_run["run"] / "checkpoints" / "last.ckpt", weights_only=True)
-    marked["qkvmt"]["alignment"] = {"weight": 1.0, "layer": 1, "head": 0, "full_context": False, "labels": "grow-diag-final-and"}
+    marked["qkvmt"]["alignment"] = {
+        "weight": 1.0,
+        "layer": 1,
+        "head": 0,
+        "full_context": False,
+        "labels": "grow-diag-final-and",
+    }
     torch.save(marked, tmp_path / "supervised.ckpt")
-    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", f"output_dir={tmp_path / 'a'}"))
+    align(
+        compose_inference(
+            "align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", f"output_dir={tmp_path / 'a'}"
+        )
+    )
     assert json.loads((tmp_path / "a" / "alignment.json").read_text())["policy"]["direction"] == "intersection"
-    align(compose_inference("align", f"ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='t1 t2'", "alignment.direction=target_to_source", f"output_dir={tmp_path / 'c'}"))
+    align(
+        compose_inference(
+            "align",
+            f"ckpt_path={tmp_path / 'supervised.ckpt'}",
+            "sentence='t1 t2'",
+            "alignment.direction=target_to_source",
+            f"output_dir={tmp_path / 'c'}",
+        )
+    )
     assert json.loads((tmp_path / "c" / "alignment.json").read_text())["policy"]["direction"] == "target_to_source"
     forward = trained_run["run"] / "checkpoints" / "last.ckpt"
-    align(compose_inference("align", f"ckpt_path={forward}", f"reverse_ckpt_path={tmp_path / 'supervised.ckpt'}", "sentence='w1 w2'", "reference='t2 t1'", f"output_dir={tmp_path / 'b'}"))
+    align(
+        compose_inference(
+            "align",
+            f"ckpt_path={forward}",
+            f"reverse_ckpt_path={tmp_path / 'supervised.ckpt'}",
+            "sentence='w1 w2'",
+            "reference='t2 t1'",
+            f"output_dir={tmp_path / 'b'}",
+        )
+    )
     policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
-    assert policies["reverse"] == {"layer": 1, "head": 0, "rows": "predicting", "direction": "target_to_source", "signal": "weights"}
+    assert policies["reverse"] == {
+        "layer": 1,
+        "head": 0,
+        "rows": "predicting",
+        "direction": "target_to_source",
+        "signal": "weights",
+    }
     assert policies["forward"]["direction"] == "target_to_source"
 
 
@@ -273,38 +457,74 @@ def test_gold_first_reads_a_gold_set_written_either_way_round(reverse_run, tmp_p
     with gold_first=en, score an en->de checkpoint alike."""
     pairs = [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3p1"), (["w4", "w5"], ["t5", "t4"], "1-2 2-1")]
     german_first = write_gold(tmp_path / "de_first", pairs)
-    english_first = write_gold(tmp_path / "en_first", [(d, e, " ".join(f"{j}{sep}{i}" for i, sep, j in (
-        (item[0], item[1], item[2:]) for item in talp.split()))) for d, e, talp in pairs])
+    english_first = write_gold(
+        tmp_path / "en_first",
+        [
+            (d, e, " ".join(f"{j}{sep}{i}" for i, sep, j in ((item[0], item[1], item[2:]) for item in talp.split())))
+            for d, e, talp in pairs
+        ],
+    )
     assert (english_first / "alignment.talp").read_text().split("\n")[0] == "3-1 2-2 1p3"
     ckpt = reverse_run["run"] / "checkpoints" / "last.ckpt"
     scored = []
     for name, gold, extra in (("a", german_first, ()), ("b", english_first, ("gold_first=en",))):
-        align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / name}", *extra))
+        align(
+            compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={tmp_path / name}", *extra)
+        )
         scored.append(json.loads((tmp_path / name / "aer.json").read_text()))
     assert scored[0]["layers"] == scored[1]["layers"] and scored[0]["direction_of_pair"] == "en->de"
     with pytest.raises(UserError, match="gold_first='fr' is not a language of the checkpoint's pair en->de"):
-        align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={english_first}", "gold_first=fr",
-                                f"output_dir={tmp_path / 'c'}"))
+        align(
+            compose_inference(
+                "align",
+                f"ckpt_path={ckpt}",
+                f"gold_dir={english_first}",
+                "gold_first=fr",
+                f"output_dir={tmp_path / 'c'}",
+            )
+        )
 
 
 def test_gold_dev_chooses_on_the_first_pairs_and_scores_on_the_rest(trained_run, tmp_path):
     """gold_dev=1: the best extraction is the one the first pair alone would choose, and its
     figures are those of the other pairs alone."""
-    pairs = [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"), (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
-             (["w2", "w4", "w1"], ["t1", "t4", "t2"], "1-3 2-2 3-1")]
+    pairs = [
+        (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+        (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+        (["w2", "w4", "w1"], ["t1", "t4", "t2"], "1-3 2-2 3-1"),
+    ]
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     results = {}
     for name, subset, extra in (("dev", pairs[:1], ()), ("test", pairs[1:], ()), ("split", pairs, ("gold_dev=1",))):
         gold = write_gold(tmp_path / f"gold_{name}", subset)
-        results[name] = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true",
-                                                f"output_dir={tmp_path / name}", *extra))
+        results[name] = align(
+            compose_inference(
+                "align",
+                f"ckpt_path={ckpt}",
+                f"gold_dir={gold}",
+                "leaderboard=true",
+                f"output_dir={tmp_path / name}",
+                *extra,
+            )
+        )
     split, fields = results["split"], ("signal", "layer", "head", "rows", "direction")
     assert [split["best"][f] for f in fields] == [results["dev"]["best"][f] for f in fields]
     test_row = next(r for r in results["test"]["leaderboard"] if all(r[f] == split["best"][f] for f in fields))
     assert split["best"]["aer"] == test_row["aer"] and split["best"]["dev_aer"] == results["dev"]["best"]["aer"]
-    assert split["n"] == 2 and split["dev"] == {"first_pairs": 1, "n": 1} and split["layers"] == results["test"]["layers"]
+    assert (
+        split["n"] == 2 and split["dev"] == {"first_pairs": 1, "n": 1} and split["layers"] == results["test"]["layers"]
+    )
     assert [r["dev_aer"] for r in split["leaderboard"]] == sorted(r["dev_aer"] for r in split["leaderboard"])
     for bad in ("3", "-1", "true"):
-        with pytest.raises(UserError, match=rf"gold_dev={bad if bad != 'true' else 'True'}: give how many of the 3 gold pairs"):
-            align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={tmp_path / 'gold_split'}", f"gold_dev={bad}",
-                                    f"output_dir={tmp_path / 'bad'}"))
+        with pytest.raises(
+            UserError, match=rf"gold_dev={bad if bad != 'true' else 'True'}: give how many of the 3 gold pairs"
+        ):
+            align(
+                compose_inference(
+                    "align",
+                    f"ckpt_path={ckpt}",
+                    f"gold_dir={tmp_path / 'gold_split'}",
+                    f"gold_dev={bad}",
+                    f"output_dir={tmp_path / 'bad'}",
+                )
+            )

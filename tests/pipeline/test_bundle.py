@@ -6,7 +6,6 @@ import json
 import pytest
 
 import qkvmt
-
 from qkvmt.errors import UserError
 from qkvmt.pipeline.bundle import bundle
 from qkvmt.text.metrics import score
@@ -15,8 +14,17 @@ from tests.conftest import compose_inference
 
 
 def bundled_from(run, shelf, name="toy-de-en", *extra):
-    return bundle(compose_inference("bundle", f"run_dir={run['run']}", f"name={name}", f"bundle_dir={shelf}",
-                                    "commit=0123abc", f"data.root={run['corpus']}", *extra))
+    return bundle(
+        compose_inference(
+            "bundle",
+            f"run_dir={run['run']}",
+            f"name={name}",
+            f"bundle_dir={shelf}",
+            "commit=0123abc",
+            f"data.root={run['corpus']}",
+            *extra,
+        )
+    )
 
 
 def test_the_recorded_score_is_the_stored_folders_and_the_recipe_is_recorded(trained_run, tmp_path):

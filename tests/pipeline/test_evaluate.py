@@ -10,8 +10,7 @@ import pytest
 from sacremoses import MosesTokenizer
 
 from qkvmt.errors import UserError
-from qkvmt.pipeline.evaluate import evaluate
-from qkvmt.pipeline.evaluate import read_inputs
+from qkvmt.pipeline.evaluate import evaluate, read_inputs
 from tests.conftest import compose_inference, write_corpus
 
 
@@ -26,8 +25,11 @@ def test_validation_bleu_equals_evaluate_bleu_on_the_same_checkpoint(trained_run
         last_val = [r for r in csv.DictReader(f) if r.get("val/bleu")][-1]
     assert int(last_val["step"]) == 39  # the validation at the end of step 40, which last.ckpt holds
     m = run_eval(
-        trained_run, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", "split=val",
-        "decode.beam_size=1", f"output_dir={tmp_path}",  # module.val_decode's settings
+        trained_run,
+        f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+        "split=val",
+        "decode.beam_size=1",
+        f"output_dir={tmp_path}",  # module.val_decode's settings
     )
     assert m["chrf"] > 0  # a real comparison, not two empty outputs
     assert m["bleu"] == pytest.approx(float(last_val["val/bleu"]), abs=1e-4)
@@ -56,7 +58,10 @@ def test_evaluate_unseen_parallel_files_plain_and_gz(trained_run, tmp_path):
     (tmp_path / "x.en.gz").write_bytes(gzip.compress(("\n".join(ref) + "\n").encode()))
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     m = run_eval(
-        trained_run, f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en.gz'}",
+        trained_run,
+        f"ckpt_path={ckpt}",
+        f"src_file={tmp_path / 'x.de'}",
+        f"ref_file={tmp_path / 'x.en.gz'}",
         f"output_dir={tmp_path / 'out'}",
     )
     hyps = (tmp_path / "out" / "hypotheses.txt").read_text().splitlines()
@@ -69,8 +74,12 @@ def test_bleu_tok_lc_scores_against_moses_tokenized_lowercased_references(traine
     hyps = (tmp_path / "a" / "hypotheses.txt").read_text().splitlines()
     # References that are exactly the hypotheses, prepared as the Multi30k tok/ files are.
     tok = MosesTokenizer(lang="en")
-    (tmp_path / "ref.tok").write_text("".join(tok.tokenize(h, return_str=True, escape=True).lower() + "\n" for h in hyps))
-    m = run_eval(trained_run, f"ckpt_path={ckpt}", f"ref_tok_file={tmp_path / 'ref.tok'}", f"output_dir={tmp_path / 'b'}")
+    (tmp_path / "ref.tok").write_text(
+        "".join(tok.tokenize(h, return_str=True, escape=True).lower() + "\n" for h in hyps)
+    )
+    m = run_eval(
+        trained_run, f"ckpt_path={ckpt}", f"ref_tok_file={tmp_path / 'ref.tok'}", f"output_dir={tmp_path / 'b'}"
+    )
     assert m["bleu_tok_lc"] == pytest.approx(100.0)
     assert "tok:none" in m["signatures"]["bleu_tok_lc"] and "case:lc" in m["signatures"]["bleu_tok_lc"]
     assert m["bleu"] == first["bleu"]
@@ -100,7 +109,9 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     import numpy as np
 
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    run_eval(trained_run, f"ckpt_path={ckpt}", "attention.num_samples=2", "decode.beam_size=2", f"output_dir={tmp_path}")
+    run_eval(
+        trained_run, f"ckpt_path={ckpt}", "attention.num_samples=2", "decode.beam_size=2", f"output_dir={tmp_path}"
+    )
     pngs = sorted(p.name for p in (tmp_path / "attention").iterdir())
     picked = sorted({int(name[:4]) for name in pngs})  # the first two sentences with a translation
     assert len(picked) == 2 and pngs == [f"{i:04d}_{k}.png" for i in picked for k in ("cross", "decoder", "encoder")]
@@ -128,8 +139,15 @@ def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, t
     (tmp_path / "x.de").write_text("".join(line + "\n" for line in src))
     (tmp_path / "x.en").write_text("".join(line + "\n" for line in ref))
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    run_eval(trained_run, f"ckpt_path={ckpt}", f"src_file={tmp_path / 'x.de'}", f"ref_file={tmp_path / 'x.en'}",
-             "decode.beam_size=1", "decode.min_len=3", f"output_dir={tmp_path / 'out'}")
+    run_eval(
+        trained_run,
+        f"ckpt_path={ckpt}",
+        f"src_file={tmp_path / 'x.de'}",
+        f"ref_file={tmp_path / 'x.en'}",
+        "decode.beam_size=1",
+        "decode.min_len=3",
+        f"output_dir={tmp_path / 'out'}",
+    )
     # min_len: a sentence whose translation came out empty would have no sample in the report
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     for text in src + ref:
@@ -144,13 +162,22 @@ def test_split_test_is_the_runs_test_split_or_multi30ks_without_a_run(tmp_path, 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     if own_run:  # a run that named another split its test: its names win over the config's
-        (run / "run.json").write_text(json.dumps({"data": {
-            "source": {"_target_": "qkvmt.text.sources.TextFiles", "_partial_": True}, "root": str(corpus),
-            "splits": {"val": "val", "test": "val"}}}))
+        (run / "run.json").write_text(
+            json.dumps(
+                {
+                    "data": {
+                        "source": {"_target_": "qkvmt.text.sources.TextFiles", "_partial_": True},
+                        "root": str(corpus),
+                        "splits": {"val": "val", "test": "val"},
+                    }
+                }
+            )
+        )
     meta = type("Meta", (), {"src_lang": "de", "tgt_lang": "en"})
     cfg = compose_inference("evaluate", f"data.root={corpus}", "split=test")
     src, refs, name = read_inputs(cfg, meta, run / "checkpoints" / "best.ckpt")
     expected = "val" if own_run else "test_2016_flickr"
-    assert (src, refs) == tuple(gzip.decompress((corpus / f"{expected}.{lang}.gz").read_bytes()).decode().splitlines()
-                                for lang in ("de", "en"))
+    assert (src, refs) == tuple(
+        gzip.decompress((corpus / f"{expected}.{lang}.gz").read_bytes()).decode().splitlines() for lang in ("de", "en")
+    )
     assert name == expected

@@ -22,7 +22,9 @@ def test_an_average_exports_and_translates(trained_run, tmp_path):
     folder = trained_run["run"] / "checkpoints"
     steps = sorted(folder.glob("step*.ckpt"))
     out = tmp_path / "avg"
-    result = export(compose_inference("export", f"ckpt_path={steps[-1]}", f"average=[{steps[0]},{steps[-1]}]", f"output_dir={out}"))
+    result = export(
+        compose_inference("export", f"ckpt_path={steps[-1]}", f"average=[{steps[0]},{steps[-1]}]", f"output_dir={out}")
+    )
     assert len(result["checkpoints"]) == 2 and (out / "model.bin").is_file()
     text = io.StringIO()
     translate(compose_inference("translate", "engine=ctranslate2", f"model_dir={out}", "sentence='w1 w2'"), stdout=text)
@@ -35,10 +37,13 @@ def test_default_folder_is_beside_the_run_and_never_reused(trained_run):
     assert a != b and all(str(trained_run["run"] / "exports") in p for p in (a, b))
 
 
-@pytest.mark.parametrize("override, message", [
-    ("format=onnx", "format=ctranslate2 or format=huggingface"),
-    ("quantization=int3", "quantization='int3'"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("format=onnx", "format=ctranslate2 or format=huggingface"),
+        ("quantization=int3", "quantization='int3'"),
+    ],
+)
 def test_bad_settings_leave_no_folder(trained_run, tmp_path, override, message):
     out = tmp_path / "out"
     with pytest.raises(UserError, match=message):
@@ -59,18 +64,28 @@ def test_missing_ctranslate2_says_how_to_install_it(trained_run, tmp_path, monke
         export(compose_inference("export", f"ckpt_path={ckpt_of(trained_run)}", f"output_dir={tmp_path / 'o'}"))
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["engine=ctranslate2"], "model_dir="),
-    (["engine=ctranslate2", "model_dir=/nonexistent/folder"], "is not a folder"),
-    (["engine=ctranslate2", "model_dir=.", "ckpt_path=x.ckpt"], "not ckpt_path"),
-    (["engine=marian"], "engine='marian'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["engine=ctranslate2"], "model_dir="),
+        (["engine=ctranslate2", "model_dir=/nonexistent/folder"], "is not a folder"),
+        (["engine=ctranslate2", "model_dir=.", "ckpt_path=x.ckpt"], "not ckpt_path"),
+        (["engine=marian"], "engine='marian'"),
+    ],
+)
 def test_translate_engine_settings_are_checked(overrides, message):
     with pytest.raises(UserError, match=message):
         translate(compose_inference("translate", *overrides, "sentence=x"), stdout=io.StringIO())
 
 
 def test_export_script_error_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "scripts/export.py", f"ckpt_path={tmp_path / 'none.ckpt'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: checkpoint not found")
+    r = subprocess.run(
+        [sys.executable, "scripts/export.py", f"ckpt_path={tmp_path / 'none.ckpt'}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert (
+        r.returncode == 2 and r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: checkpoint not found")
+    )

@@ -14,13 +14,28 @@ from qkvmt.pipeline.figures import figures
 from tests.conftest import compose_inference
 from tests.explore.conftest import REFERENCE, SOURCE
 
-FILES = ["attention_cross.png", "attention_flow.png", "attention_head.png", "attention_links.png", "attention_values.png"]
+FILES = [
+    "attention_cross.png",
+    "attention_flow.png",
+    "attention_head.png",
+    "attention_links.png",
+    "attention_values.png",
+]
 
 
 def drawn(trained_run, out, *extra):
-    return figures(compose_inference("figures", f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
-                                     f"output_dir={out}", f"sentence='{SOURCE}'", f"reference='{REFERENCE}'",
-                                     "head.layer=1", "head.head=2", *extra))
+    return figures(
+        compose_inference(
+            "figures",
+            f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+            f"output_dir={out}",
+            f"sentence='{SOURCE}'",
+            f"reference='{REFERENCE}'",
+            "head.layer=1",
+            "head.head=2",
+            *extra,
+        )
+    )
 
 
 def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypatch):
@@ -34,7 +49,9 @@ def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypa
 
         monkeypatch.setattr(module, name, record)
     result = drawn(trained_run, tmp_path / "figures", "explorer=null")
-    assert sorted(result["files"]) == FILES == sorted(plotted) == sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert (
+        sorted(result["files"]) == FILES == sorted(plotted) == sorted(p.name for p in (tmp_path / "figures").iterdir())
+    )
     assert result["left_out"] == {}
 
     model = qkvmt.load(trained_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
@@ -47,7 +64,9 @@ def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypa
     attention = model.attention(SOURCE)
     cross, values, alti = (attention.map("cross", s) for s in ("weights", "value_norms", "alti"))
     np.testing.assert_array_equal(plotted["attention_cross.png"][0], cross.weights)
-    np.testing.assert_array_equal(plotted["attention_values.png"][0], values.weights / values.weights.sum(-1, keepdims=True))
+    np.testing.assert_array_equal(
+        plotted["attention_values.png"][0], values.weights / values.weights.sum(-1, keepdims=True)
+    )
     source, share, rows, cols = plotted["attention_flow.png"][:4]
     np.testing.assert_array_equal(source, alti.layers)
     np.testing.assert_array_equal(share, attention.contributions.source_share)

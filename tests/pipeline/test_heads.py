@@ -18,8 +18,17 @@ def test_heads_masks_every_head_scores_it_and_prunes(trained_run, tmp_path, brow
     shutil.copy(trained_run["run"] / "checkpoints" / "last.ckpt", ckpt)
     gold = write_gold(tmp_path / "gold", [(["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1")])
     out = tmp_path / "heads"
-    result = heads(compose_inference("heads", f"ckpt_path={ckpt}", f"data.root={trained_run['corpus']}", f"gold_dir={gold}",
-                                     "profile_sentences=10", "prune_points=5", f"output_dir={out}"))
+    result = heads(
+        compose_inference(
+            "heads",
+            f"ckpt_path={ckpt}",
+            f"data.root={trained_run['corpus']}",
+            f"gold_dir={gold}",
+            "profile_sentences=10",
+            "prune_points=5",
+            f"output_dir={out}",
+        )
+    )
     rows = result["heads"]
     assert len(rows) == 3 * 2 * 4  # model=tiny: every kind × 2 layers × 4 heads
     for r in rows:
@@ -43,8 +52,16 @@ def test_heads_masks_every_head_scores_it_and_prunes(trained_run, tmp_path, brow
     assert page.locator("#heads-curve circle").count() == 6
 
     # evaluate.py's report of the same checkpoint shows the heads too
-    evaluate(compose_inference("evaluate", f"ckpt_path={ckpt}", f"data.root={trained_run['corpus']}", "split=val",
-                               "attention.num_samples=1", f"output_dir={tmp_path / 'eval'}"))
+    evaluate(
+        compose_inference(
+            "evaluate",
+            f"ckpt_path={ckpt}",
+            f"data.root={trained_run['corpus']}",
+            "split=val",
+            "attention.num_samples=1",
+            f"output_dir={tmp_path / 'eval'}",
+        )
+    )
     page.goto((tmp_path / "eval" / "report.html").as_uri())
     assert page.locator("#heads-grids table.heatmap").count() == 3 and page.locator("#heads-table tr").count() == 25
 
@@ -54,6 +71,13 @@ def test_a_split_without_references_is_one_line_and_writes_nothing(trained_run, 
     (tmp_path / "src.txt").write_text("w1 w2\nw3\n")
     (tmp_path / "ref.txt").write_text("\n\n")
     with pytest.raises(UserError, match="no references to score against"):
-        heads(compose_inference("heads", f"ckpt_path={ckpt}", f"src_file={tmp_path / 'src.txt'}",
-                                f"ref_file={tmp_path / 'ref.txt'}", f"output_dir={tmp_path / 'out'}"))
+        heads(
+            compose_inference(
+                "heads",
+                f"ckpt_path={ckpt}",
+                f"src_file={tmp_path / 'src.txt'}",
+                f"ref_file={tmp_path / 'ref.txt'}",
+                f"output_dir={tmp_path / 'out'}",
+            )
+        )
     assert not (tmp_path / "out").exists()

@@ -5,11 +5,10 @@ stops everything before anything is written."""
 import json
 
 import pytest
+from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.pipeline.results import results, this_machine
-from omegaconf import OmegaConf
-
 from tests.conftest import CONF, compose_inference, compose_train
 from tests.record.conftest import RECORD
 
@@ -20,15 +19,33 @@ def setup(tmp_path, readme="# R\n<!-- results:begin -->\n<!-- results:end -->\n"
     (tmp_path / "results.md").write_text("# Results\n<!-- results:runs:begin -->\n<!-- results:runs:end -->\n")
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in ["experiment=multi30k_en_de_cpu", *overrides]))
+    (run / ".hydra" / "overrides.yaml").write_text(
+        "".join(f"- {o}\n" for o in ["experiment=multi30k_en_de_cpu", *overrides])
+    )
     # what Hydra keeps of a run: the composed config, unresolved
     OmegaConf.save(compose_train("experiment=multi30k_en_de_cpu", *overrides), run / ".hydra" / "config.yaml")
-    (run / "train_metrics.json").write_text(json.dumps({
-        "experiment": "multi30k_en_de_cpu", "precision": "bf16-mixed", "hardware": this_machine()["hardware"],
-        "steps": 5000, "wall_s": 3390.0, "test_split": "test_2016_flickr", "test_bleu": 38.123, "test_chrf": 63.0,
-        "signatures": {"bleu": "B", "chrf": "C"}}))
-    paths = [f"record={tmp_path / 'runs.json'}", f"readme={tmp_path / 'README.md'}", f"results_page={tmp_path / 'results.md'}",
-             "pages=[]", f"conf_dir={CONF}"]
+    (run / "train_metrics.json").write_text(
+        json.dumps(
+            {
+                "experiment": "multi30k_en_de_cpu",
+                "precision": "bf16-mixed",
+                "hardware": this_machine()["hardware"],
+                "steps": 5000,
+                "wall_s": 3390.0,
+                "test_split": "test_2016_flickr",
+                "test_bleu": 38.123,
+                "test_chrf": 63.0,
+                "signatures": {"bleu": "B", "chrf": "C"},
+            }
+        )
+    )
+    paths = [
+        f"record={tmp_path / 'runs.json'}",
+        f"readme={tmp_path / 'README.md'}",
+        f"results_page={tmp_path / 'results.md'}",
+        "pages=[]",
+        f"conf_dir={CONF}",
+    ]
     return run, paths
 
 
@@ -38,7 +55,10 @@ def test_a_run_folder_is_added_and_both_pages_show_it(tmp_path):
     assert out["added"] == "multi30k_en_de_cpu-1"
     (entry,) = json.loads((tmp_path / "runs.json").read_text())["runs"]
     assert entry["conditions"] == "nothing else running" and entry["test"]["bleu"] == 38.12
-    assert "| `multi30k_en_de_cpu` |" in (tmp_path / "README.md").read_text() and "38.12" in (tmp_path / "README.md").read_text()
+    assert (
+        "| `multi30k_en_de_cpu` |" in (tmp_path / "README.md").read_text()
+        and "38.12" in (tmp_path / "README.md").read_text()
+    )
     assert "multi30k_en_de_cpu-1" in (tmp_path / "results.md").read_text()
     assert results(compose_inference("results", *paths, "check=true"))["stale"] == []
 
@@ -63,7 +83,9 @@ def test_a_readme_without_markers_stops_before_the_record_is_touched(tmp_path):
 
 def test_a_run_at_settings_the_recipe_no_longer_has_is_recorded_but_not_counted(tmp_path):
     run, paths = setup(tmp_path, "# R\n<!-- results:begin -->\n<!-- results:end -->\n", "module.optimizer.lr=9e-4")
-    (run / ".hydra" / "overrides.yaml").write_text("- experiment=multi30k_en_de_cpu\n")  # as if the recipe had said 9e-4 then
+    (run / ".hydra" / "overrides.yaml").write_text(
+        "- experiment=multi30k_en_de_cpu\n"
+    )  # as if the recipe had said 9e-4 then
     results(compose_inference("results", *paths, f"add={run}"))
     (entry,) = json.loads((tmp_path / "runs.json").read_text())["runs"]
     assert not entry["settings_current"] and "module.optimizer.lr was 0.0009" in entry["settings_note"]

@@ -32,8 +32,11 @@ def test_a_run_recorded_before_the_package_moved_names_classes_that_still_import
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
-    old = {"_target_": "qkvmt.data.TranslationDataModule", "root": "/data",
-           "source": {"_target_": "qkvmt.sources.TextFiles", "_partial_": True}}
+    old = {
+        "_target_": "qkvmt.data.TranslationDataModule",
+        "root": "/data",
+        "source": {"_target_": "qkvmt.sources.TextFiles", "_partial_": True},
+    }
     (run / "run.json").write_text(json.dumps({"data": old}))
     data = run_data(run / "checkpoints" / "best.ckpt")
     assert data["root"] == "/data" and data["source"]["_partial_"] is True

@@ -13,13 +13,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from qkvmt.model.checkpoint import load_model
 from qkvmt.errors import UserError
-from qkvmt.training.hardware import Hardware, choose_precision, detect
+from qkvmt.model.checkpoint import load_model
 from qkvmt.pipeline.train import train
-from qkvmt.training.progress import StepProgress
 from qkvmt.text.tokenizer import Specials
-from tests.conftest import MULTI30K, ROOT, compose_inference, compose_train, requires_multi30k, tiny_overrides, write_corpus
+from qkvmt.training.hardware import Hardware, choose_precision, detect
+from qkvmt.training.progress import StepProgress
+from tests.conftest import (
+    MULTI30K,
+    ROOT,
+    compose_inference,
+    compose_train,
+    requires_multi30k,
+    tiny_overrides,
+    write_corpus,
+)
 
 
 def read_csv(run: Path) -> list[dict]:
@@ -70,7 +78,9 @@ def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_p
     out = tmp_path / "run"
     train(compose_train(*tiny_overrides(corpus, out, steps=4)))
     stamp = (out / "tokenizer.json").stat().st_mtime_ns
-    with pytest.raises(UserError, match=r"tokenizer.json was made with other settings \(data.vocab_size=120 there, 90 asked\)"):
+    with pytest.raises(
+        UserError, match=r"tokenizer.json was made with other settings \(data.vocab_size=120 there, 90 asked\)"
+    ):
         train(compose_train(*tiny_overrides(corpus, out, steps=8), "data.vocab_size=90"))
     metrics = train(compose_train(*tiny_overrides(corpus, out, steps=8)))
     assert metrics["steps"] == 8
@@ -109,8 +119,16 @@ def test_training_from_a_hugging_face_dataset_offline(tmp_path):
     # evaluate.py split= reads the run's own source: "val" is the dataset's "validation" split
     from qkvmt.pipeline.evaluate import evaluate
 
-    metrics = evaluate(compose_inference("evaluate", f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}", "split=val",
-                                         "decode.beam_size=1", "attention.num_samples=0", f"output_dir={tmp_path / 'eval'}"))
+    metrics = evaluate(
+        compose_inference(
+            "evaluate",
+            f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}",
+            "split=val",
+            "decode.beam_size=1",
+            "attention.num_samples=0",
+            f"output_dir={tmp_path / 'eval'}",
+        )
+    )
     hyps = (tmp_path / "eval" / "hypotheses.txt").read_text().splitlines()
     assert metrics["n"] == len(hyps) == len((files / "val.en").read_text().splitlines())
 
@@ -147,8 +165,11 @@ def test_two_process_ddp_on_cpu(corpus, tmp_path):
 def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
     sweep = tmp_path / "sweep"
     r = run_script(
-        "scripts/train.py", "-m", *cli(tiny_overrides(corpus, tmp_path, steps=2, val_every=2)),
-        "model.dropout=0.0,0.2", f"hydra.sweep.dir={sweep}",
+        "scripts/train.py",
+        "-m",
+        *cli(tiny_overrides(corpus, tmp_path, steps=2, val_every=2)),
+        "model.dropout=0.0,0.2",
+        f"hydra.sweep.dir={sweep}",
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert {p.name for p in sweep.iterdir() if p.is_dir()} >= {"0", "1"}
@@ -158,7 +179,9 @@ def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
 
 def test_a_missing_data_folder_is_a_one_line_error(tmp_path):
     r = run_script(  # no download: the missing folder must be reported, not fetched
-        "scripts/train.py", *cli(tiny_overrides(tmp_path / "missing", tmp_path)), "data.source.download_url=null",
+        "scripts/train.py",
+        *cli(tiny_overrides(tmp_path / "missing", tmp_path)),
+        "data.source.download_url=null",
         f"hydra.run.dir={tmp_path / 'run'}",
     )
     assert r.returncode == 2
@@ -181,10 +204,18 @@ def test_every_experiment_composes_into_a_model_config(experiment, tmp_path):
 def test_tiny_model_learns_on_real_multi30k(tmp_path):
     out = tmp_path / "real"
     cfg = compose_train(
-        "experiment=multi30k_de_en", "model=tiny", f"data.root={MULTI30K}", f"data.cache_dir={out / 'cache'}",
-        f"paths.output_dir={out}", "trainer.max_steps=40", "trainer.val_check_interval=20",
-        "trainer.log_every_n_steps=5", "data.max_tokens=2048", "module.warmup_steps=20",
-        "module.test_decode.beam_size=1", "trainer.enable_progress_bar=false",
+        "experiment=multi30k_de_en",
+        "model=tiny",
+        f"data.root={MULTI30K}",
+        f"data.cache_dir={out / 'cache'}",
+        f"paths.output_dir={out}",
+        "trainer.max_steps=40",
+        "trainer.val_check_interval=20",
+        "trainer.log_every_n_steps=5",
+        "data.max_tokens=2048",
+        "module.warmup_steps=20",
+        "module.test_decode.beam_size=1",
+        "trainer.enable_progress_bar=false",
     )
     train(cfg)
     assert (out / "checkpoints" / "last.ckpt").exists() and (out / "checkpoints" / "best.ckpt").exists()
@@ -200,7 +231,9 @@ def test_early_stopping_is_optional_and_watches_validation_bleu(tmp_path):
 
     default = compose_train(f"paths.output_dir={tmp_path}")
     assert not any(c and "EarlyStopping" in c["_target_"] for c in default.callbacks.values())
-    cfg = compose_train(f"paths.output_dir={tmp_path}", "callbacks=early_stopping", "callbacks.early_stopping.patience=3")
+    cfg = compose_train(
+        f"paths.output_dir={tmp_path}", "callbacks=early_stopping", "callbacks.early_stopping.patience=3"
+    )
     stop = instantiate(cfg.callbacks.early_stopping)
     assert isinstance(stop, EarlyStopping) and stop.monitor == "val/bleu" and stop.patience == 3
 
@@ -222,8 +255,15 @@ def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
             seen.setdefault(trainer.current_epoch, []).append(batch["index"].tolist())
 
     trainer = L.Trainer(
-        accelerator="cpu", max_epochs=2, limit_val_batches=0, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False, callbacks=[Record()],
+        accelerator="cpu",
+        max_epochs=2,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+        callbacks=[Record()],
     )
     trainer.fit(module, datamodule=dm)
     assert seen[0] != seen[1]
@@ -232,7 +272,12 @@ def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
 
 @pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_user_error_inside_a_configured_object_is_one_line(corpus, tmp_path):
-    r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, tmp_path)), "model.n_heads=3", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_script(
+        "scripts/train.py",
+        *cli(tiny_overrides(corpus, tmp_path)),
+        "model.n_heads=3",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == "error: model.d_model=64 is not divisible by model.n_heads=3"
 
@@ -245,7 +290,9 @@ def progress_overrides(corpus: Path, out: Path, **kw) -> list[str]:
 
 
 @pytest.mark.slow
-def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_steps(corpus, tmp_path, caplog, monkeypatch):
+def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_steps(
+    corpus, tmp_path, caplog, monkeypatch
+):
     # every_s=0: a progress line after every step, as a log file gets one every minute
     monkeypatch.setattr(TRAIN_MODULE, "StepProgress", functools.partial(StepProgress, every_s=0, interactive=False))
     out = tmp_path / "run"
@@ -253,13 +300,17 @@ def test_first_lines_say_run_folder_experiment_and_precision_then_progress_in_st
         metrics = train(compose_train(*progress_overrides(corpus, out)))
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("qkvmt")]
     expected, why = choose_precision("auto", detect("cpu"))
-    assert lines[:3] == [f"run folder: {out}", "experiment multi30k_de_en: " + compose_train().description,
-                         f"precision {expected}: {why}"]
+    assert lines[:3] == [
+        f"run folder: {out}",
+        "experiment multi30k_de_en: " + compose_train().description,
+        f"precision {expected}: {why}",
+    ]
     steps = [line for line in lines if line.startswith("step ")]
     assert [line.split(" · ")[0] for line in steps] == [f"step {i}/8 ({100 * i / 8:.0f}%)" for i in range(1, 9)]
     assert all("loss " in line and "left" in line for line in steps[1:])
     assert [line.split(":")[0] for line in lines if line.startswith("validation")] == [
-        "validation at step 4", "validation at step 8"
+        "validation at step 4",
+        "validation at step 8",
     ]
     recorded = json.loads((out / "run.json").read_text())
     assert recorded["precision"] == metrics["precision"] == expected
@@ -272,7 +323,9 @@ def test_a_cpu_with_native_bf16_trains_in_bf16_and_an_explicit_precision_wins(co
     monkeypatch.setattr(TRAIN_MODULE, "detect", lambda accelerator: amx)
     metrics = train(compose_train(*tiny_overrides(corpus, tmp_path / "auto", steps=2, val_every=2)))
     assert metrics["precision"] == "bf16-mixed"
-    metrics = train(compose_train(*tiny_overrides(corpus, tmp_path / "given", steps=2, val_every=2), "trainer.precision=32-true"))
+    metrics = train(
+        compose_train(*tiny_overrides(corpus, tmp_path / "given", steps=2, val_every=2), "trainer.precision=32-true")
+    )
     assert (metrics["precision"], metrics["precision_reason"]) == ("32-true", "set by trainer.precision")
 
 
@@ -314,7 +367,9 @@ def test_test_checkpoint_lastn_tests_the_average_of_the_final_weights_and_the_la
 @pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp_path):
     out = tmp_path / "run"
-    r = run_script("scripts/train.py", *cli(tiny_overrides(corpus, out)), "test_checkpoint=lats5", f"hydra.run.dir={out}")
+    r = run_script(
+        "scripts/train.py", *cli(tiny_overrides(corpus, out)), "test_checkpoint=lats5", f"hydra.run.dir={out}"
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: test_checkpoint=lats5")
     assert not (out / "tokenizer.json").exists() and not (out / "checkpoints").exists()
@@ -324,7 +379,11 @@ def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp
 def test_the_linear_schedule_warms_up_then_reaches_zero_with_the_step_budget(corpus, tmp_path):
     out = tmp_path / "run"
     steps, warmup, peak = 12, 4, 2e-3
-    train(compose_train(*tiny_overrides(corpus, out, steps=steps), "module.lr_schedule=linear", f"module.optimizer.lr={peak}"))
+    train(
+        compose_train(
+            *tiny_overrides(corpus, out, steps=steps), "module.lr_schedule=linear", f"module.optimizer.lr={peak}"
+        )
+    )
     rows = [r for r in read_csv(out) if r.get("train/lr")]
     lr = {int(r["step"]): float(r["train/lr"]) for r in rows}  # the lr each step trained with
     expected = {d: peak * ((d + 1) / warmup if d < warmup else (steps - d) / (steps - warmup)) for d in range(steps)}
@@ -336,8 +395,14 @@ def test_alignment_supervision_teaches_one_head_eflomal_links_and_the_checkpoint
     align_loss = logged(read_csv(run), "train/align_loss")
     assert len(align_loss) == 60 and sum(align_loss[-10:]) < sum(align_loss[:10])  # the head learns the links
     meta = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["qkvmt"]
-    assert meta["alignment"] == {"weight": 1.0, "layer": 1, "head": 1, "full_context": True, "labels": "grow-diag-final-and",
-                                 "aligner": "eflomal"}
+    assert meta["alignment"] == {
+        "weight": 1.0,
+        "layer": 1,
+        "head": 1,
+        "full_context": True,
+        "labels": "grow-diag-final-and",
+        "aligner": "eflomal",
+    }
     assert len(list((run / "cache").glob("links_*.npz"))) == 1  # eflomal ran once, its links kept beside the ids
 
 

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from qkvmt.model.checkpoint import load_model
+from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import load_model
 from qkvmt.pipeline.translate import translate
-from qkvmt.decoding.lines import translate_lines
 from tests.conftest import ROOT, compose_inference
 
 LINES = ["w1 w2 w3", "", "w7 w8 w9 w10 w11 w12", "w4", "", "w5 w6"]
@@ -49,8 +49,12 @@ def test_translate_script_prints_only_translations_on_stdout(trained_run):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     r = subprocess.run(
         [sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "decode.beam_size=2"],
-        input="\n".join(LINES) + "\n", capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
+        input="\n".join(LINES) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.split("\n")

@@ -10,8 +10,10 @@ from tests.conftest import CONF, ROOT
 RECORD = ROOT / "docs" / "runs.json"
 
 
-@pytest.mark.parametrize("page, required", [("README.md", (None,)), ("docs/results.md", ("recipes", "runs")),
-                                            ("docs/attention.md", ("faithfulness",))])
+@pytest.mark.parametrize(
+    "page, required",
+    [("README.md", (None,)), ("docs/results.md", ("recipes", "runs")), ("docs/attention.md", ("faithfulness",))],
+)
 def test_the_committed_tables_agree_with_the_record(page, required):
     text = (ROOT / page).read_text(encoding="utf-8")
     wanted = pages.render(text, runs.load(RECORD), page, required)
@@ -24,6 +26,8 @@ def test_every_counted_run_ran_at_its_recipes_settings_as_they_are_now():
     stale = []
     for run in runs.load(RECORD)["runs"]:
         if run["kind"] == "train" and counted(run):
-            changed = settings.differences(run["settings"], settings.recipe_now(run["experiment"], run["overrides"], CONF))
+            changed = settings.differences(
+                run["settings"], settings.recipe_now(run["experiment"], run["overrides"], CONF)
+            )
             stale += [f"{run['id']}: {c}" for c in changed]
     assert not stale, "runs counted at settings their recipe no longer has:\n" + "\n".join(stale)

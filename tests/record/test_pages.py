@@ -27,10 +27,13 @@ def test_a_page_without_its_required_markers_says_which_lines_to_add(record):
         pages.render("no markers here\n", record, "README.md", required=(None,))
 
 
-@pytest.mark.parametrize("text, message", [
-    ("<!-- results:recipes:begin -->\nno end\n", "has no <!-- results:recipes:end -->"),
-    ("<!-- results:gossip:begin -->\n<!-- results:gossip:end -->\n", "names no table"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("<!-- results:recipes:begin -->\nno end\n", "has no <!-- results:recipes:end -->"),
+        ("<!-- results:gossip:begin -->\n<!-- results:gossip:end -->\n", "names no table"),
+    ],
+)
 def test_broken_markers_are_refused(record, text, message):
     with pytest.raises(UserError, match=message):
         pages.render(text, record, "page.md")

@@ -22,17 +22,29 @@ def test_a_record_round_trips(tmp_path, record):
     assert runs.load(path) == record
 
 
-@pytest.mark.parametrize("spoil, named", [
-    (lambda r: r["runs"].append(train_run("a1", 1.0)), "a1"),  # an id twice
-    (lambda r: r["runs"][0].update(hardware_class="cpu-z"), "cpu-z"),
-    (lambda r: r["runs"][0].update(how_measured="guessed"), "guessed"),
-    (lambda r: r["runs"][0]["test"].pop("signatures"), "signature"),
-    (lambda r: r["runs"][0].pop("settings_current"), "settings_current"),
-    (lambda r: r["runs"][0].update(kind="rumour"), "rumour"),
-    (lambda r: r["runs"].append(figure_run("f1", [{"label": "deletion AOPC, weights layer 0", "value": 1.0}],
-                                           kind="measurement", hardware_class="cpu-x", how_measured="train")),
-     "faithfulness_of"),  # a faithfulness measurement that names no model
-])
+@pytest.mark.parametrize(
+    "spoil, named",
+    [
+        (lambda r: r["runs"].append(train_run("a1", 1.0)), "a1"),  # an id twice
+        (lambda r: r["runs"][0].update(hardware_class="cpu-z"), "cpu-z"),
+        (lambda r: r["runs"][0].update(how_measured="guessed"), "guessed"),
+        (lambda r: r["runs"][0]["test"].pop("signatures"), "signature"),
+        (lambda r: r["runs"][0].pop("settings_current"), "settings_current"),
+        (lambda r: r["runs"][0].update(kind="rumour"), "rumour"),
+        (
+            lambda r: r["runs"].append(
+                figure_run(
+                    "f1",
+                    [{"label": "deletion AOPC, weights layer 0", "value": 1.0}],
+                    kind="measurement",
+                    hardware_class="cpu-x",
+                    how_measured="train",
+                )
+            ),
+            "faithfulness_of",
+        ),  # a faithfulness measurement that names no model
+    ],
+)
 def test_a_spoilt_record_is_refused_naming_what_is_wrong(tmp_path, record, spoil, named):
     spoil(record)
     with pytest.raises(UserError, match=named):
@@ -48,8 +60,11 @@ def test_a_missing_or_broken_record_is_one_clear_error(tmp_path):
 
 
 def test_adding_a_run_keeps_the_record_and_brings_its_hardware_class(record):
-    new = runs.add(record, train_run("n1", 50.0, hardware_class="gpu-q", cores=None),
-                   {"gpu-q": {"cpu": False, "label": "a test GPU"}})
+    new = runs.add(
+        record,
+        train_run("n1", 50.0, hardware_class="gpu-q", cores=None),
+        {"gpu-q": {"cpu": False, "label": "a test GPU"}},
+    )
     assert [r["id"] for r in new["runs"]] == [r["id"] for r in record["runs"]] + ["n1"]
     assert new["hardware_classes"]["gpu-q"]["label"] == "a test GPU"
     assert "n1" not in [r["id"] for r in record["runs"]]  # the old record is left as it was

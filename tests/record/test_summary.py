@@ -6,7 +6,9 @@ from tests.record.conftest import figure_run
 
 
 def test_runs_group_by_recipe_overrides_and_hardware_counting_only_current_undisturbed_runs(record):
-    found = {(g.recipe, g.overrides, g.hardware_class): [r["id"] for r in g.runs] for g in groups(record["runs"], "train")}
+    found = {
+        (g.recipe, g.overrides, g.hardware_class): [r["id"] for r in g.runs] for g in groups(record["runs"], "train")
+    }
     assert found == {
         ("recipe_a", (), "cpu-x"): ["a1", "a2", "a3"],
         ("recipe_a", (), "cpu-y"): ["y1"],
@@ -27,8 +29,10 @@ def test_a_figure_over_a_group_is_mean_range_and_count_of_what_is_known():
 
 
 def test_benchmark_figures_average_by_label_but_a_measured_range_stays_a_range():
-    runs = [figure_run("b1", [{"label": "tok/s", "value": 100}, {"label": "first view", "value": 0.2, "max": 0.3}]),
-            figure_run("b2", [{"label": "tok/s", "value": 200}])]
+    runs = [
+        figure_run("b1", [{"label": "tok/s", "value": 100}, {"label": "first view", "value": 0.2, "max": 0.3}]),
+        figure_run("b2", [{"label": "tok/s", "value": 200}]),
+    ]
     (g,) = groups(runs, "benchmark")
     st, _, ranged = g.figure("tok/s")
     assert (st.mean, st.n, ranged) == (150, 2, False)

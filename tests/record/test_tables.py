@@ -35,9 +35,13 @@ def test_runs_not_counted_are_listed_with_the_reason(record):
 
 
 def test_a_figure_over_several_runs_shows_mean_range_and_count_with_its_unit():
-    record = {"hardware_classes": {"cpu-x": {"cpu": True, "label": "X"}},
-              "runs": [figure_run("b1", [{"label": "MFU", "value": 10.0, "unit": "%"}, {"label": "t", "value": 122, "unit": "s"}]),
-                       figure_run("b2", [{"label": "MFU", "value": 10.2, "unit": "%"}])]}
+    record = {
+        "hardware_classes": {"cpu-x": {"cpu": True, "label": "X"}},
+        "runs": [
+            figure_run("b1", [{"label": "MFU", "value": 10.0, "unit": "%"}, {"label": "t", "value": 122, "unit": "s"}]),
+            figure_run("b2", [{"label": "MFU", "value": 10.2, "unit": "%"}]),
+        ],
+    }
     got = dict(rows(tables.figures(record, "benchmark").split("\n\n", 1)[1]))
     assert got == {"MFU": "10.1% (10.0%–10.2%; 2 runs)", "t": "2 min 02 s"}
 
@@ -57,12 +61,15 @@ def test_the_faithfulness_table_ranks_each_models_readings_and_compares_the_orde
     rng = np.random.default_rng(0)
     names = [f"r{i}" for i in range(9)]
     a, b = rng.random(9), rng.random(9)
-    record = {"runs": [
-        faithfulness_run("old", "model A", {"r0": 9.0}, {"r0": 9.0}),  # replaced by A's later record
-        faithfulness_run("fa", "model A", dict(zip(names, a)), dict(zip(names, 1 - a))),
-        faithfulness_run("fb", "model B", dict(zip(names, b)), dict(zip(names, b))),
-        faithfulness_run("busy", "model C", {"r0": 1.0}, {"r0": 1.0}, disturbed=True),  # not counted
-        figure_run("m", [{"label": "t", "value": 1.0}], kind="measurement", what="something else")]}
+    record = {
+        "runs": [
+            faithfulness_run("old", "model A", {"r0": 9.0}, {"r0": 9.0}),  # replaced by A's later record
+            faithfulness_run("fa", "model A", dict(zip(names, a)), dict(zip(names, 1 - a))),
+            faithfulness_run("fb", "model B", dict(zip(names, b)), dict(zip(names, b))),
+            faithfulness_run("busy", "model C", {"r0": 1.0}, {"r0": 1.0}, disturbed=True),  # not counted
+            figure_run("m", [{"label": "t", "value": 1.0}], kind="measurement", what="something else"),
+        ]
+    }
     text = tables.faithfulness(record)
     assert "record fa" in text and "record fb" in text and "record old" not in text and "model C" not in text
     got = {r[0]: r[1:] for r in rows(text.split("\n\n")[1])}
@@ -74,7 +81,9 @@ def test_the_faithfulness_table_ranks_each_models_readings_and_compares_the_orde
     rank = lambda x: np.argsort(np.argsort(x))  # noqa: E731
     rho = np.corrcoef(rank(a), rank(b))[0, 1]  # Spearman's ρ is Pearson's r of the ranks
     assert f"model A and model B: deletion {rho:.2f}, sufficiency {-rho:.2f}" in text
-    assert "faithfulness" not in tables.figures(record, "measurement") and "something else" in tables.figures(record, "measurement")
+    assert "faithfulness" not in tables.figures(record, "measurement") and "something else" in tables.figures(
+        record, "measurement"
+    )
 
 
 def test_spearman_averages_tied_ranks_and_is_undefined_below_two_readings():
@@ -82,5 +91,10 @@ def test_spearman_averages_tied_ranks_and_is_undefined_below_two_readings():
     assert tied == pytest.approx(np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1])  # x and y share ranks 1 and 2
     assert tables.spearman({"x": 1.0}, {"x": 2.0, "y": 1.0}) is None
     assert tables.spearman({"x": 1.0, "y": 1.0}, {"x": 2.0, "y": 1.0}) is None  # no order to compare
-    record = {"runs": [faithfulness_run("fa", "A", {"r0": 1.0}, {"r0": 1.0}), faithfulness_run("fb", "B", {"r0": 2.0}, {"r0": 2.0})]}
+    record = {
+        "runs": [
+            faithfulness_run("fa", "A", {"r0": 1.0}, {"r0": 1.0}),
+            faithfulness_run("fb", "B", {"r0": 2.0}, {"r0": 2.0}),
+        ]
+    }
     assert "A and B: deletion —, sufficiency —" in tables.faithfulness(record)

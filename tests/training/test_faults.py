@@ -16,17 +16,25 @@ import pandas as pd
 import pytest
 import torch
 
-from qkvmt.training.faults import AtomicCheckpointIO, CheckpointWriteError
 from qkvmt.errors import UserError
-
+from qkvmt.training.faults import AtomicCheckpointIO, CheckpointWriteError
 from tests.conftest import ROOT, compose_train, tiny_overrides, training_fixture, write_corpus
 
 STEPS, VAL_EVERY = 40, 7  # the toy corpus makes 5 batches an epoch: checkpoints fall mid-epoch
 
 
 def train_cmd(corpus: Path, out: Path, *extra: str) -> list[str]:
-    overrides = [o for o in tiny_overrides(corpus, out, steps=STEPS, val_every=VAL_EVERY) if not o.startswith("paths.output_dir")]
-    return [sys.executable, "scripts/train.py", *overrides, f"hydra.run.dir={out}", "trainer.deterministic=true", *extra]
+    overrides = [
+        o for o in tiny_overrides(corpus, out, steps=STEPS, val_every=VAL_EVERY) if not o.startswith("paths.output_dir")
+    ]
+    return [
+        sys.executable,
+        "scripts/train.py",
+        *overrides,
+        f"hydra.run.dir={out}",
+        "trainer.deterministic=true",
+        *extra,
+    ]
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -156,14 +164,19 @@ def test_a_checkpoint_that_cannot_be_written_fails_clearly_and_keeps_earlier_one
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("steps, bad, log_every, good", [
-    (30, 13, 1, 10),  # read at the next step
-    (30, 13, 1000, 10),  # read first before the next validation
-    (28, 23, 1000, 20),  # after the last validation: read before the final last.ckpt
-])
-def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_path, monkeypatch, steps, bad, log_every, good):
-    from qkvmt.training.module import TranslationModule
+@pytest.mark.parametrize(
+    "steps, bad, log_every, good",
+    [
+        (30, 13, 1, 10),  # read at the next step
+        (30, 13, 1000, 10),  # read first before the next validation
+        (28, 23, 1000, 20),  # after the last validation: read before the final last.ckpt
+    ],
+)
+def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(
+    tmp_path, monkeypatch, steps, bad, log_every, good
+):
     from qkvmt.pipeline.train import train
+    from qkvmt.training.module import TranslationModule
 
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "run"
@@ -175,11 +188,16 @@ def test_a_nan_loss_stops_training_names_the_step_and_saves_nothing_after(tmp_pa
 
     monkeypatch.setattr(TranslationModule, "loss", loss)
     with pytest.raises(UserError, match=rf"training loss is nan at step {bad}: .*from step {good}"):
-        train(compose_train(*tiny_overrides(corpus, out, steps=steps, val_every=10), f"trainer.log_every_n_steps={log_every}"))
+        train(
+            compose_train(
+                *tiny_overrides(corpus, out, steps=steps, val_every=10), f"trainer.log_every_n_steps={log_every}"
+            )
+        )
     last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == good and all(torch.isfinite(t).all() for t in last["state_dict"].values())
     assert {p.name for p in (out / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"} | {
-        f"step{s:07d}.ckpt" for s in range(10, good + 1, 10)}  # nothing after the last good one
+        f"step{s:07d}.ckpt" for s in range(10, good + 1, 10)
+    }  # nothing after the last good one
 
 
 @pytest.mark.slow
@@ -203,7 +221,9 @@ def test_same_seed_in_deterministic_mode_gives_identical_losses(tmp_path):
     losses = []
     for name in ("a", "b"):
         out = tmp_path / name
-        train(compose_train(*tiny_overrides(corpus, out, steps=50, val_every=50), "seed=7", "trainer.deterministic=true"))
+        train(
+            compose_train(*tiny_overrides(corpus, out, steps=50, val_every=50), "seed=7", "trainer.deterministic=true")
+        )
         log = pd.read_csv(out / "csv" / "metrics.csv")
         losses.append(log["train/loss"].dropna().tolist())
     assert len(losses[0]) == 50

@@ -13,8 +13,8 @@ import torch
 import qkvmt.training.host_memory as host_memory
 import qkvmt.training.torch_build as torch_build
 from qkvmt.model.config import ModelConfig
-from qkvmt.training.host_memory import MB, peak_resident_bytes, resident_bytes, training_need_mb, warn_if_short
 from qkvmt.pipeline.train import train
+from qkvmt.training.host_memory import MB, peak_resident_bytes, resident_bytes, training_need_mb, warn_if_short
 from tests.conftest import ROOT, compose_train, tiny_overrides
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
@@ -67,7 +67,9 @@ def test_a_short_machine_is_told_how_to_lower_the_need(monkeypatch):
 @pytest.mark.slow
 def test_training_on_a_short_machine_warns_in_its_first_lines(corpus, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(host_memory, "available_bytes", lambda: 100 * MB)
-    monkeypatch.setattr(torch.version, "cuda", "13.0")  # as a plain `pip install torch` brings: a CUDA build, no GPU here
+    monkeypatch.setattr(
+        torch.version, "cuda", "13.0"
+    )  # as a plain `pip install torch` brings: a CUDA build, no GPU here
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with caplog.at_level(logging.INFO):
         train(compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=2, val_every=2)))

@@ -23,7 +23,9 @@ def test_linear_on_a_time_budget_matches_the_step_form_when_steps_take_equal_tim
     # 0.8 s a step in a 40 s budget: 50 steps, though the schedule is told only the time spent.
     step_s, budget_s, w = 0.8, 40.0, 10
     f = linear(w, lambda done: done * step_s / budget_s)
-    assert [f(d) for d in range(50)] == pytest.approx([(d + 1) / w if d < w else (50 - d) / (50 - w) for d in range(50)])
+    assert [f(d) for d in range(50)] == pytest.approx(
+        [(d + 1) / w if d < w else (50 - d) / (50 - w) for d in range(50)]
+    )
 
 
 def test_linear_on_a_time_budget_is_zero_when_time_is_up_and_slower_steps_decay_sooner():

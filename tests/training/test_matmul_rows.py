@@ -51,7 +51,9 @@ def test_every_product_of_a_step_takes_a_padded_shape():
     products = [e.input_shapes for e in prof.events() if e.name in ("aten::addmm", "aten::mm")]
     assert len(products) == 6  # 2 layers x (forward, input gradient, weight gradient)
     for shapes in products:
-        dims = [d for matrix in shapes if len(matrix) == 2 for d in matrix]  # the two matrices, not addmm's bias or scalars
+        dims = [
+            d for matrix in shapes if len(matrix) == 2 for d in matrix
+        ]  # the two matrices, not addmm's bias or scalars
         assert 32 in dims and set(dims) <= {16, 40, 32}  # the padded rows, as M or as a weight gradient's K; never 25
 
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 from lightning.pytorch import Callback
-from torch.utils._python_dispatch import TorchDispatchMode
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import translation_loss
@@ -28,8 +28,17 @@ RECIPES = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
 def make_module(**module_kwargs) -> TranslationModule:
-    cfg = ModelConfig(vocab_size=V, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=64,
-                      dropout=0.0, max_positions=32, pad_id=PAD)
+    cfg = ModelConfig(
+        vocab_size=V,
+        d_model=32,
+        n_heads=4,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=64,
+        dropout=0.0,
+        max_positions=32,
+        pad_id=PAD,
+    )
     tokenizer = Tokenizer(WordLevel({"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}, unk_token="<unk>"))
     torch.manual_seed(0)
     module = TranslationModule(cfg, tokenizer, optimizer=lambda p: torch.optim.Adam(p, lr=1e-3), **module_kwargs)
@@ -128,8 +137,17 @@ def test_every_recipe_updates_its_parameters_with_fused_adam(experiment):
 # data) or Python data made into a tensor (torch.tensor: on a GPU, a copy that waits for the queue).
 # A boolean index is one too, but the loss picks the real rows with one on a CPU only, by design:
 # the model's step is checked on the meta device above, the loop around it here.
-HOST_READS = {"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "equal", "lift_fresh", "_unique2",
-              "unique_consecutive", "unique_dim"}
+HOST_READS = {
+    "_local_scalar_dense",
+    "is_nonzero",
+    "nonzero",
+    "masked_select",
+    "equal",
+    "lift_fresh",
+    "_unique2",
+    "unique_consecutive",
+    "unique_dim",
+}
 
 
 def in_data_loader() -> bool:
@@ -194,9 +212,17 @@ def test_the_training_loop_reads_the_device_only_at_the_steps_it_logs(corpus, tm
     HostReads.seen.clear()
     every, steps = 5, 12
     overrides = tiny_overrides(corpus, tmp_path / "run", steps=steps, val_every=6 * accumulate)
-    train(compose_train(*overrides, f"trainer.log_every_n_steps={every}", "trainer.enable_progress_bar=true",
-                        f"trainer.accumulate_grad_batches={accumulate}", "data.max_tokens=128", "data.num_workers=1",
-                        f"+callbacks.host_reads._target_={__name__}.HostReads"))
+    train(
+        compose_train(
+            *overrides,
+            f"trainer.log_every_n_steps={every}",
+            "trainer.enable_progress_bar=true",
+            f"trainer.accumulate_grad_batches={accumulate}",
+            "data.max_tokens=128",
+            "data.num_workers=1",
+            f"+callbacks.host_reads._target_={__name__}.HostReads",
+        )
+    )
     logged = {s for s in range(steps) if (s + 1) % every == 0}
     read = {step for step, _ in HostReads.seen}
     # step 0: Lightning's first record of train/loss; then only what the loggers read, and they do read

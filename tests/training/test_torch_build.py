@@ -38,10 +38,14 @@ def _run(tmp_path, script):
     (tmp_path / "triton" / "__init__.py").write_text(FAKE_TRITON)
     marker = tmp_path / "imported"
     marker.unlink(missing_ok=True)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src"), str(ROOT)]),
-                        "TRITON_IMPORTED": str(marker), "CUDA_VISIBLE_DEVICES": ""}
-    r = subprocess.run([sys.executable, "-c", TRAIN_IMPORTS, str(script)], capture_output=True, text=True, env=env,
-                       timeout=300)
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src"), str(ROOT)]),
+        "TRITON_IMPORTED": str(marker),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    r = subprocess.run(
+        [sys.executable, "-c", TRAIN_IMPORTS, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout.strip(), marker.exists()
 
@@ -105,8 +109,11 @@ def test_only_a_files_clean_read_only_pages_are_dropped(tmp_path):
     relocated_at = _address(relocated)
     assert libc.mprotect(relocated_at, len(content), mmap.PROT_READ) == 0
     assert clean[:] == content  # every page resident
-    clean_at = next(s for s, _, perms, p, kb in torch_build._mappings()
-                    if p == str(path) and perms.startswith("r--") and s != relocated_at)
+    clean_at = next(
+        s
+        for s, _, perms, p, kb in torch_build._mappings()
+        if p == str(path) and perms.startswith("r--") and s != relocated_at
+    )
     held = {s: _rss_kb(s) for s in [clean_at, *mine]}
     assert held[clean_at] == 64 * PAGE // 1024
 
@@ -122,19 +129,22 @@ def test_only_a_files_clean_read_only_pages_are_dropped(tmp_path):
     assert torch_build.drop_file_pages(lambda p: p == str(path)) == 0  # unmapped: nothing left
 
 
-@pytest.mark.parametrize("path, cuda", [
-    ("/v/lib/python3.11/site-packages/nvidia/cu13/lib/libcublasLt.so.13", True),
-    ("/v/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9", True),
-    ("/v/lib/python3.11/site-packages/cuda/bindings/runtime.cpython-311-x86_64-linux-gnu.so", True),
-    ("/v/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", True),
-    ("/v/lib/python3.11/site-packages/torch/lib/libc10_cuda.so", True),
-    ("/v/lib/python3.11/site-packages/torch/lib/libtorch_nvshmem.so", True),
-    ("/v/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", False),
-    ("/v/lib/python3.11/site-packages/torch/lib/libtorch_python.so", False),
-    ("/v/lib/python3.11/site-packages/torch/lib/libc10.so", False),
-    ("/v/lib/python3.11/site-packages/torch/lib/libgomp.so.1", False),
-    ("/usr/lib/x86_64-linux-gnu/libc.so.6", False),
-])
+@pytest.mark.parametrize(
+    "path, cuda",
+    [
+        ("/v/lib/python3.11/site-packages/nvidia/cu13/lib/libcublasLt.so.13", True),
+        ("/v/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9", True),
+        ("/v/lib/python3.11/site-packages/cuda/bindings/runtime.cpython-311-x86_64-linux-gnu.so", True),
+        ("/v/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", True),
+        ("/v/lib/python3.11/site-packages/torch/lib/libc10_cuda.so", True),
+        ("/v/lib/python3.11/site-packages/torch/lib/libtorch_nvshmem.so", True),
+        ("/v/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", False),
+        ("/v/lib/python3.11/site-packages/torch/lib/libtorch_python.so", False),
+        ("/v/lib/python3.11/site-packages/torch/lib/libc10.so", False),
+        ("/v/lib/python3.11/site-packages/torch/lib/libgomp.so.1", False),
+        ("/usr/lib/x86_64-linux-gnu/libc.so.6", False),
+    ],
+)
 def test_the_cuda_builds_files_are_told_from_the_cpus(path, cuda):
     """What a CUDA build of torch maps (2.14.1+cu130's layout) against what a CPU run uses."""
     assert bool(torch_build.CUDA_FILE.search(path)) is cuda

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from qkvmt.views.figures import aer_heatmap, heatmap_grid
-from tests.views.test_report import H, L, PNG_SIGNATURE, SRC, TGT, weights
+from tests.views.test_report import PNG_SIGNATURE, SRC, TGT, H, L, weights
 
 
 def test_heatmap_grid_writes_png_growing_with_layers_and_heads(tmp_path):
@@ -20,8 +20,12 @@ def test_heatmap_grid_writes_png_growing_with_layers_and_heads(tmp_path):
     assert 150 < one.shape[0] < 1000 and 150 < one.shape[1] < 1000
     assert grid.shape[0] > 1.5 * one.shape[0] and grid.shape[1] > 2 * one.shape[1]
     assert plt.get_fignums() == figures_before  # nothing left in pyplot's registry
-    aer_heatmap(np.random.default_rng(0).random((L, H + 1)), ["head 0", "head 1", "head 2", "mean"],
-                tmp_path / "aer.png", title="AER")
+    aer_heatmap(
+        np.random.default_rng(0).random((L, H + 1)),
+        ["head 0", "head 1", "head 2", "mean"],
+        tmp_path / "aer.png",
+        title="AER",
+    )
     assert (tmp_path / "aer.png").read_bytes().startswith(PNG_SIGNATURE)
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from qkvmt.model.checkpoint import load_model
 from qkvmt.errors import UserError
-from qkvmt.views.inspection import inspect_head
+from qkvmt.model.checkpoint import load_model
 from qkvmt.pipeline.inspect_attention import inspect_attention
+from qkvmt.views.inspection import inspect_head
 from tests.conftest import compose_inference
 
 
@@ -23,7 +23,9 @@ def loaded(trained_run):
 @pytest.mark.parametrize("kind,layer,head", [("encoder", 0, 1), ("decoder", 1, 0), ("cross", -1, 3), ("cross", 0, 2)])
 def test_recomputing_from_dumped_qkv_reproduces_the_head(loaded, kind, layer, head):
     model, tok = loaded
-    d = json.loads(json.dumps(inspect_head(model, tok, "w1 w2 w3 w4", "t4 t3 t2", kind, layer, head).to_dict()))  # as dumped
+    d = json.loads(
+        json.dumps(inspect_head(model, tok, "w1 w2 w3 w4", "t4 t3 t2", kind, layer, head).to_dict())
+    )  # as dumped
     q, k, v = (np.array(d[x]) for x in ("q", "k", "v"))
     scores = q @ k.T / math.sqrt(d["d_k"])
     if kind == "decoder":  # causal: a query sees its own and earlier positions
@@ -51,7 +53,15 @@ def test_bad_kind_layer_or_head_is_a_user_error(loaded):
 
 def test_inspect_writes_json_and_html(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    cfg = compose_inference("inspect_attention", f"ckpt_path={ckpt}", "sentence='w1 <b>w2</b>'", "kind=cross", "layer=0", "head=1", f"output_dir={tmp_path}")
+    cfg = compose_inference(
+        "inspect_attention",
+        f"ckpt_path={ckpt}",
+        "sentence='w1 <b>w2</b>'",
+        "kind=cross",
+        "layer=0",
+        "head=1",
+        f"output_dir={tmp_path}",
+    )
     result = inspect_attention(cfg)
     data = json.loads((tmp_path / "inspect.json").read_text())
     assert data["kind"] == "cross" and data["layer"] == 0 and data["head"] == 1

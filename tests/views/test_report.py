@@ -12,10 +12,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from qkvmt.analysis.forced import AttentionMap
 from qkvmt.views.inspection import HeadInspection, TopKey
 from qkvmt.views.report import ReportSample, attention_report
 from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.analysis.forced import AttentionMap
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -38,28 +38,49 @@ def weights(*shape, seed=0):
 
 def report_inputs():
     metrics = {
-        "bleu": 35.1234, "chrf": 60.5, "bleu_lc": 36.0, "bleu_tok_lc": 38.25, "n": 2,
+        "bleu": 35.1234,
+        "chrf": 60.5,
+        "bleu_lc": 36.0,
+        "bleu_tok_lc": 38.25,
+        "n": 2,
         "signatures": {"bleu": "nrefs:1|case:mixed|eff:no|tok:13a", "chrf": "nrefs:1|nc:6", "bleu_lc": "case:lc"},
         "decode": {"beam": 4, "alpha": 0.6},
         "checkpoints": [{"path": "runs/a/<b>best</b>.ckpt", "sha256": "ab" * 32}],
     }
     sample = ReportSample(
-        source=f"Ein Mann {PWN_IMG} & {ALERT_SCRIPT}", reference=f"A man {PWN_SCRIPT}",
+        source=f"Ein Mann {PWN_IMG} & {ALERT_SCRIPT}",
+        reference=f"A man {PWN_SCRIPT}",
         target=f"A man {BREAKOUT} & co",
-        maps=[AttentionMap("encoder", weights(L, H, 5, 5), SRC, SRC), AttentionMap("decoder", weights(L, H, 4, 4), OUT, TGT),
-              AttentionMap("cross", weights(L, H, 4, 5), OUT, SRC)],
+        maps=[
+            AttentionMap("encoder", weights(L, H, 5, 5), SRC, SRC),
+            AttentionMap("decoder", weights(L, H, 4, 4), OUT, TGT),
+            AttentionMap("cross", weights(L, H, 4, 5), OUT, SRC),
+        ],
     )
     return metrics, [sample, dataclasses.replace(sample, source="second")]
 
 
 def alignment_inputs(**changes):
-    return SentenceAlignment(
-        source=f"Ein {PWN_IMG} {ALERT_SCRIPT}", translation=f"A {BREAKOUT} & {PWN_SCRIPT}", forced=False,
-        src_tokens=SRC, tgt_tokens=OUT, src_words=["Ein", PWN_IMG, ALERT_SCRIPT],
-        tgt_words=["A", BREAKOUT, PWN_SCRIPT], src_word_groups=[[0], [1], [4]], tgt_word_groups=[[0], [1], [2]],
-        cross=weights(L, H, 4, 5), full_context_layer=None, policy={"layer": 0, "head": 2, "rows": "predicting"},
-        word_matrix=weights(3, 3), links=[(0, 0), (1, 2), (2, 1)],
-    ) if not changes else dataclasses.replace(alignment_inputs(), **changes)
+    return (
+        SentenceAlignment(
+            source=f"Ein {PWN_IMG} {ALERT_SCRIPT}",
+            translation=f"A {BREAKOUT} & {PWN_SCRIPT}",
+            forced=False,
+            src_tokens=SRC,
+            tgt_tokens=OUT,
+            src_words=["Ein", PWN_IMG, ALERT_SCRIPT],
+            tgt_words=["A", BREAKOUT, PWN_SCRIPT],
+            src_word_groups=[[0], [1], [4]],
+            tgt_word_groups=[[0], [1], [2]],
+            cross=weights(L, H, 4, 5),
+            full_context_layer=None,
+            policy={"layer": 0, "head": 2, "rows": "predicting"},
+            word_matrix=weights(3, 3),
+            links=[(0, 0), (1, 2), (2, 1)],
+        )
+        if not changes
+        else dataclasses.replace(alignment_inputs(), **changes)
+    )
 
 
 def inspector_inputs():
@@ -69,9 +90,21 @@ def inspector_inputs():
     w = np.exp(scores - scores.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
     return HeadInspection(
-        kind="cross", layer=0, head=2, d_k=8, source="Ein Mann", target="A man", query_tokens=OUT, key_tokens=SRC,
-        q=rng.normal(size=(4, 8)), k=rng.normal(size=(5, 8)), v=rng.normal(size=(5, 8)),
-        scores=scores, weights=w, output=rng.normal(size=(4, 8)), value_norms=rng.random(5) * 3,
+        kind="cross",
+        layer=0,
+        head=2,
+        d_k=8,
+        source="Ein Mann",
+        target="A man",
+        query_tokens=OUT,
+        key_tokens=SRC,
+        q=rng.normal(size=(4, 8)),
+        k=rng.normal(size=(5, 8)),
+        v=rng.normal(size=(5, 8)),
+        scores=scores,
+        weights=w,
+        output=rng.normal(size=(4, 8)),
+        value_norms=rng.random(5) * 3,
         top_k=[[TopKey(int(j), SRC[j], float(row[j])) for j in np.argsort(-row)[:2]] for row in w],
         check={"output_max_abs_diff": 0.0},
     )
@@ -120,8 +153,11 @@ def test_pages_show_hostile_text_only_escaped(kind, tmp_path):
     assert "innerHTML" not in page and "http://" not in no_ns and "https://" not in no_ns
     # The escapes mean nothing to JSON: the page's script gets the original strings back.
     data = data_block(page)
-    viewer = {"report": lambda: data["samples"][0]["attention"]["cross"], "alignment": lambda: data["attention"]["cross"],
-              "inspector": lambda: {"cols": data["key_tokens"]}}[kind]()
+    viewer = {
+        "report": lambda: data["samples"][0]["attention"]["cross"],
+        "alignment": lambda: data["attention"]["cross"],
+        "inspector": lambda: {"cols": data["key_tokens"]},
+    }[kind]()
     assert viewer["cols"] == SRC
 
 
@@ -134,8 +170,17 @@ def test_report_json_is_rounded_and_metrics_carry_signatures(tmp_path):
     np.testing.assert_allclose(cross, report_inputs()[1][0].maps[2].weights, atol=5e-5)
     json_text = re.search(r'id="data">(.*?)</script>', page, re.S).group(1)
     assert re.search(r"\d\.\d{4}", json_text) and not re.search(r"\d\.\d{5}", json_text)
-    for text in ("35.12", "60.50", "38.25", "nrefs:1|case:mixed|eff:no|tok:13a", "case:lc",
-                 "runs/a/&lt;b&gt;best&lt;/b&gt;.ckpt", "ab" * 32, "beam", "Sample 2"):
+    for text in (
+        "35.12",
+        "60.50",
+        "38.25",
+        "nrefs:1|case:mixed|eff:no|tok:13a",
+        "case:lc",
+        "runs/a/&lt;b&gt;best&lt;/b&gt;.ckpt",
+        "ab" * 32,
+        "beam",
+        "Sample 2",
+    ):
         assert text in page
 
 
@@ -143,7 +188,12 @@ def test_alignment_page_shows_pharaoh_links_and_policy(tmp_path):
     page = write_page("alignment", tmp_path / "alignment.html")
     assert "0-0 1-2 2-1" in page and "layer 0, head 2, rows predicting" in page
     data = data_block(page)
-    assert data["links"] == [[0, 0], [1, 2], [2, 1]] and np.asarray(data["attention"]["cross"]["maps"]).shape == (L, H, 4, 5)
+    assert data["links"] == [[0, 0], [1, 2], [2, 1]] and np.asarray(data["attention"]["cross"]["maps"]).shape == (
+        L,
+        H,
+        4,
+        5,
+    )
     with pytest.raises(ValueError, match="word_matrix"):
         alignment_inputs(word_matrix=weights(2, 3)).save(tmp_path / "bad.html")
     assert not (tmp_path / "bad.html").exists()
@@ -167,8 +217,15 @@ def dump_dom(page, tmp_path) -> str:
     binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
     if binary is None:
         pytest.skip("no headless Chromium on PATH (Debian: apt-get install chromium); CI installs it")
-    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-           "--dump-dom", page.as_uri()]
+    cmd = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     # Own process group, so a hang (e.g. a payload's alert() dialog) kills every Chromium process.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -229,8 +286,15 @@ def test_alignment_and_inspector_draw_in_chromium(tmp_path):
 
 def test_empty_translation_still_gives_pictures_and_page(tmp_path):
     """An empty translation has no target tokens; JSON then holds [] for its matrices."""
-    empty = alignment_inputs(translation="", tgt_tokens=[], tgt_words=[], tgt_word_groups=[], links=[],
-                             cross=np.zeros((L, H, 0, 5)), word_matrix=np.zeros((0, 3)))
+    empty = alignment_inputs(
+        translation="",
+        tgt_tokens=[],
+        tgt_words=[],
+        tgt_word_groups=[],
+        links=[],
+        cross=np.zeros((L, H, 0, 5)),
+        word_matrix=np.zeros((0, 3)),
+    )
     empty.save(tmp_path / "empty")
     assert (tmp_path / "empty" / "alignment.png").read_bytes().startswith(b"\x89PNG")
     assert data_block((tmp_path / "empty" / "alignment.html").read_text())["word_matrix"] == []
@@ -241,11 +305,22 @@ def test_report_shows_sentence_scores_links_and_the_validation_curve_in_chromium
     from qkvmt.alignment.policy import WordAlignment
 
     metrics, samples = report_inputs()
-    words = WordAlignment(src_words=["Ein", PWN_IMG, "Mann"], tgt_words=["A", PWN_SCRIPT], src_groups=[[0], [1], [2]],
-                          tgt_groups=[[0], [1]], matrix=weights(2, 3), links=[(0, 0), (2, 1)])
-    samples = [dataclasses.replace(s, scores={"bleu": 12.345, "chrf": 45.678}, alignment=words) for s in defang(samples)]
-    curve = [{"step": 500, "bleu": 13.4, "chrf": 31.5}, {"step": 1000, "bleu": 30.2, "chrf": 49.6},
-             {"step": 1500, "bleu": 35.2, "chrf": None}]
+    words = WordAlignment(
+        src_words=["Ein", PWN_IMG, "Mann"],
+        tgt_words=["A", PWN_SCRIPT],
+        src_groups=[[0], [1], [2]],
+        tgt_groups=[[0], [1]],
+        matrix=weights(2, 3),
+        links=[(0, 0), (2, 1)],
+    )
+    samples = [
+        dataclasses.replace(s, scores={"bleu": 12.345, "chrf": 45.678}, alignment=words) for s in defang(samples)
+    ]
+    curve = [
+        {"step": 500, "bleu": 13.4, "chrf": 31.5},
+        {"step": 1000, "bleu": 30.2, "chrf": 49.6},
+        {"step": 1500, "bleu": 35.2, "chrf": None},
+    ]
     policy = {"layer": 0, "head": 2, "rows": "predicting", "direction": "target_to_source"}
     page = tmp_path / "report.html"
     attention_report(page, defang(metrics), samples, curve, {"sentence_bleu": "eff:yes"}, policy)
@@ -257,8 +332,14 @@ def test_report_shows_sentence_scores_links_and_the_validation_curve_in_chromium
     assert len(maps) == 2 and all(m.count('class="link"') == 2 for m in maps)
     linked = re.findall(r'<td [^>]*title="([^"]*)"[^>]*class="link"|<td [^>]*class="link"[^>]*title="([^"]*)"', maps[0])
     titles = [a or b for a, b in linked]  # links (source 0, target 0) and (source 2, target 1)
-    assert any(t.startswith("A → Ein:") for t in titles) and any(t.startswith("&lt;script") and "→ Mann:" in t for t in titles)
-    assert 'data-points="3"' in dom and "step 1000: BLEU 30.20, chrF 49.60" in dom and "step 1500: BLEU 35.20</title>" in dom
+    assert any(t.startswith("A → Ein:") for t in titles) and any(
+        t.startswith("&lt;script") and "→ Mann:" in t for t in titles
+    )
+    assert (
+        'data-points="3"' in dom
+        and "step 1000: BLEU 30.20, chrF 49.60" in dom
+        and "step 1500: BLEU 35.20</title>" in dom
+    )
 
 
 def test_report_without_a_curve_or_alignment_draws_neither(tmp_path):
@@ -274,8 +355,10 @@ def test_report_without_a_curve_or_alignment_draws_neither(tmp_path):
 def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser, tmp_path):
     metrics, samples = report_inputs()
     w = samples[0].maps
-    norms = [AttentionMap(m.kind, m.weights * 3.0, m.rows, m.cols, "value_norms", layer_maps=m.weights.sum(axis=1) * 2.0)
-             for m in w]
+    norms = [
+        AttentionMap(m.kind, m.weights * 3.0, m.rows, m.cols, "value_norms", layer_maps=m.weights.sum(axis=1) * 2.0)
+        for m in w
+    ]
     sample = dataclasses.replace(defang(samples[0]), signals={"value_norms": defang(norms)})
     path = tmp_path / "report.html"
     attention_report(path, defang(metrics), [sample])
@@ -292,9 +375,13 @@ def test_the_viewer_switches_between_weights_and_value_norms_by_clicking(browser
     viewer.locator("select.head").select_option("2")
     assert first.get_attribute("title") == shown(norms[2].weights[1][2][0][0])
     legend = viewer.locator(".legend span").last.inner_text()
-    assert float(legend) == pytest.approx(round(float(norms[2].weights[1][2].max()), 3), abs=1e-3)  # scaled to its largest
+    assert float(legend) == pytest.approx(
+        round(float(norms[2].weights[1][2].max()), 3), abs=1e-3
+    )  # scaled to its largest
     viewer.locator("select.signal").select_option("weights")
-    assert viewer.get_attribute("data-shown") == "cross 1 2" and first.get_attribute("title") == shown(w[2].weights[1][2][0][0])
+    assert viewer.get_attribute("data-shown") == "cross 1 2" and first.get_attribute("title") == shown(
+        w[2].weights[1][2][0][0]
+    )
     assert page.evaluate("document.body.getAttribute('data-pwned')") is None
 
 

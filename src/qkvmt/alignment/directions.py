@@ -24,9 +24,13 @@ class Direction:
         """(source word, target word) links; None when the subwords do not group into the
         whitespace words (a pair cut at the model's positions)."""
         m, signal = self.model, self.policy.signal
-        sa = forced_attention(m.transformer, m.tokenizer, source, target, self.meta.full_context_layer, analyses={signal})
+        sa = forced_attention(
+            m.transformer, m.tokenizer, source, target, self.meta.full_context_layer, analyses={signal}
+        )
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
-        return None if groups is None else self.policy.links(sa.for_alignment.map("cross", signal), groups[1], groups[0])
+        return (
+            None if groups is None else self.policy.links(sa.for_alignment.map("cross", signal), groups[1], groups[0])
+        )
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
@@ -48,8 +52,9 @@ def flip(links: set[Link]) -> set[Link]:
     return {(j, i) for i, j in links}
 
 
-def both_ways(forward: Direction, reverse: Direction, source: str, target: str | list[int],
-              target_text: str) -> tuple[set[Link], set[Link]] | None:
+def both_ways(
+    forward: Direction, reverse: Direction, source: str, target: str | list[int], target_text: str
+) -> tuple[set[Link], set[Link]] | None:
     """The forward model's links of (source, target) and the reverse model's of (target, source),
     both as (source word, target word); None where either pair does not group into its words.
     `target`: text, or the ids the forward model generated (forced exactly as produced)."""

@@ -172,8 +172,10 @@ def read_gold(gold_dir: Path, src_lang: str = "de", tgt_lang: str = "en", talp_f
     """
     gold_dir = Path(gold_dir)
     if not gold_dir.is_dir():
-        raise UserError(f"{gold_dir}: gold alignment folder not found; point to the folder with {src_lang}, {tgt_lang} "
-                        "and alignment.talp")
+        raise UserError(
+            f"{gold_dir}: gold alignment folder not found; point to the folder with {src_lang}, {tgt_lang} "
+            "and alignment.talp"
+        )
     if talp_first not in (src_lang, tgt_lang):
         raise UserError(
             f"gold_first={talp_first!r} is not a language of the checkpoint's pair {src_lang}->{tgt_lang}: set "
@@ -187,7 +189,8 @@ def read_gold(gold_dir: Path, src_lang: str = "de", tgt_lang: str = "en", talp_f
     if missing:
         present = sorted(p.name for p in gold_dir.iterdir() if p.is_file())
         raise UserError(
-            f"{gold_dir} lacks {', '.join(missing)}: a gold folder for the checkpoint's pair {src_lang}->{tgt_lang} holds "
+            f"{gold_dir} lacks {', '.join(missing)}: "
+            f"a gold folder for the checkpoint's pair {src_lang}->{tgt_lang} holds "
             f"one tokenized file per language, named {talp_first} and {second}, and alignment.talp "
             f"(it has: {', '.join(present) or 'nothing'}); a gold set of another pair cannot score this checkpoint"
         )

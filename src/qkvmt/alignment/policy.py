@@ -54,15 +54,18 @@ class AlignmentPolicy:
     signal: str = "weights"
 
     @classmethod
-    def validated(cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int,
-                  signal: str = "weights") -> "AlignmentPolicy":
+    def validated(
+        cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int, signal: str = "weights"
+    ) -> "AlignmentPolicy":
         """A policy for a decoder of n_layers × n_heads; a negative layer counts from the end.
         Every bad value is a UserError naming the `alignment.*` setting and what it accepts."""
         head = str(head)
         if not (head == "mean" or head.isdigit() and int(head) < n_heads):
             raise UserError(f"alignment.head={head}: use mean, best, or a head 0..{n_heads - 1}")
         if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers <= layer < n_layers:
-            raise UserError(f"alignment.layer={layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
+            raise UserError(
+                f"alignment.layer={layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)"
+            )
         if direction not in DIRECTIONS:
             raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
         if rows not in ROWS:
@@ -84,7 +87,9 @@ class AlignmentPolicy:
         sup = meta.alignment
         if sup:
             return cls.validated(sup["layer"], sup["head"], "predicting", "intersection", n_layers, n_heads)
-        return cls.validated(max(-2, -n_layers), "mean", "predicting", "target_to_source", n_layers, n_heads)  # a 1-layer decoder: its only layer
+        return cls.validated(
+            max(-2, -n_layers), "mean", "predicting", "target_to_source", n_layers, n_heads
+        )  # a 1-layer decoder: its only layer
 
     def one_way(self) -> "AlignmentPolicy":
         """The same policy, target→source: each model's own direction, for symmetrizing two
@@ -121,8 +126,11 @@ class AlignmentPolicy:
         src_groups, tgt_groups = word_groups(cross.cols), word_groups(cross.rows)
         matrix = self.word_matrix(cross, tgt_groups, src_groups)
         return WordAlignment(
-            src_words=group_words(cross.cols, src_groups), tgt_words=group_words(cross.rows, tgt_groups),
-            src_groups=src_groups, tgt_groups=tgt_groups, matrix=matrix,
+            src_words=group_words(cross.cols, src_groups),
+            tgt_words=group_words(cross.rows, tgt_groups),
+            src_groups=src_groups,
+            tgt_groups=tgt_groups,
+            matrix=matrix,
             links=sorted(directed_links(matrix, self.direction)),
         )
 

@@ -24,11 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.alignment.links import Link, parse_pharaoh
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.errors import UserError, optional_import
 from qkvmt.files import hash_lines
-from qkvmt.alignment.symmetrize import METHODS, symmetrize
 
 log = logging.getLogger(__name__)
+
 
 def reference_aligner(name: str, symmetrization: str, setting: str):
     """The aligner called `name`, its package checked: fails early, before any training or
@@ -56,7 +57,9 @@ class AlignerWords:
         tokens, owner = [], []
         for i, word in enumerate(line.split()):
             if word not in self.tokens:
-                self.tokens[word] = [t.lower() for t in self.moses.tokenize(word, escape=False) if t.strip()] or [word.lower()]
+                self.tokens[word] = [t.lower() for t in self.moses.tokenize(word, escape=False) if t.strip()] or [
+                    word.lower()
+                ]
             tokens += self.tokens[word]
             owner += [i] * len(self.tokens[word])
         return " ".join(tokens), owner
@@ -68,9 +71,13 @@ class Eflomal:
     name = "eflomal"
 
     def require(self):
-        return optional_import("eflomal", "pip install eflomal (or pip install -e '.[align]'); it builds with a C compiler")
+        return optional_import(
+            "eflomal", "pip install eflomal (or pip install -e '.[align]'); it builds with a C compiler"
+        )
 
-    def directional(self, src: list[str], tgt: list[str], langs: tuple[str, str]) -> tuple[list[set[Link]], list[set[Link]]]:
+    def directional(
+        self, src: list[str], tgt: list[str], langs: tuple[str, str]
+    ) -> tuple[list[set[Link]], list[set[Link]]]:
         """The forward and reverse links of each pair, both as (source word, target word) of
         whitespace words. langs: the source and target language codes, for Moses' rules."""
         eflomal = self.require()
@@ -84,7 +91,9 @@ class Eflomal:
         log.info("eflomal: aligning %d sentence pairs", len(src))
         with tempfile.TemporaryDirectory() as d:
             fwd, rev = Path(d) / "forward", Path(d) / "reverse"
-            eflomal.Aligner().align(list(src_lines), list(tgt_lines), links_filename_fwd=str(fwd), links_filename_rev=str(rev), quiet=True)
+            eflomal.Aligner().align(
+                list(src_lines), list(tgt_lines), links_filename_fwd=str(fwd), links_filename_rev=str(rev), quiet=True
+            )
             forward = [parse_pharaoh(line) for line in fwd.read_text().splitlines()]
             reverse = [parse_pharaoh(line) for line in rev.read_text().splitlines()]
         if len(forward) != len(src) or len(reverse) != len(src):
@@ -99,11 +108,14 @@ class Eflomal:
 ALIGNERS = {"eflomal": Eflomal}
 
 
-def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: list[str]) -> tuple[list[str], list[str], list[int]]:
+def with_gold(
+    src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: list[str]
+) -> tuple[list[str], list[str], list[int]]:
     """The training pairs plus each gold pair that is not among them already, and each gold
     pair's position in the result. A gold pair the training data holds (added with
     data.extra_train) is not added again: eflomal aligns worse given the same sentences twice
     (on RWTH, AER 36.4 once and 40.7 twice; CHANGELOG.md)."""
+
     def key(s: str, t: str) -> tuple[str, str]:  # eflomal splits on whitespace: "a  b" is "a b"
         return " ".join(s.split()), " ".join(t.split())
 
@@ -120,8 +132,9 @@ def with_gold(src: list[str], tgt: list[str], gold_src: list[str], gold_tgt: lis
     return src, tgt, positions
 
 
-def symmetrized_links(aligner, src: list[str], tgt: list[str], langs: tuple[str, str],
-                      symmetrization: str = "grow-diag-final-and") -> list[set[Link]]:
+def symmetrized_links(
+    aligner, src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str = "grow-diag-final-and"
+) -> list[set[Link]]:
     """Links (source word, target word) of each pair: the aligner's two directions combined by
     `symmetrization` (qkvmt.alignment.symmetrize.METHODS)."""
     if symmetrization not in METHODS:
@@ -130,8 +143,9 @@ def symmetrized_links(aligner, src: list[str], tgt: list[str], langs: tuple[str,
     return [symmetrize(f, r, symmetrization) for f, r in zip(forward, reverse)]
 
 
-def cached_links(aligner, src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str,
-                 cache_dir: Path) -> list[set[Link]]:
+def cached_links(
+    aligner, src: list[str], tgt: list[str], langs: tuple[str, str], symmetrization: str, cache_dir: Path
+) -> list[set[Link]]:
     """symmetrized_links, computed once per aligner, corpus and symmetrization and kept in
     `cache_dir` (beside the id cache), so a rerun or a resume does not realign. Aligners such as
     eflomal are stochastic: reusing the cached links is also what keeps a resumed run's labels

@@ -19,9 +19,9 @@ import torch
 from torch import Tensor
 
 from qkvmt.alignment.links import Link, pair_word_groups
+from qkvmt.alignment.symmetrize import METHODS
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import WeightRequest
-from qkvmt.alignment.symmetrize import METHODS
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,17 @@ class AlignmentSupervision:
         if not self.weight:
             return self
         if isinstance(self.layer, bool) or not isinstance(self.layer, int) or not -n_layers <= self.layer < n_layers:
-            raise UserError(f"module.alignment.layer={self.layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)")
+            raise UserError(
+                f"module.alignment.layer={self.layer}: "
+                f"the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)"
+            )
         if isinstance(self.head, bool) or not isinstance(self.head, int) or not 0 <= self.head < n_heads:
             raise UserError(f"module.alignment.head={self.head}: the model has {n_heads} heads (0..{n_heads - 1})")
         if self.labels not in METHODS:
             raise UserError(f"module.alignment.labels={self.labels!r}: use one of {', '.join(METHODS)}")
-        return AlignmentSupervision(float(self.weight), self.layer % n_layers, self.head, bool(self.full_context), self.labels,
-                                    self.aligner)
+        return AlignmentSupervision(
+            float(self.weight), self.layer % n_layers, self.head, bool(self.full_context), self.labels, self.aligner
+        )
 
     @property
     def on(self) -> bool:
@@ -58,7 +62,9 @@ class AlignmentSupervision:
         return asdict(self)
 
 
-def subword_links(links: set[Link], src_tokens: list[str], tgt_tokens: list[str], source: str, target: str) -> np.ndarray | None:
+def subword_links(
+    links: set[Link], src_tokens: list[str], tgt_tokens: list[str], source: str, target: str
+) -> np.ndarray | None:
     """Word links as (source position, target position) pairs of subword tokens, every piece of
     a linked word to every piece of the other; None when the tokens do not group into the words
     of `source` and `target`, which the aligner saw (then the pair is left unlabelled, never mislabelled)."""
@@ -82,7 +88,9 @@ def label_matrix(items_links: list[np.ndarray], lengths: list[tuple[int, int]], 
     return labels
 
 
-def forward_with_head(model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervision, project: bool = True) -> tuple[Tensor, Tensor]:
+def forward_with_head(
+    model, src: Tensor, tgt_in: Tensor, sup: AlignmentSupervision, project: bool = True
+) -> tuple[Tensor, Tensor]:
     """Logits (B, T, V) of a teacher-forced pass (its final states (B, T, D) with project=False)
     and the supervised head's weights (B, T, S): from that pass itself (only the head's layer
     on the explicit path), or from a second, full-context pass through the decoder layers up to

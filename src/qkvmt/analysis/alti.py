@@ -102,8 +102,12 @@ def alti_plus(traced: Trace, values: dict[str, list[Tensor]] | None = None) -> C
         c = block_contributions(seen, whole("cross", layer), self_attention=False)[0]  # (T, S + 1)
         c_src, c_res = c[:, :-1], c[:, -1:]
         r_src, r_tgt = c_res * r_src + c_src @ r_enc, c_res * r_tgt
-        own = torch.stack([block_contributions(seen, per_head[:, h], self_attention=False)[0, :, :-1]
-                           for h in range(per_head.size(1))])  # (H, T, S): each head against the same output
+        own = torch.stack(
+            [
+                block_contributions(seen, per_head[:, h], self_attention=False)[0, :, :-1]
+                for h in range(per_head.size(1))
+            ]
+        )  # (H, T, S): each head against the same output
         sources.append(r_src)
         targets.append(r_tgt)
         heads.append(own @ r_enc)

@@ -60,8 +60,9 @@ def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:
 
 
 @torch.no_grad()  # a gradient signal enables gradients for its own passes
-def readings(model: Transformer, x: Inputs, signals: list[str], rows: list[int] | None = None,
-             seconds: Counter | None = None) -> dict[Reading, np.ndarray]:
+def readings(
+    model: Transformer, x: Inputs, signals: list[str], rows: list[int] | None = None, seconds: Counter | None = None
+) -> dict[Reading, np.ndarray]:
     """Every reading of the signals for one traced pair: reading -> (target rows, source columns).
     rows: the target rows that will be read (a gradient signal computes only these; None: all).
     seconds: adds the time the trace and each signal took (a signal's share of what the context
@@ -155,8 +156,15 @@ class SentenceScores:
     random: np.ndarray
 
 
-def score(model: Transformer, x: Inputs, maps: dict[Reading, np.ndarray], rows: list[int], fractions,
-          random_orders: np.ndarray, tests=TESTS) -> SentenceScores:
+def score(
+    model: Transformer,
+    x: Inputs,
+    maps: dict[Reading, np.ndarray],
+    rows: list[int],
+    fractions,
+    random_orders: np.ndarray,
+    tests=TESTS,
+) -> SentenceScores:
     """Each of `tests` for every reading at each target row, and deletion in each of
     random_orders (draws, n), all from one batched pass. The n source tokens are the columns
     before </s>; rows index tgt_out."""
@@ -168,8 +176,9 @@ def score(model: Transformer, x: Inputs, maps: dict[Reading, np.ndarray], rows: 
         orders = [ranking(m[t, :n]) for t in rows]
         for test in tests:
             ids[test][reading] = np.array([[EDITS[test](variants, order, k) for k in ks] for order in orders])
-    random_ids = np.array([[variants.deleting(order[:k]) for k in ks] for order in random_orders],
-                          dtype=np.int64).reshape(-1, len(ks))  # (draws, levels)
+    random_ids = np.array(
+        [[variants.deleting(order[:k]) for k in ks] for order in random_orders], dtype=np.int64
+    ).reshape(-1, len(ks))  # (draws, levels)
     lp = log_probs(model, variants.sources(x.src, model.cfg.pad_id), x, rows).cpu().numpy()  # (V, R)
     drops = lp[0] - lp  # (V, R): what each variant lost at each row
     r = np.arange(len(rows))
@@ -177,8 +186,16 @@ def score(model: Transformer, x: Inputs, maps: dict[Reading, np.ndarray], rows: 
     return SentenceScores(rows, ks, by_test, drops[random_ids[None], r[:, None, None]])
 
 
-def deletion_curves(model: Transformer, src: list[int], tgt: list[int], row: int, signals: list[str] | None = None,
-                    fractions=FRACTIONS, draws: int = 0, seed: int = 0) -> dict:
+def deletion_curves(
+    model: Transformer,
+    src: list[int],
+    tgt: list[int],
+    row: int,
+    signals: list[str] | None = None,
+    fractions=FRACTIONS,
+    draws: int = 0,
+    seed: int = 0,
+) -> dict:
     """Each reading's deletion curve for one target token: for the pair's subword ids src and tgt
     (no special tokens) and target row `row` (it predicts tgt_out[row]; row len(tgt) predicts
     </s>), {"fractions", "ks": tokens deleted per level, "curves": {reading label: [drop of
@@ -191,9 +208,12 @@ def deletion_curves(model: Transformer, src: list[int], tgt: list[int], row: int
     rng = np.random.default_rng(seed)
     orders = np.array([rng.permutation(len(src)) for _ in range(draws)], dtype=np.int64).reshape(draws, len(src))
     s = score(model, x, maps, [row], fractions, orders, tests=("deletion",))
-    return {"fractions": list(fractions), "ks": s.ks,
-            "curves": {reading.label: s.drops["deletion"][reading][0].tolist() for reading in maps},
-            "random": s.random[0].mean(0).tolist() if draws else None}
+    return {
+        "fractions": list(fractions),
+        "ks": s.ks,
+        "curves": {reading.label: s.drops["deletion"][reading][0].tolist() for reading in maps},
+        "random": s.random[0].mean(0).tolist() if draws else None,
+    }
 
 
 def interval(values) -> dict:
@@ -211,11 +231,18 @@ def summarize(sentences: list[SentenceScores]) -> dict:
     """Per reading the deletion AOPC, the reversed AOPC and the mean sufficiency drop, and the
     random AOPC: each a sentence's mean over its rows (and draws) and levels first, then the
     mean and 95% interval over sentences, so a long sentence counts once like a short one."""
+
     def over(get) -> dict:
         return interval([get(s).mean() for s in sentences])
 
     keys = {"deletion": "deletion_aopc", "reversed": "reversed_aopc", "sufficiency": "sufficiency"}
-    rows = [{"signal": r.signal, "layer": r.layer, "label": r.label,
-             **{key: over(lambda s, r=r, test=test: s.drops[test][r]) for test, key in keys.items()}}
-            for r in sentences[0].drops["deletion"]]
+    rows = [
+        {
+            "signal": r.signal,
+            "layer": r.layer,
+            "label": r.label,
+            **{key: over(lambda s, r=r, test=test: s.drops[test][r]) for test, key in keys.items()},
+        }
+        for r in sentences[0].drops["deletion"]
+    ]
     return {"readings": rows, "random_aopc": over(lambda s: s.random)}

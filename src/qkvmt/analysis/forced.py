@@ -68,11 +68,15 @@ class AttentionMap:
         # An empty map (an empty translation: JSON gives [] whatever the other side) needs none.
         shape = self.layers.shape[1:]
         if self.layers.size and shape != (len(self.rows), len(self.cols)):
-            raise ValueError(f"{self.kind} attention is {self.layers.shape} per layer but has {len(self.rows)} row and "
-                             f"{len(self.cols)} column labels")
+            raise ValueError(
+                f"{self.kind} attention is {self.layers.shape} per layer but has {len(self.rows)} row and "
+                f"{len(self.cols)} column labels"
+            )
 
 
-def row_col_labels(kind: str, src_tokens: list[str], tgt_tokens: list[str], out_tokens: list[str]) -> tuple[list[str], list[str]]:
+def row_col_labels(
+    kind: str, src_tokens: list[str], tgt_tokens: list[str], out_tokens: list[str]
+) -> tuple[list[str], list[str]]:
     """The one row convention: decoder rows are named by what they predict, keys by what was read."""
     return {
         "encoder": (src_tokens, src_tokens),
@@ -121,7 +125,9 @@ class ForcedPass:
     token_scores: list[TokenScore] | None = None  # one per out_token: its probability, entropy, alternatives
     contributions: Contributions | None = None  # ALTI+, where a signal computed it: each out_token's contributions
     full_context_layer: int | None = None  # the decoder layer the alignment reading takes without the causal mask
-    full_context: dict[str, SignalMaps] = field(default_factory=dict)  # signal -> its cross maps as alignment reads them
+    full_context: dict[str, SignalMaps] = field(
+        default_factory=dict
+    )  # signal -> its cross maps as alignment reads them
 
     @property
     def signals(self) -> list[str]:
@@ -130,7 +136,10 @@ class ForcedPass:
     def map(self, kind: str, signal: str = "weights") -> AttentionMap:
         maps = self.signal_maps.get(signal, {}).get(kind)
         if maps is None:
-            held = [f"{s} ({', '.join(by_kind)})" if set(by_kind) != set(KINDS) else s for s, by_kind in self.signal_maps.items()]
+            held = [
+                f"{s} ({', '.join(by_kind)})" if set(by_kind) != set(KINDS) else s
+                for s, by_kind in self.signal_maps.items()
+            ]
             raise ValueError(f"no {signal!r} maps of {kind} attention here: it holds {', '.join(held)}")
         rows, cols = row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens)
         return AttentionMap(kind, maps.heads, rows, cols, signal, maps.layers)
@@ -145,8 +154,10 @@ class ForcedPass:
         that layer as taken without the causal mask; else the pass itself."""
         if self.full_context_layer is None:
             return self
-        by_signal = {s: by_kind | {"cross": self.full_context[s]} if s in self.full_context else by_kind
-                     for s, by_kind in self.signal_maps.items()}
+        by_signal = {
+            s: by_kind | {"cross": self.full_context[s]} if s in self.full_context else by_kind
+            for s, by_kind in self.signal_maps.items()
+        }
         return replace(self, signal_maps=by_signal, full_context={})
 
     @property
@@ -165,7 +176,9 @@ class ForcedPass:
         return self.signal_maps["weights"]["cross"].heads
 
 
-def full_context_maps(context: Context, layer: int, signals: list[str], computed: dict[str, dict[str, SignalMaps]]) -> dict[str, SignalMaps]:
+def full_context_maps(
+    context: Context, layer: int, signals: list[str], computed: dict[str, dict[str, SignalMaps]]
+) -> dict[str, SignalMaps]:
     """Each signal's cross maps with decoder `layer` read as a head supervised with full context
     was trained: from cross-attention weights without the causal mask (a partial pass up to that
     layer, Transformer.full_context_cross).
@@ -201,8 +214,14 @@ def full_context_maps(context: Context, layer: int, signals: list[str], computed
     return out
 
 
-def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str | list[int],
-                     full_context_layer: int | None = None, analyses=None) -> ForcedPass:
+def forced_attention(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    source: str,
+    target: str | list[int],
+    full_context_layer: int | None = None,
+    analyses=None,
+) -> ForcedPass:
     """The forced pass of one (source, target) pair, cut to the model's positions: one trace
     (qkvmt.analysis.trace), each target token's scores, and the maps of the signals `analyses`
     names (default: one_pass_signals(); "weights" always), each computed once from the trace.
@@ -217,7 +236,11 @@ def forced_attention(model: Transformer, tokenizer: Tokenizer, source: str, targ
         if not fits(n, c.max_positions):
             log.warning(
                 "the %s has %d subwords, more than the model's max_positions=%d allow: its attention covers only the "
-                "first %d", side, n, c.max_positions, c.max_positions - 1,
+                "first %d",
+                side,
+                n,
+                c.max_positions,
+                c.max_positions - 1,
             )
     x = build_inputs(*([i] for i in ids), c.specials, c.max_positions)
     with torch.no_grad():

@@ -24,8 +24,12 @@ OFFSETS = (-1, 0, 1)  # the relative positions a positional head keeps to (Voita
 
 
 def every_head(model: Transformer) -> list[Head]:
-    return [(kind, layer, head) for kind in KINDS for layer, module in enumerate(attention_modules(model, kind))
-            for head in range(module.n_heads)]
+    return [
+        (kind, layer, head)
+        for kind in KINDS
+        for layer, module in enumerate(attention_modules(model, kind))
+        for head in range(module.n_heads)
+    ]
 
 
 def masked(model: Transformer, heads: list[Head]):
@@ -38,7 +42,7 @@ def masked(model: Transformer, heads: list[Head]):
         module = attention_modules(model, kind)[layer]
         keep = torch.ones(module.d_model)
         for h in dropped:
-            keep[h * module.d_k:(h + 1) * module.d_k] = 0
+            keep[h * module.d_k : (h + 1) * module.d_k] = 0
         edits[(kind, layer, "heads")] = lambda t, keep=keep: t * keep.to(t.device, t.dtype)
     return edited(model, edits)
 

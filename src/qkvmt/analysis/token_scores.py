@@ -31,5 +31,7 @@ def score_tokens(logits: Tensor, ids: Tensor, tokenizer: Tokenizer, top: int = T
     name = tokenizer.id_to_token
     return [
         TokenScore(name(int(i)), float(c), float(h), tuple((name(int(j)), float(q)) for q, j in zip(qs, js)))
-        for i, c, h, qs, js in zip(ids.tolist(), chosen.tolist(), entropy.tolist(), best.values.tolist(), best.indices.tolist())
+        for i, c, h, qs, js in zip(
+            ids.tolist(), chosen.tolist(), entropy.tolist(), best.values.tolist(), best.indices.tolist()
+        )
     ]

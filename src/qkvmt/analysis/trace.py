@@ -119,14 +119,19 @@ def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edi
                 hooks.append(module.sites[name].register_forward_hook(lambda m, a, out, w=at(name): site_value(w, out)))
             hooks.append(module.w_o.register_forward_pre_hook(lambda m, a, w=at("heads"): (site_value(w, a[0]),)))
             if read is not None:
+
                 def inputs(m, a, kw, x=at("x"), y=at("y")):  # forward(x, y=None, ...): y is None in self-attention
                     read(x, a[0])
                     read(y, a[1] if len(a) > 1 else kw.get("y"))
 
                 hooks.append(module.register_forward_pre_hook(inputs, with_kwargs=True))
                 hooks.append(block.register_forward_pre_hook(lambda m, a, w=at("residual"): read(w, a[0])))
-            hooks.append(module.register_forward_hook(lambda m, a, out, w=at("attention"): (site_value(w, out[0]), out[1])))
-            hooks.append(block.register_forward_hook(lambda m, a, out, w=at("block_out"): (site_value(w, out[0]), out[1])))
+            hooks.append(
+                module.register_forward_hook(lambda m, a, out, w=at("attention"): (site_value(w, out[0]), out[1]))
+            )
+            hooks.append(
+                block.register_forward_hook(lambda m, a, out, w=at("block_out"): (site_value(w, out[0]), out[1]))
+            )
     for name, embed in (("src_embedded", model.src_embed), ("tgt_embedded", model.tgt_embed)):
         hooks.append(embed.register_forward_hook(lambda m, a, out, w=name: site_value(w, out)))
     return hooks
@@ -139,9 +144,18 @@ def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:
                 raise ValueError(f"no model site {where!r}: use one of {', '.join(MODEL_SITES)}")
             continue
         kind, layer, name = where
-        if kind not in KINDS or name not in WRITABLE or not -len(attention_modules(model, kind)) <= layer < len(attention_modules(model, kind)):
-            raise ValueError(f"no writable site {where!r}: a kind of {KINDS}, a layer of it, and one of {', '.join(WRITABLE)}")
-    return {(w if isinstance(w, str) else (w[0], w[1] % len(attention_modules(model, w[0])), w[2])): f for w, f in edits.items()}
+        if (
+            kind not in KINDS
+            or name not in WRITABLE
+            or not -len(attention_modules(model, kind)) <= layer < len(attention_modules(model, kind))
+        ):
+            raise ValueError(
+                f"no writable site {where!r}: a kind of {KINDS}, a layer of it, and one of {', '.join(WRITABLE)}"
+            )
+    return {
+        (w if isinstance(w, str) else (w[0], w[1] % len(attention_modules(model, w[0])), w[2])): f
+        for w, f in edits.items()
+    }
 
 
 @contextlib.contextmanager
@@ -157,8 +171,13 @@ def edited(model: Transformer, edits: dict[Where, Edit]):
             h.remove()
 
 
-def trace(model: Transformer, src: Tensor, tgt: Tensor, edits: dict[Where, Edit] | None = None,
-          grad_of: tuple[int, int] | None = None) -> Trace:
+def trace(
+    model: Transformer,
+    src: Tensor,
+    tgt: Tensor,
+    edits: dict[Where, Edit] | None = None,
+    grad_of: tuple[int, int] | None = None,
+) -> Trace:
     """Trace one teacher-forced pass of src (B, S) and tgt_in (B, T), with `edits` applied.
 
     grad_of=(t, token): the pass runs with gradients, and every site's tensor of batch row 0
@@ -181,10 +200,19 @@ def trace(model: Transformer, src: Tensor, tgt: Tensor, edits: dict[Where, Edit]
         for h in hooks:
             h.remove()
     layers = {
-        kind: [LayerTrace(kind, layer, module, block,
-                          **{name: seen.get((kind, layer, name)) for name in ("x", "y", *ATTENTION_SITES, "heads", "attention",
-                                                                              "residual", "block_out")})
-               for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind)))]
+        kind: [
+            LayerTrace(
+                kind,
+                layer,
+                module,
+                block,
+                **{
+                    name: seen.get((kind, layer, name))
+                    for name in ("x", "y", *ATTENTION_SITES, "heads", "attention", "residual", "block_out")
+                },
+            )
+            for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind)))
+        ]
         for kind in KINDS
     }
     return Trace(src, tgt, logits, seen["src_embedded"], seen["tgt_embedded"], layers)

@@ -28,4 +28,8 @@ def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int
         t0 = time.perf_counter()
         alti_plus(traced)
         alti.append(time.perf_counter() - t0)
-    return {"sentences": len(whole), "forced_pass_ms": 1000 * statistics.median(whole), "alti_ms": 1000 * statistics.median(alti)}
+    return {
+        "sentences": len(whole),
+        "forced_pass_ms": 1000 * statistics.median(whole),
+        "alti_ms": 1000 * statistics.median(alti),
+    }

@@ -76,4 +76,10 @@ def _measure(tokenizer_json: str, src: list[str], tgt: list[str], n: int) -> dic
         ids_bytes = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
         tokens = int(corpus.src_off[-1] + corpus.tgt_off[-1])
         del corpus
-    return {"pairs": n, "tokens": tokens, "seconds": seconds, "peak_extra_mb": mem.delta / 2**20, "cache_mb": ids_bytes / 2**20}
+    return {
+        "pairs": n,
+        "tokens": tokens,
+        "seconds": seconds,
+        "peak_extra_mb": mem.delta / 2**20,
+        "cache_mb": ids_bytes / 2**20,
+    }

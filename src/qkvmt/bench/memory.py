@@ -20,8 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.training.host_memory import MB, RSS_READABLE, ReleaseFreedHostMemory, peak_resident_bytes, prepare_host_memory, resident_bytes
 from qkvmt.text.tokenizer import Specials
+from qkvmt.training.host_memory import (
+    MB,
+    RSS_READABLE,
+    ReleaseFreedHostMemory,
+    peak_resident_bytes,
+    prepare_host_memory,
+    resident_bytes,
+)
 
 
 def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
@@ -93,13 +100,23 @@ def _measure(conf_dir: str, experiment: str, out: str, overrides: list[str], ste
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))  # as Lightning gives each DDP process
     L.seed_everything(cfg.seed)
     dm, tokenizer = _data(cfg, out)
-    model_config = instantiate(cfg.model)(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
+    model_config = instantiate(cfg.model)(
+        vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
+    )
     module = instantiate(cfg.module)(model_config=model_config, tokenizer=tokenizer, alignment=None)
     precision, _ = choose_precision(cfg.trainer.precision, detect("cpu"))
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=steps, precision=precision, limit_val_batches=0,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[ReleaseFreedHostMemory(), Sample()], use_distributed_sampler=False,  # as train.py's
+        accelerator="cpu",
+        devices=1,
+        max_steps=steps,
+        precision=precision,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ReleaseFreedHostMemory(), Sample()],
+        use_distributed_sampler=False,  # as train.py's
     )
     trainer.fit(module, datamodule=dm)
     return {

@@ -1,9 +1,10 @@
 """The systems qkvmt is benchmarked against, built with our model's dimensions.
 
 Every system maps (src, tgt_in) id batches to logits (B, T, V) (ours_align also to its
-alignment loss), so one training loop times them all: ours, ours with a supervised head, the same Transformer assembled from `torch.nn.Transformer`, and Hugging Face's
-MarianMTModel (transformers is the optional `[bench]` extra; without it `marian` returns None
-and the benchmark reports the row as missing).
+alignment loss), so one training loop times them all: ours, ours with a supervised head, the
+same Transformer assembled from `torch.nn.Transformer`, and Hugging Face's MarianMTModel
+(transformers is the optional `[bench]` extra; without it `marian` returns None and the
+benchmark reports the row as missing).
 """
 
 import math
@@ -12,9 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
-from qkvmt.model.attention import attention_kernel
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import marian_config
+from qkvmt.model.attention import attention_kernel
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import output_loss
 from qkvmt.model.transformer import Embedding, Transformer

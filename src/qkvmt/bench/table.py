@@ -6,7 +6,8 @@ each line only where its stage ran."""
 def table(r: dict) -> str:
     t, d = r["train"], r["decode"]
     lines = [
-        f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · compile={r['compile']['train']} · {r['date']}",
+        f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · "
+        f"compile={r['compile']['train']} · {r['date']}",
         f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
         f"{'beam sent/s':>13}",
     ]
@@ -30,29 +31,42 @@ def table(r: dict) -> str:
         if key.startswith("ct2_") and key.endswith("_sent_s"):
             kind = key[len("ct2_") : -len("_sent_s")]
             lines.append(f"{'ct2 ' + kind:<14}{'':>55}{fmt(d[key]):>13}   ours/ct2 {fmt(d['ours_vs_ct2_' + kind], 2)}")
-    lines.append(f"train ours/torch {fmt(t['ours_vs_torch'], 2)}  ours/hf {fmt(t['ours_vs_hf'], 2)}   "
-                 f"decode ours/hf {fmt(d['ours_vs_hf'], 2)}  cached/uncached {fmt(d['ours_vs_uncached'], 2)}")
+    lines.append(
+        f"train ours/torch {fmt(t['ours_vs_torch'], 2)}  ours/hf {fmt(t['ours_vs_hf'], 2)}   "
+        f"decode ours/hf {fmt(d['ours_vs_hf'], 2)}  cached/uncached {fmt(d['ours_vs_uncached'], 2)}"
+    )
     if t.get("batch_ms") is not None:
-        lines.append(f"  a training batch of at most {t['max_tokens']:,} tokens, built in the training process: {t['batch_ms']:.2f} ms (median)")
+        lines.append(
+            f"  a training batch of at most {t['max_tokens']:,} tokens, built in the training process: "
+            f"{t['batch_ms']:.2f} ms (median)"
+        )
     for row in r["scaling"]["decode"]:
-        lines.append(f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
-                     + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else ""))
+        lines.append(
+            f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
+            + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else "")
+        )
     for row in r["scaling"]["tokenize"]:
         if "error" in row:
             lines.append(f"  tokenize {row['pairs']:,} pairs: {row['error']}")
         else:
-            lines.append(f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
-                         f"ids on disk {row['cache_mb']:.0f} MB")
+            lines.append(
+                f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
+                f"ids on disk {row['cache_mb']:.0f} MB"
+            )
     a = r.get("analysis")
     if a:
-        lines.append(f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
-                     f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms")
+        lines.append(
+            f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
+            f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms"
+        )
     m = r.get("memory")
     if m and "error" in m:
         lines.append(f"  host memory of {m['experiment']}: {m['error']}")
     elif m:
-        lines.append(f"  host memory of {m['experiment']} ({m['precision']}, {m['threads']} thread(s), {m['steps']} steps): "
-                     f"peak RSS {m['peak_rss_mb']:,.0f} MB, growth {fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps")
+        lines.append(
+            f"  host memory of {m['experiment']} ({m['precision']}, {m['threads']} thread(s), {m['steps']} steps): "
+            f"peak RSS {m['peak_rss_mb']:,.0f} MB, growth {fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps"
+        )
     return "\n".join(lines)
 
 

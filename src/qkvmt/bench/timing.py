@@ -166,8 +166,12 @@ def ct2_fixed_length(translator, sources: list[list[str]], beam_size: int, lengt
 
     def run():
         out = translator.translate_batch(
-            sources, beam_size=beam_size, min_decoding_length=length, max_decoding_length=length,
-            length_penalty=1.0, max_input_length=0,
+            sources,
+            beam_size=beam_size,
+            min_decoding_length=length,
+            max_decoding_length=length,
+            length_penalty=1.0,
+            max_input_length=0,
         )
         if any(len(r.hypotheses[0]) != length for r in out):
             raise RuntimeError("a CTranslate2 hypothesis missed the forced length: the comparison would be unequal")

@@ -52,9 +52,11 @@ class Pretrained:
     folder: Path
 
     def __repr__(self) -> str:
-        return (f"<{self.name}: {self.src_lang}->{self.tgt_lang}, {self.experiment}, {self.test_split} BLEU "
-                f"{self.test_bleu:.2f} chrF {self.test_chrf:.2f}, {self.steps:,} steps in {self.train_minutes:.0f} min "
-                f"on {self.machine}>")
+        return (
+            f"<{self.name}: {self.src_lang}->{self.tgt_lang}, {self.experiment}, {self.test_split} BLEU "
+            f"{self.test_bleu:.2f} chrF {self.test_chrf:.2f}, {self.steps:,} steps in {self.train_minutes:.0f} min "
+            f"on {self.machine}>"
+        )
 
     @property
     def provenance(self) -> dict:
@@ -68,7 +70,19 @@ def pretrained() -> list[Pretrained]:
     for name in bundled_names():
         meta = json.loads((HERE / name / "qkvmt.json").read_text(encoding="utf-8"))
         p = meta["provenance"]
-        out.append(Pretrained(name, meta["src_lang"], meta["tgt_lang"], p["experiment"], p["test"]["split"],
-                              p["test"]["bleu"], p["test"]["chrf"], p["steps"], p["train_wall_s"] / 60,
-                              p["machine"]["summary"], HERE / name))
+        out.append(
+            Pretrained(
+                name,
+                meta["src_lang"],
+                meta["tgt_lang"],
+                p["experiment"],
+                p["test"]["split"],
+                p["test"]["bleu"],
+                p["test"]["chrf"],
+                p["steps"],
+                p["train_wall_s"] / 60,
+                p["machine"]["summary"],
+                HERE / name,
+            )
+        )
     return out

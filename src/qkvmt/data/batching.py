@@ -19,8 +19,7 @@ from torch.utils.data import Dataset, Sampler
 from qkvmt.alignment.supervision import label_matrix
 from qkvmt.files import hash_lines
 from qkvmt.model.inputs import build_inputs
-from qkvmt.text.tokenizer import Specials
-from qkvmt.text.tokenizer import encode
+from qkvmt.text.tokenizer import Specials, encode
 
 
 class TokenizedCorpus(Dataset):
@@ -55,7 +54,9 @@ class TokenizedCorpus(Dataset):
         return h.hexdigest()[:20]
 
     @classmethod
-    def build(cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000) -> "TokenizedCorpus":
+    def build(
+        cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000
+    ) -> "TokenizedCorpus":
         """Encode once and reuse: the cache folder is keyed by tokenizer and text.
 
         Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text
@@ -72,7 +73,11 @@ class TokenizedCorpus(Dataset):
                         ids = encode(tokenizer, texts[i : i + chunk])
                         lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
                         offsets[i + 1 : i + 1 + len(ids)] = offsets[i] + np.cumsum(lens)
-                        f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())).tobytes())
+                        f.write(
+                            np.fromiter(
+                                itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())
+                            ).tobytes()
+                        )
                 np.save(tmp / f"{name}_off.npy", offsets)
             try:
                 tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
@@ -113,7 +118,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(
-        self, lengths, max_tokens: int, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
+        self,
+        lengths,
+        max_tokens: int,
+        shuffle: bool,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
         position: Callable[[], tuple[int, int]] | None = None,
     ):
         """position: called as each pass starts, gives (epoch, batches to skip), as set_epoch
@@ -181,8 +192,13 @@ class Collate:
         x = build_inputs([item[1] for item in items], [item[2] for item in items], self.specials, self.max_len)
         x.src, x.tgt_in, x.tgt_out = self.padded(x.src), self.padded(x.tgt_in), self.padded(x.tgt_out)
         index = torch.tensor([item[0] for item in items])
-        batch = {"index": index, "src": x.src, "tgt_in": x.tgt_in, "tgt_out": x.tgt_out,
-                 "ntokens": int((x.tgt_out != self.specials.pad).sum())}
+        batch = {
+            "index": index,
+            "src": x.src,
+            "tgt_in": x.tgt_in,
+            "tgt_out": x.tgt_out,
+            "ntokens": int((x.tgt_out != self.specials.pad).sum()),
+        }
         if len(items[0]) == 4:
             # each side's tokens after build_inputs' cut, without </s>
             real = [(t != self.specials.pad).sum(1) - 1 for t in (x.src, x.tgt_out)]

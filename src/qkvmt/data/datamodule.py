@@ -9,11 +9,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
-from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.text.sources import read_parallel
 from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
 
@@ -61,9 +61,13 @@ class TranslationDataModule(L.LightningDataModule):
         length_multiple: int = 1,
     ):
         super().__init__()
-        for name, value, least in (("vocab_size", vocab_size, len(SPECIALS) + 1), ("min_frequency", min_frequency, 1),
-                                   ("max_tokens", max_tokens, 1), ("eval_max_tokens", eval_max_tokens, 1),
-                                   ("length_multiple", length_multiple, 1)):
+        for name, value, least in (
+            ("vocab_size", vocab_size, len(SPECIALS) + 1),
+            ("min_frequency", min_frequency, 1),
+            ("max_tokens", max_tokens, 1),
+            ("eval_max_tokens", eval_max_tokens, 1),
+            ("length_multiple", length_multiple, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
         self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
@@ -99,8 +103,13 @@ class TranslationDataModule(L.LightningDataModule):
             repeats = [1] * len(src)
             for src_path, tgt_path, repeat in self.extra_train:
                 more_src, more_tgt = read_parallel(src_path, tgt_path)
-                log.info("data.extra_train: %d pairs from %s and %s%s", len(more_src), src_path, tgt_path,
-                         f", each {repeat} times an epoch" if repeat > 1 else "")
+                log.info(
+                    "data.extra_train: %d pairs from %s and %s%s",
+                    len(more_src),
+                    src_path,
+                    tgt_path,
+                    f", each {repeat} times an epoch" if repeat > 1 else "",
+                )
                 src, tgt, repeats = src + more_src, tgt + more_tgt, repeats + [repeat] * len(more_src)
             keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
             if not keep:
@@ -132,7 +141,9 @@ class TranslationDataModule(L.LightningDataModule):
             log.warning(
                 "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
                 "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",
-                self.vocab_size, self.tokenizer.get_vocab_size() - len(SPECIALS), self.tokenizer.get_vocab_size(),
+                self.vocab_size,
+                self.tokenizer.get_vocab_size() - len(SPECIALS),
+                self.tokenizer.get_vocab_size(),
             )
         return self.tokenizer
 
@@ -148,7 +159,9 @@ class TranslationDataModule(L.LightningDataModule):
         if self.links is None:
             src, tgt = self.training_pairs()
             aligner = ALIGNERS[self.aligner]()
-            words = cached_links(aligner, src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir)
+            words = cached_links(
+                aligner, src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir
+            )
             corpus = self.corpus("train")
             names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
             self.links = []
@@ -157,8 +170,14 @@ class TranslationDataModule(L.LightningDataModule):
                 self.links.append(subword_links(words[k], *tokens, src[k], tgt[k]))
             unlabelled = sum(x is None for x in self.links)
             log.info(
-                "%s links (%s) label %d of %d training pairs%s", self.aligner, self.alignment_links, len(self.links) - unlabelled,
-                len(self.links), f"; {unlabelled} whose subwords do not group into their words are left unlabelled" if unlabelled else "",
+                "%s links (%s) label %d of %d training pairs%s",
+                self.aligner,
+                self.alignment_links,
+                len(self.links) - unlabelled,
+                len(self.links),
+                f"; {unlabelled} whose subwords do not group into their words are left unlabelled"
+                if unlabelled
+                else "",
             )
         return self.links
 
@@ -176,14 +195,19 @@ class TranslationDataModule(L.LightningDataModule):
         keep = np.flatnonzero(lengths <= self.max_positions)
         if len(keep) < len(corpus):
             log.warning(
-                "filtered %d training pairs longer than max_positions=%d tokens", len(corpus) - len(keep), self.max_positions
+                "filtered %d training pairs longer than max_positions=%d tokens",
+                len(corpus) - len(keep),
+                self.max_positions,
             )
         over = int((lengths[keep] > self.max_tokens).sum())
         if over:
             log.warning(
                 "data.max_tokens=%d is below the longest training pair (%d tokens): %d pairs get a batch of their own, "
                 "over the budget; set data.max_tokens to at least %d",
-                self.max_tokens, lengths[keep].max(), over, lengths[keep].max(),
+                self.max_tokens,
+                lengths[keep].max(),
+                over,
+                lengths[keep].max(),
             )
         # A repeated pair is several items of one epoch. Its copies have one length, so the
         # length-bucketed batches often put them together: a weight on the pair more than
@@ -191,7 +215,12 @@ class TranslationDataModule(L.LightningDataModule):
         keep = np.repeat(keep, self.training_repeats()[keep])
         self.epoch_items = hashlib.sha256(keep.tobytes()).hexdigest()[:16]
         sampler = TokenBudgetBatchSampler(
-            round_up(lengths[keep], self.length_multiple), self.max_tokens, shuffle=True, seed=self.seed, position=self.position, **self._ranks()
+            round_up(lengths[keep], self.length_multiple),
+            self.max_tokens,
+            shuffle=True,
+            seed=self.seed,
+            position=self.position,
+            **self._ranks(),
         )
         dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
         return self._loader(_Subset(dataset, keep), sampler)
@@ -221,8 +250,11 @@ class TranslationDataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None or trainer.state.fn != "fit":
             return {}
-        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
-                "items": self.epoch_items}
+        return {
+            "epoch": trainer.current_epoch,
+            "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+            "items": self.epoch_items,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if state:
@@ -238,8 +270,9 @@ class TranslationDataModule(L.LightningDataModule):
     def eval_dataloader(self, stage: str) -> DataLoader:
         corpus = self.corpus(stage)
         lengths = np.maximum(corpus.src_lens, corpus.tgt_lens) + 1
-        sampler = TokenBudgetBatchSampler(round_up(lengths, self.length_multiple), self.eval_max_tokens, shuffle=False,
-                                          **self._ranks())
+        sampler = TokenBudgetBatchSampler(
+            round_up(lengths, self.length_multiple), self.eval_max_tokens, shuffle=False, **self._ranks()
+        )
         return self._loader(corpus, sampler)
 
     def _ranks(self) -> dict:
@@ -250,7 +283,9 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=Collate(Specials.of(self.tokenizer), max_len=self.max_positions, length_multiple=self.length_multiple),
+            collate_fn=Collate(
+                Specials.of(self.tokenizer), max_len=self.max_positions, length_multiple=self.length_multiple
+            ),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
             # On a GPU, batches in page-locked memory: Lightning copies them up with non_blocking,
@@ -260,6 +295,7 @@ class TranslationDataModule(L.LightningDataModule):
             # from the global RNG that dropout uses, and a resumed run's masks would shift.
             generator=torch.Generator().manual_seed(self.seed),
         )
+
 
 def _extra_files(i: int, entry) -> tuple[Path, Path, int]:
     if not hasattr(entry, "keys") or not {"src", "tgt"} <= set(entry.keys()) <= {"src", "tgt", "repeat"}:

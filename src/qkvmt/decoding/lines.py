@@ -29,7 +29,9 @@ def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -
     if too_long:
         log.warning(
             "%d sentence(s) longer than max_positions=%d tokens are cut to fit (first: line %d)",
-            len(too_long), max_positions, too_long[0] + 1,
+            len(too_long),
+            max_positions,
+            too_long[0] + 1,
         )
     return ids
 
@@ -56,7 +58,9 @@ def translate_ids(
     with bar:
         bar.update(len(lines) - len(nonempty))
         for batch in token_budget_batches(lengths, cfg.max_tokens, order):
-            src = build_inputs([ids[i] for i in batch], None, model.cfg.specials, model.cfg.max_positions).src.to(device)
+            src = build_inputs([ids[i] for i in batch], None, model.cfg.specials, model.cfg.max_positions).src.to(
+                device
+            )
             for i, hyp in zip(batch, generate(model, src, cfg)):
                 out[i] = hyp.tokens
             bar.update(len(batch))

@@ -64,13 +64,16 @@ def create_app(explorer, access: Access):
     async def home(request):
         return HTMLResponse(explorer.page(), headers=HEADERS)
 
-    return Starlette(routes=[
-        Route("/", home),
-        Route("/api/sentence", endpoint(explorer.sentence), methods=["POST"]),
-        Route("/api/align", endpoint(explorer.align), methods=["POST"]),
-        Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
-        Route("/api/curves", endpoint(explorer.curves), methods=["POST"]),
-    ], middleware=[Middleware(Guard, access=access, refuse=error)])
+    return Starlette(
+        routes=[
+            Route("/", home),
+            Route("/api/sentence", endpoint(explorer.sentence), methods=["POST"]),
+            Route("/api/align", endpoint(explorer.align), methods=["POST"]),
+            Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
+            Route("/api/curves", endpoint(explorer.curves), methods=["POST"]),
+        ],
+        middleware=[Middleware(Guard, access=access, refuse=error)],
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -82,7 +85,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise UserError(f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one") from None
+        raise UserError(
+            f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one"
+        ) from None
     sock.listen(64)
     return sock
 

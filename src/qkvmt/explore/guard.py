@@ -102,7 +102,9 @@ class Guard:
         else:
             answered = a.hosts is None or host in a.hosts
         if not answered:
-            return self.refuse(f"Host {host!r} is not this server's address: open the address the explorer printed", 403)
+            return self.refuse(
+                f"Host {host!r} is not this server's address: open the address the explorer printed", 403
+            )
         if a.token is not None:
             in_url = a.has_token(request.query_params.get("token"))
             if in_url and request.method == "GET":
@@ -112,9 +114,14 @@ class Guard:
                 answer.set_cookie(a.cookie, a.token, httponly=True, samesite="lax")
                 return answer
             if not (in_url or a.has_token(request.cookies.get(a.cookie))):
-                return self.refuse("this explorer serves beyond this computer and needs its token: open the address "
-                                   "with ?token= that it printed", 403)
+                return self.refuse(
+                    "this explorer serves beyond this computer and needs its token: open the address "
+                    "with ?token= that it printed",
+                    403,
+                )
         origin = request.headers.get("origin")
         if request.method not in SAFE and origin is not None and origin.lower() != f"http://{host}":
-            return self.refuse(f"Origin {origin!r} is not this server's page: requests from other sites are refused", 403)
+            return self.refuse(
+                f"Origin {origin!r} is not this server's page: requests from other sites are refused", 403
+            )
         return None

@@ -19,8 +19,15 @@ from qkvmt.files import atomic_write
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Quiet and reproducible: no background traffic, no GPU compositing.
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--font-render-hinting=none"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--font-render-hinting=none",
+]
 
 
 class Unavailable(Exception):
@@ -38,7 +45,7 @@ def screenshot(model: Model, sentence: str, path, view: dict, width: int = 840, 
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        raise Unavailable("Playwright is not installed (pip install -e \".[dev]\")") from None
+        raise Unavailable('Playwright is not installed (pip install -e ".[dev]")') from None
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     running = server(create_app(Explorer(model), Access.of("127.0.0.1", port)))

@@ -49,8 +49,13 @@ class Explorer:
     """A model (and optionally the reverse direction's, for symmetrized links) answering requests.
     One request runs at a time: a forced pass hooks the model's modules while it runs."""
 
-    def __init__(self, model: Model, reverse: Model | None = None, method: str = "grow-diag-final-and",
-                 decode: dict | None = None):
+    def __init__(
+        self,
+        model: Model,
+        reverse: Model | None = None,
+        method: str = "grow-diag-final-and",
+        decode: dict | None = None,
+    ):
         if method not in METHODS:
             raise UserError(f"symmetrize={method!r}: use one of {', '.join(METHODS)}")
         self.model, self.method, self.decode = model, method, dict(decode or {})
@@ -65,30 +70,38 @@ class Explorer:
         """The explorer's page: one page of the shared template, which fetches everything else."""
         m, c = self.model, self.model.transformer.cfg
         shown = [("model", repr(m))] + ([("reverse", repr(self.directions[1].model))] if self.directions else [])
-        body = (texts_html(shown)
-                + '<form id="ask"><label>source<br><textarea id="source" rows="2" cols="80" '
-                  f'placeholder="a sentence in {escape(m.meta.src_lang)}"></textarea></label><br>'
-                  f'<label>reference (optional, {escape(m.meta.tgt_lang)})<br><input id="reference" size="80"></label> '
-                  '<button type="submit">Translate</button></form>'
-                  '<p id="error" class="error" role="alert" hidden></p><p id="busy" class="status"></p>'
-                  '<div id="result" hidden><dl id="texts" class="texts"></dl>'
-                  "<h2>Translation</h2><p>Each token shaded by its probability (hover: entropy, alternatives); "
-                  'click one to inspect its query.</p><div id="tokens"></div>'
-                  "<h2>Attention</h2><p>Dots on the cross map: the word links of the policy below. Click a row to "
-                  'inspect that query in the chosen head.</p><div id="viewer"></div>'
-                  '<h2>Word alignment</h2><div id="policy" class="controls"></div><p id="pharaoh" class="mono"></p>'
-                  '<div id="words"></div><div id="both" hidden><h2>Symmetrized with the reverse model</h2>'
-                  '<p id="both-what"></p><div id="both-map"></div></div>'
-                  '<h2>Inspector</h2><div id="inspector"><p>Click a token and choose a head.</p></div>'
-                  "<h2>Deletion curves</h2><p>For one target token: delete the source tokens each signal ranks "
-                  "highest, a growing fraction of them, and see how much log p of the token drops (dashed: random "
-                  'orders). The higher a curve, the more the signal found what the prediction used.</p>'
-                  '<div id="deletion" class="controls"></div><div id="curves"></div></div>')
-        data = {"page": "explorer", "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect",
-                                            "curves": "api/curves"},
-                "policy": m.default_policy.to_dict(), "choices": {
-                    "layer": list(range(c.decoder_layers)), "head": ["mean", *range(c.n_heads)], "rows": list(ROWS),
-                    "direction": list(DIRECTIONS), "signal": cross_signals()}}
+        body = (
+            texts_html(shown) + '<form id="ask"><label>source<br><textarea id="source" rows="2" cols="80" '
+            f'placeholder="a sentence in {escape(m.meta.src_lang)}"></textarea></label><br>'
+            f'<label>reference (optional, {escape(m.meta.tgt_lang)})<br><input id="reference" size="80"></label> '
+            '<button type="submit">Translate</button></form>'
+            '<p id="error" class="error" role="alert" hidden></p><p id="busy" class="status"></p>'
+            '<div id="result" hidden><dl id="texts" class="texts"></dl>'
+            "<h2>Translation</h2><p>Each token shaded by its probability (hover: entropy, alternatives); "
+            'click one to inspect its query.</p><div id="tokens"></div>'
+            "<h2>Attention</h2><p>Dots on the cross map: the word links of the policy below. Click a row to "
+            'inspect that query in the chosen head.</p><div id="viewer"></div>'
+            '<h2>Word alignment</h2><div id="policy" class="controls"></div><p id="pharaoh" class="mono"></p>'
+            '<div id="words"></div><div id="both" hidden><h2>Symmetrized with the reverse model</h2>'
+            '<p id="both-what"></p><div id="both-map"></div></div>'
+            '<h2>Inspector</h2><div id="inspector"><p>Click a token and choose a head.</p></div>'
+            "<h2>Deletion curves</h2><p>For one target token: delete the source tokens each signal ranks "
+            "highest, a growing fraction of them, and see how much log p of the token drops (dashed: random "
+            "orders). The higher a curve, the more the signal found what the prediction used.</p>"
+            '<div id="deletion" class="controls"></div><div id="curves"></div></div>'
+        )
+        data = {
+            "page": "explorer",
+            "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect", "curves": "api/curves"},
+            "policy": m.default_policy.to_dict(),
+            "choices": {
+                "layer": list(range(c.decoder_layers)),
+                "head": ["mean", *range(c.n_heads)],
+                "rows": list(ROWS),
+                "direction": list(DIRECTIONS),
+                "signal": cross_signals(),
+            },
+        }
         return page("Attention explorer", body, data, fetches=True)
 
     def sentence(self, body) -> dict:
@@ -103,13 +116,19 @@ class Explorer:
             if reference is not None:
                 (own,), signatures = sentence_scores([a.target], [reference])
                 scores = own | {"signatures": signatures}
-            return plain({
-                "source": source, "reference": reference, "translation": a.target, "scores": scores,
-                "token_scores": [t.to_dict() for t in a.token_scores],
-                "source_share": None if a.contributions is None else a.contributions.source_share,
-                "attention": viewer_maps(a.maps(), {name: a.maps(name) for name in a.signals[1:]}),
-                "alignment": self._alignment(s, policy), "symmetrized": self._symmetrized(source, s),
-            })
+            return plain(
+                {
+                    "source": source,
+                    "reference": reference,
+                    "translation": a.target,
+                    "scores": scores,
+                    "token_scores": [t.to_dict() for t in a.token_scores],
+                    "source_share": None if a.contributions is None else a.contributions.source_share,
+                    "attention": viewer_maps(a.maps(), {name: a.maps(name) for name in a.signals[1:]}),
+                    "alignment": self._alignment(s, policy),
+                    "symmetrized": self._symmetrized(source, s),
+                }
+            )
 
     def align(self, body) -> dict:
         """The word links of another policy ({layer, head, rows, direction, signal})."""
@@ -133,9 +152,21 @@ class Explorer:
                 m = self.model
                 s.heads[key] = inspect_head(m.transformer, m.tokenizer, source, s.ids, kind, layer, head)
             h = s.heads[key]
-            return plain({"kind": h.kind, "layer": h.layer, "head": h.head, "d_k": h.d_k, "query_tokens": h.query_tokens,
-                          "key_tokens": h.key_tokens, "weights": h.weights, "scores": h.scores,
-                          "contributions": h.contributions, "check": h.check, "query": h.query(row)})
+            return plain(
+                {
+                    "kind": h.kind,
+                    "layer": h.layer,
+                    "head": h.head,
+                    "d_k": h.d_k,
+                    "query_tokens": h.query_tokens,
+                    "key_tokens": h.key_tokens,
+                    "weights": h.weights,
+                    "scores": h.scores,
+                    "contributions": h.contributions,
+                    "check": h.check,
+                    "query": h.query(row),
+                }
+            )
 
     def curves(self, body) -> dict:
         """Each signal's deletion curve for target row `row` (it predicts out_tokens[row]):
@@ -149,13 +180,23 @@ class Explorer:
             s = self._sentence(source)
             tokens = s.attention.out_tokens
             if not 0 <= row < len(tokens):
-                raise UserError(f"row={row}: the translation has {len(tokens)} target tokens (rows 0..{len(tokens) - 1})")
+                raise UserError(
+                    f"row={row}: the translation has {len(tokens)} target tokens (rows 0..{len(tokens) - 1})"
+                )
             if row not in s.curves:
                 m = self.model
                 src, tgt = pair_ids(m.tokenizer, source, s.ids)
                 c = deletion_curves(m.transformer, src, tgt, row=row, draws=DRAWS)
-                s.curves[row] = plain({"row": row, "token": tokens[row], "fractions": c["fractions"], "ks": c["ks"],
-                                       "readings": readings(c["curves"]), "random": c["random"]})
+                s.curves[row] = plain(
+                    {
+                        "row": row,
+                        "token": tokens[row],
+                        "fractions": c["fractions"],
+                        "ks": c["ks"],
+                        "readings": readings(c["curves"]),
+                        "random": c["random"],
+                    }
+                )
             return s.curves[row]
 
     def _sentence(self, source: str) -> Sentence:
@@ -167,7 +208,9 @@ class Explorer:
         self._check_fits(encode(m.tokenizer, [source])[0], "source")
         ids = m.forced(source, None, **self.decode)
         self._check_fits(ids, "translation")
-        attention = forced_attention(m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, analyses=set(SIGNALS))
+        attention = forced_attention(
+            m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, analyses=set(SIGNALS)
+        )
         self._recent[source] = s = Sentence(ids, attention)
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
@@ -176,17 +219,26 @@ class Explorer:
     def _check_fits(self, ids: list[int], what: str) -> None:
         n = self.model.transformer.cfg.max_positions
         if not fits(len(ids), n):
-            raise UserError(f"the {what} has {len(ids)} subwords, but the model reads at most {n - 1} (max_positions={n}, "
-                            "one for </s>): give a shorter sentence; nothing is cut")
+            raise UserError(
+                f"the {what} has {len(ids)} subwords, but the model reads at most {n - 1} (max_positions={n}, "
+                "one for </s>): give a shorter sentence; nothing is cut"
+            )
 
     def _alignment(self, s: Sentence, policy) -> dict:
         if policy is not None and not isinstance(policy, dict):
-            raise UserError("policy: give an object such as {\"layer\": 1, \"head\": \"mean\"}")
+            raise UserError('policy: give an object such as {"layer": 1, "head": "mean"}')
         policy = self.model.policy(policy)
         a = SentenceAlignment.of(s.attention, policy)
-        return {"policy": a.policy, "matrix": a.word_matrix, "links": [list(x) for x in a.links], "pharaoh": a.pharaoh,
-                "src_words": a.src_words, "tgt_words": a.tgt_words,
-                "src_groups": a.src_word_groups, "tgt_groups": a.tgt_word_groups}
+        return {
+            "policy": a.policy,
+            "matrix": a.word_matrix,
+            "links": [list(x) for x in a.links],
+            "pharaoh": a.pharaoh,
+            "src_words": a.src_words,
+            "tgt_words": a.tgt_words,
+            "src_groups": a.src_word_groups,
+            "tgt_groups": a.tgt_word_groups,
+        }
 
     def _symmetrized(self, source: str, s: Sentence) -> dict | None:
         """Both models' links and their symmetrization, as align.py with reverse_ckpt_path= finds them."""
@@ -199,9 +251,15 @@ class Explorer:
             return {"error": "the translation does not fit the reverse model's positions: no symmetrized links"}
         f, r = both
         links = symmetrize(f, r, self.method)
-        return {"method": self.method, "src_words": source.split(), "tgt_words": target.split(),
-                "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-                "forward_links": sorted(f), "reverse_links": sorted(r), "links": sorted(links)}
+        return {
+            "method": self.method,
+            "src_words": source.split(),
+            "tgt_words": target.split(),
+            "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
+            "forward_links": sorted(f),
+            "reverse_links": sorted(r),
+            "links": sorted(links),
+        }
 
 
 def readings(curves: dict[str, list]) -> list[dict]:
@@ -214,8 +272,14 @@ def readings(curves: dict[str, list]) -> list[dict]:
             out.append({"signal": name, "label": signal.label, "layer": None, "drops": curves[whole]})
         layer = 0
         while Reading(name, layer).label in curves:
-            out.append({"signal": name, "label": f"{signal.label}, layer {layer}", "layer": layer,
-                        "drops": curves[Reading(name, layer).label]})
+            out.append(
+                {
+                    "signal": name,
+                    "label": f"{signal.label}, layer {layer}",
+                    "layer": layer,
+                    "drops": curves[Reading(name, layer).label],
+                }
+            )
             layer += 1
     return out
 
@@ -223,7 +287,7 @@ def readings(curves: dict[str, list]) -> list[dict]:
 def fields(body, *names: str) -> list[str | None]:
     """Text fields of a request: the first is required (non-blank), the others optional (blank is absent)."""
     if not isinstance(body, dict):
-        raise UserError("the request body must be a JSON object, e.g. {\"source\": \"Ein Mann fährt Fahrrad .\"}")
+        raise UserError('the request body must be a JSON object, e.g. {"source": "Ein Mann fährt Fahrrad ."}')
     out = []
     for i, name in enumerate(names):
         value = body.get(name)

@@ -21,14 +21,13 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from qkvmt.decoding.lines import encode_sources
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
 from qkvmt.export.to_ctranslate2 import require_ctranslate2
 from qkvmt.text.tokenizer import BOS, PAD, decode
-from qkvmt.decoding.lines import encode_sources
 from qkvmt.views.translations import Translations
-
 
 FILES = ("model.bin", METADATA, TOKENIZER)
 
@@ -50,8 +49,10 @@ class CTranslate2Model:
         return Translations(translate_lines_ctranslate2(self, lines, cfg), lines, settings=asdict(cfg))
 
     def _checkpoint_only(self, *args, **kwargs):
-        raise UserError("an exported CTranslate2 folder only translates: load the checkpoint it was exported from "
-                        "(qkvmt.load(<file.ckpt>)) to see attention, align or inspect")
+        raise UserError(
+            "an exported CTranslate2 folder only translates: load the checkpoint it was exported from "
+            "(qkvmt.load(<file.ckpt>)) to see attention, align or inspect"
+        )
 
     attention = align = inspect = _checkpoint_only
 
@@ -60,7 +61,9 @@ def is_ctranslate2_folder(folder: Path) -> bool:
     return all((Path(folder) / n).is_file() for n in FILES)
 
 
-def load_ctranslate2(model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0) -> CTranslate2Model:
+def load_ctranslate2(
+    model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0
+) -> CTranslate2Model:
     """A folder written by `scripts/export.py format=ctranslate2`."""
     ct2 = require_ctranslate2()
     folder = Path(model_dir) if model_dir else None
@@ -107,7 +110,9 @@ def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg:
         rows = [i for i in np.flatnonzero(limits == limit) if src[i]]
         if not rows:
             continue
-        results = engine.translator.translate_batch([src[i] for i in rows], max_decoding_length=int(limit) - 1, **options)
+        results = engine.translator.translate_batch(
+            [src[i] for i in rows], max_decoding_length=int(limit) - 1, **options
+        )
         for i, r in zip(rows, results):
             out[i] = [tok.token_to_id(t) for t in r.hypotheses[0]]
     return decode(tok, out)

@@ -3,8 +3,8 @@
 A format is a class made from the command's config (it checks its package and options then,
 before the checkpoint is loaded), with `check(model)`, which refuses in one line what the format
 cannot hold, and `write(model, tokenizer, meta, out)`, which fills an empty folder and writes
-qkvmt.json (qkvmt.export.metadata; safetensors: qkvmt.model.weights_folder). A new format is such a class in its own module, and one
-entry here.
+qkvmt.json (qkvmt.export.metadata; safetensors: qkvmt.model.weights_folder). A new format is
+such a class in its own module, and one entry here.
 """
 
 from qkvmt.errors import UserError

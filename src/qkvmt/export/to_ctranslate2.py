@@ -38,7 +38,9 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 
 
 def require_ctranslate2():
-    return optional_import("ctranslate2", "pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)", "CTranslate2")
+    return optional_import(
+        "ctranslate2", "pip install ctranslate2 (or pip install -e '.[deploy]' in qkvmt's folder)", "CTranslate2"
+    )
 
 
 def check_quantization(quantization: str) -> None:
@@ -96,7 +98,9 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     dec.projection.weight = _np(model.output.weight)
     tokens = vocabulary(tokenizer)
     if len(tokens) != c.vocab_size:
-        raise UserError(f"the tokenizer has {len(tokens)} tokens but the model {c.vocab_size}: the checkpoint is inconsistent")
+        raise UserError(
+            f"the tokenizer has {len(tokens)} tokens but the model {c.vocab_size}: the checkpoint is inconsistent"
+        )
     spec.register_source_vocabulary(tokens)
     spec.register_target_vocabulary(tokens)
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
@@ -106,7 +110,9 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     return ct2, spec
 
 
-def export_ctranslate2(model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path, quantization: str = "float32") -> None:
+def export_ctranslate2(
+    model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path, quantization: str = "float32"
+) -> None:
     """Write the CTranslate2 model folder into `out` (an empty folder)."""
     check_quantization(quantization)
     _, spec = build_spec(model, tokenizer)

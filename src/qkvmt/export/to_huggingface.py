@@ -64,7 +64,9 @@ def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
         writes(f"{name}.fc2", f.fc2)
 
     embed = model.src_embed.tokens.weight[:, p]
-    sd["model.shared.weight"] = sd["model.encoder.embed_tokens.weight"] = sd["model.decoder.embed_tokens.weight"] = embed
+    sd["model.shared.weight"] = sd["model.encoder.embed_tokens.weight"] = sd["model.decoder.embed_tokens.weight"] = (
+        embed
+    )
     sd["lm_head.weight"] = model.output.weight[:, p]
     sd["final_logits_bias"] = torch.zeros(1, c.vocab_size)
     positions = model.src_embed.positions[:, p]  # equal to Marian's own table
@@ -89,11 +91,20 @@ def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
 def check_exportable(model: Transformer) -> None:
     c = model.cfg
     if c.positions != "sinusoidal":
-        raise UserError(f"format=huggingface: Marian has only sinusoidal positions, this model has model.positions={c.positions}; use format=ctranslate2")
+        raise UserError(
+            "format=huggingface: Marian has only sinusoidal positions, "
+            f"this model has model.positions={c.positions}; use format=ctranslate2"
+        )
     if c.norm_first:
-        raise UserError("format=huggingface: Marian is post-LN, this model is pre-LN (model.norm_first=true); use format=ctranslate2")
+        raise UserError(
+            "format=huggingface: Marian is post-LN, this model is pre-LN (model.norm_first=true); "
+            "use format=ctranslate2"
+        )
     if not c.tie_embeddings:
-        raise UserError("format=huggingface: Marian shares one embedding; this model has separate ones (model.tie_embeddings=false); use format=ctranslate2")
+        raise UserError(
+            "format=huggingface: Marian shares one embedding; "
+            "this model has separate ones (model.tie_embeddings=false); use format=ctranslate2"
+        )
     if c.d_model % 2:
         raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
 
@@ -104,15 +115,29 @@ def marian_config(c: ModelConfig):
     for a peer that starts from random weights."""
     transformers = require_transformers()
     return transformers.MarianConfig(
-        vocab_size=c.vocab_size, decoder_vocab_size=c.vocab_size, d_model=c.d_model,
-        encoder_layers=c.encoder_layers, decoder_layers=c.decoder_layers,
-        encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads,
-        encoder_ffn_dim=c.ffn_dim, decoder_ffn_dim=c.ffn_dim, activation_function="relu",
-        max_position_embeddings=c.max_positions, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=c.tie_embeddings,
-        dropout=c.dropout, attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
-        pad_token_id=c.pad_id, bos_token_id=c.bos_id, eos_token_id=c.eos_id,
-        decoder_start_token_id=c.bos_id, forced_eos_token_id=c.eos_id, init_std=c.d_model**-0.5,
+        vocab_size=c.vocab_size,
+        decoder_vocab_size=c.vocab_size,
+        d_model=c.d_model,
+        encoder_layers=c.encoder_layers,
+        decoder_layers=c.decoder_layers,
+        encoder_attention_heads=c.n_heads,
+        decoder_attention_heads=c.n_heads,
+        encoder_ffn_dim=c.ffn_dim,
+        decoder_ffn_dim=c.ffn_dim,
+        activation_function="relu",
+        max_position_embeddings=c.max_positions,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=c.tie_embeddings,
+        dropout=c.dropout,
+        attention_dropout=c.attention_dropout,
+        activation_dropout=c.activation_dropout,
+        pad_token_id=c.pad_id,
+        bos_token_id=c.bos_id,
+        eos_token_id=c.eos_id,
+        decoder_start_token_id=c.bos_id,
+        forced_eos_token_id=c.eos_id,
+        init_std=c.d_model**-0.5,
     )
 
 
@@ -121,10 +146,17 @@ def fast_tokenizer(tokenizer: Tokenizer):
     does (whitespace runs are one space, ends stripped) and ends a source with </s>."""
     transformers = require_transformers()
     tok = Tokenizer.from_str(tokenizer.to_str())
-    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(), tok.normalizer])
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(), tok.normalizer]
+    )
     tok.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, tok.token_to_id(EOS))])
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK, model_max_length=None,
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        model_max_length=None,
     )
 
 

@@ -111,8 +111,14 @@ def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:
 
 
 def attend(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False,
-    need_weights: bool = False, dropout_p: float = 0.0, sites: nn.ModuleDict | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    need_weights: bool = False,
+    dropout_p: float = 0.0,
+    sites: nn.ModuleDict | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """The attention kernel: softmax(QKᵀ/√d_k)·V over heads that are already split.
 
@@ -211,7 +217,12 @@ class MultiHeadAttention(nn.Module):
         return out.view(out.size(0), out.size(1), -1, self.d_k).transpose(1, 2)
 
     def head_projections(
-        self, x: Tensor, y: Tensor | None = None, offset: int = 0, heads: list[int] | None = None, kv: bool = True,
+        self,
+        x: Tensor,
+        y: Tensor | None = None,
+        offset: int = 0,
+        heads: list[int] | None = None,
+        kv: bool = True,
         values: bool = True,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Q, K and V per head, exactly as forward uses them: positions applied, here and only here.
@@ -280,8 +291,16 @@ class MultiHeadAttention(nn.Module):
             q, k, v = (self.sites[name](t) for name, t in zip("qkv", (q, k, v)))
         if groups > 1:
             q = fold_beams(q, groups)  # (B, H, G*T_q, d_k)
-        out, weights = attend(q, k, v, mask, causal, need_weights, self.dropout if self.training else 0.0,
-                              self.sites if need_weights else None)
+        out, weights = attend(
+            q,
+            k,
+            v,
+            mask,
+            causal,
+            need_weights,
+            self.dropout if self.training else 0.0,
+            self.sites if need_weights else None,
+        )
         if groups > 1:
             out = unfold_beams(out, groups, t_q)
             weights = unfold_beams(weights, groups, t_q) if weights is not None else None

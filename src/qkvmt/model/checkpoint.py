@@ -13,11 +13,10 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
-from qkvmt.model.config import ModelConfig
 from qkvmt.errors import UserError
+from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
-
 
 USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
 
@@ -68,8 +67,10 @@ def load_checkpoint(path) -> dict:
     if path.is_dir():
         raise UserError(f"ckpt_path={path} is a folder; set it to a .ckpt file in it (e.g. last.ckpt)")
     if not path.is_file():
-        raise UserError(f"checkpoint not found: {path}; set ckpt_path to a .ckpt file, a model folder or a bundled "
-                        f"model's name ({', '.join(bundled_names()) or 'none installed'})")
+        raise UserError(
+            f"checkpoint not found: {path}; set ckpt_path to a .ckpt file, a model folder or a bundled "
+            f"model's name ({', '.join(bundled_names()) or 'none installed'})"
+        )
     try:
         with warnings.catch_warnings():
             # An unusual pickle protocol only means the load below fails, which is reported.
@@ -78,9 +79,12 @@ def load_checkpoint(path) -> dict:
     except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
         if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
             raise UserError(
-                f"{path} holds code or objects that are not plain data; refusing to load it ({_brief(e)}); {USE_ANOTHER}"
+                f"{path} holds code or objects that are not plain data; "
+                f"refusing to load it ({_brief(e)}); {USE_ANOTHER}"
             ) from None
-        raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}") from None
+        raise UserError(
+            f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}"
+        ) from None
     return checked(ckpt, path)
 
 
@@ -89,7 +93,9 @@ def checked(ckpt, path: Path) -> dict:
     meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
     bad = [k for k, kind in REQUIRED.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
     if bad or not isinstance(ckpt.get("state_dict"), dict):
-        what = f"no {', '.join(bad)} in its metadata" if isinstance(meta, dict) and bad else "no qkvmt metadata or weights"
+        what = (
+            f"no {', '.join(bad)} in its metadata" if isinstance(meta, dict) and bad else "no qkvmt metadata or weights"
+        )
         raise UserError(f"{path} is not a qkvmt checkpoint ({what}); {USE_ANOTHER}")
     return ckpt
 
@@ -111,14 +117,17 @@ def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
     try:
         model = Transformer(ModelConfig.from_dict(meta.model_config))
     except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
-        raise UserError(f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}") from None
+        raise UserError(
+            f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}"
+        ) from None
     weights = model_weights(ckpt)
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
         raise UserError(
             f"{path}: the weights do not fit the model configuration stored with them "
-            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); it was edited or belongs to another model; {USE_ANOTHER}"
+            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); "
+            f"it was edited or belongs to another model; {USE_ANOTHER}"
         ) from None
     model.eval()
     try:
@@ -175,7 +184,8 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
         key = p.resolve()
         if key in seen:
             raise UserError(
-                f"average lists {seen[key]} more than once (as {p}): each checkpoint counts once; give distinct checkpoints"
+                f"average lists {seen[key]} more than once (as {p}): "
+                "each checkpoint counts once; give distinct checkpoints"
             )
         seen[key] = p
     return paths

@@ -3,8 +3,8 @@
 from dataclasses import asdict, dataclass, fields
 
 from qkvmt.errors import UserError
-from qkvmt.text.tokenizer import Specials
 from qkvmt.model.positions import POSITIONS
+from qkvmt.text.tokenizer import Specials
 
 
 @dataclass
@@ -35,7 +35,9 @@ class ModelConfig:
             if getattr(self, name) < 1:
                 raise UserError(f"model.{name}={getattr(self, name)}: give a positive whole number")
         if self.max_positions < 2:
-            raise UserError(f"model.max_positions={self.max_positions}: a sequence needs at least 2 positions (a token and </s>)")
+            raise UserError(
+                f"model.max_positions={self.max_positions}: a sequence needs at least 2 positions (a token and </s>)"
+            )
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:

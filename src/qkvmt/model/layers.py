@@ -102,9 +102,10 @@ class DecoderLayer(nn.Module):
         need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x, self_w = self.self_block(
-            x, lambda h: self.self_attn(
+            x,
+            lambda h: self.self_attn(
                 h, mask=self_mask, causal=self_mask is None, need_weights=need_self, cache=self_cache
-            )
+            ),
         )
         x, cross_w = self.cross_block(
             x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_cross, cache=cross_cache)
@@ -112,7 +113,9 @@ class DecoderLayer(nn.Module):
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w
 
-    def cross_head_weights(self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]) -> Tensor:
+    def cross_head_weights(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]
+    ) -> Tensor:
         """Cross-attention weights (B, len(heads), T, S) of `heads` for target states x after a
         self-attention under `self_mask` (no causal mask): the layer's outputs are not computed."""
         x, _ = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask))

@@ -35,8 +35,15 @@ def translation_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, label_smoothi
     )
 
 
-def output_loss(hidden: Tensor, weight: Tensor, tgt_out: Tensor, pad_id: int, label_smoothing: float,
-                chunk_rows: int = CHUNK_ROWS, row_multiple: int = ROW_MULTIPLE) -> Tensor:
+def output_loss(
+    hidden: Tensor,
+    weight: Tensor,
+    tgt_out: Tensor,
+    pad_id: int,
+    label_smoothing: float,
+    chunk_rows: int = CHUNK_ROWS,
+    row_multiple: int = ROW_MULTIPLE,
+) -> Tensor:
     """translation_loss(hidden @ weightᵀ, ...) without the whole logits: hidden (B, T, D) the
     decoder's final states, weight (V, D) the output layer's."""
     if torch.compiler.is_compiling():  # a chunk loop over data-dependent rows would recompile per batch

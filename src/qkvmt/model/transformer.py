@@ -166,7 +166,10 @@ class Transformer(nn.Module):
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
         n = len(self.decoder_layers)
-        want_self, want_cross = WeightRequest.wanted(need_weights, "decoder", n), WeightRequest.wanted(need_weights, "cross", n)
+        want_self, want_cross = (
+            WeightRequest.wanted(need_weights, "decoder", n),
+            WeightRequest.wanted(need_weights, "cross", n),
+        )
         self_ws, cross_ws = [], []
         for i, layer in enumerate(self.decoder_layers):
             cache = state.caches[i] if state is not None else None

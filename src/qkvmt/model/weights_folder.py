@@ -34,8 +34,9 @@ def is_weights_folder(folder) -> bool:
     return folder.is_dir() and all((folder / n).is_file() for n in (WEIGHTS, TOKENIZER, METADATA))
 
 
-def write_weights_folder(model: Transformer, tokenizer: Tokenizer, meta: "CheckpointMeta", out: Path,
-                         dtype: str = "float32") -> None:
+def write_weights_folder(
+    model: Transformer, tokenizer: Tokenizer, meta: "CheckpointMeta", out: Path, dtype: str = "float32"
+) -> None:
     """Fill the empty folder `out`; the weights are stored as `dtype` (float32, float16, bfloat16)."""
     from safetensors.torch import save
 
@@ -67,13 +68,22 @@ def read_weights_folder(folder) -> dict:
     try:
         meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ValueError(f"format is {meta.get('format')!r}, not {FORMAT!r}" if isinstance(meta, dict) else "not an object")
+            raise ValueError(
+                f"format is {meta.get('format')!r}, not {FORMAT!r}" if isinstance(meta, dict) else "not an object"
+            )
         weights = load_file(folder / WEIGHTS)
         weights |= {name: weights[stored] for name, stored in meta.get("aliases", {}).items()}
         tokenizer = (folder / TOKENIZER).read_text(encoding="utf-8")
-    except (OSError, ValueError, KeyError, SafetensorError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise UserError(f"{folder} is not a readable model folder ({type(e).__name__}: {e}); use a "
-                        f"folder written by scripts/export.py format=safetensors, or a checkpoint") from None
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        SafetensorError,
+    ) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise UserError(
+            f"{folder} is not a readable model folder ({type(e).__name__}: {e}); use a "
+            f"folder written by scripts/export.py format=safetensors, or a checkpoint"
+        ) from None
     meta["tokenizer"] = tokenizer
     return {"state_dict": {f"model.{k}": v.float() for k, v in weights.items()}, "qkvmt": meta}
 

@@ -34,8 +34,11 @@ def align_both(cfg: DictConfig, model: Model) -> dict:
         return gold(cfg, forward, reverse, policies, paths)
 
     sentence = str(cfg.sentence)
-    forced = model.forced(sentence, None if cfg.reference is None else required_text(cfg.reference, "reference"),
-                          **decode_overrides(cfg.decode))
+    forced = model.forced(
+        sentence,
+        None if cfg.reference is None else required_text(cfg.reference, "reference"),
+        **decode_overrides(cfg.decode),
+    )
     target = forced if isinstance(forced, str) else model.tokenizer.decode(forced)
     both = both_ways(forward, reverse, sentence, forced, target)
     if both is None:
@@ -96,5 +99,8 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
         write_text(out / "alignment.pharaoh", "".join(to_pharaoh(links) + "\n" for links in hyps[cfg.symmetrize]))
     for name in ("forward", "reverse", cfg.symmetrize):
         s = table[name]
-        print(f"{name}: AER {s['aer']:.3f}, precision {s['precision']:.3f}, recall {s['recall']:.3f} over {len(kept)} pairs")
+        print(
+            f"{name}: AER {s['aer']:.3f}, precision {s['precision']:.3f}, "
+            f"recall {s['recall']:.3f} over {len(kept)} pairs"
+        )
     return result | {"output_dir": str(staged.final)}

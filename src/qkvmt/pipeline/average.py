@@ -5,9 +5,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from qkvmt.model.checkpoint import average_checkpoints
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, check_new_output
+from qkvmt.model.checkpoint import average_checkpoints
 from qkvmt.pipeline.runs import checkpoint_paths
 
 

@@ -4,8 +4,9 @@ Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianM
 measured side by side in one process, on the same batches and sentences: training tokens/s,
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
-default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json into output_dir and prints a table;
-`train.profile_steps=N` adds profile.txt, where N steps of ours spent their time (qkvmt.bench.profile).
+default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json
+into output_dir and prints a table; `train.profile_steps=N` adds profile.txt, where N steps of
+ours spent their time (qkvmt.bench.profile).
 """
 
 import copy
@@ -31,17 +32,24 @@ from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import profile_training
 from qkvmt.bench.table import table
-from qkvmt.bench.timing import (TrainTimer, ct2_fixed_length, hf_fixed_length, ours_fixed_length, time_call,
-                                time_training, timed_batches)
+from qkvmt.bench.timing import (
+    TrainTimer,
+    ct2_fixed_length,
+    hf_fixed_length,
+    ours_fixed_length,
+    time_call,
+    time_training,
+    timed_batches,
+)
+from qkvmt.decoding.lines import encode_sources
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json, write_text
-from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.host_memory import prepare_host_memory
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
-from qkvmt.decoding.lines import encode_sources
 from qkvmt.text.tokenizer import Specials
+from qkvmt.training.hardware import choose_precision, detect
+from qkvmt.training.host_memory import prepare_host_memory
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
@@ -60,11 +68,15 @@ def benchmark(cfg: DictConfig) -> dict:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     dtype = DTYPES[precision]
     if cfg.train.profile_steps < 0:
-        raise UserError(f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip")
+        raise UserError(
+            f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip"
+        )
     peers = [name for name in ("torch", "hf") if name in cfg.systems]
     if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
-        raise UserError(f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
-                        "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])")
+        raise UserError(
+            f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
+            "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])"
+        )
     log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -73,7 +85,9 @@ def benchmark(cfg: DictConfig) -> dict:
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
     model_cfg = instantiate(cfg.model)(
-        vocab_size=tokenizer.get_vocab_size(), max_positions=max(cfg.model.max_positions, longest), **Specials.of(tokenizer).config_fields()
+        vocab_size=tokenizer.get_vocab_size(),
+        max_positions=max(cfg.model.max_positions, longest),
+        **Specials.of(tokenizer).config_fields(),
     )
     builders = {
         "ours": lambda c: Ours(c, cfg.sdpa_backend),
@@ -112,9 +126,14 @@ def benchmark(cfg: DictConfig) -> dict:
     result["decode"] |= _decode_ctranslate2(cfg, eval_models.get("ours"), tokenizer, src, result["decode"])
     log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
-    log.info("stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs", cfg.analysis.sentences)
+    log.info(
+        "stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
+        cfg.analysis.sentences,
+    )
     result["analysis"] = analysis_timings(eval_models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
-    log.info("stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no")
+    log.info(
+        "stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
+    )
     result["scaling"] = {
         "decode": scaling,
         "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
@@ -122,7 +141,9 @@ def benchmark(cfg: DictConfig) -> dict:
     result["memory"] = _memory(cfg, device)
     lengths = result["scaling"]["decode"]
     if len(lengths) > 1:
-        result["scaling"]["cached_last_vs_first"] = lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
+        result["scaling"]["cached_last_vs_first"] = (
+            lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
+        )
     write_json(out / "benchmark.json", result)
     print(table(result))
     log.info("wrote %s", out / "benchmark.json")
@@ -141,8 +162,13 @@ def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out
         profiled, text = profile_training(timers["ours"], batches, cfg.train.profile_steps)
         write_text(out_dir / "profile.txt", text)
     peak, peak_source = peak_tflops(device, cfg.peak_tflops)
-    out = {"max_tokens": cfg.data.max_tokens, "peak_tflops": peak, "peak_source": peak_source, "systems": rows,
-           "profile": profiled}
+    out = {
+        "max_tokens": cfg.data.max_tokens,
+        "peak_tflops": peak,
+        "peak_source": peak_source,
+        "systems": rows,
+        "profile": profiled,
+    }
     for name in ("ours", "torch", "hf"):
         out[f"{name}_tok_s"] = rows[name]["tgt_tok_s"] if name in rows else None
         out[f"{name}_src_tgt_tok_s"] = rows[name]["tok_s"] if name in rows else None
@@ -225,7 +251,9 @@ def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) 
         export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, meta, Path(folder))
         for compute_type in types:
             log.info("  decoding: ctranslate2 %s", compute_type)
-            translator = ctranslate2.Translator(folder, device=device, compute_type=compute_type, intra_threads=torch.get_num_threads())
+            translator = ctranslate2.Translator(
+                folder, device=device, compute_type=compute_type, intra_threads=torch.get_num_threads()
+            )
             run = ct2_fixed_length(translator, sources, d.beam_size, d.length)
             decoded["seconds"]["ct2_" + compute_type] = seconds = time_call(run, src.device, d.repeats)[0]
             out[f"ct2_{compute_type}_sent_s"] = src.size(0) / seconds

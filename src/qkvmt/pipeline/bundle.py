@@ -48,16 +48,28 @@ def bundle(cfg: DictConfig) -> dict:
             "precision": record["precision"],
             "steps": trained["steps"],
             "train_wall_s": trained["wall_s"],
-            "run": {"test_bleu": trained["test_bleu"], "test_chrf": trained["test_chrf"], "signatures": trained["signatures"]},
-            "test": {"split": split, "n": len(src), "bleu": round(scores["bleu"], 2), "chrf": round(scores["chrf"], 2),
-                     "signatures": scores["signatures"], "decode": stored.meta.decode,
-                     "decode_s": round(time.time() - start, 1)},
+            "run": {
+                "test_bleu": trained["test_bleu"],
+                "test_chrf": trained["test_chrf"],
+                "signatures": trained["signatures"],
+            },
+            "test": {
+                "split": split,
+                "n": len(src),
+                "bleu": round(scores["bleu"], 2),
+                "chrf": round(scores["chrf"], 2),
+                "signatures": scores["signatures"],
+                "decode": stored.meta.decode,
+                "decode_s": round(time.time() - start, 1),
+            },
             "dtype": cfg.dtype,
             "bundled": time.strftime("%Y-%m-%d"),
         }
         add_provenance(out, provenance)
-    print(f"bundled {run} as {cfg.name} ({cfg.dtype}) in {target}: {split} BLEU {scores['bleu']:.2f} "
-          f"(the run's own weights: {trained['test_bleu']:.2f}), chrF {scores['chrf']:.2f}")
+    print(
+        f"bundled {run} as {cfg.name} ({cfg.dtype}) in {target}: {split} BLEU {scores['bleu']:.2f} "
+        f"(the run's own weights: {trained['test_bleu']:.2f}), chrF {scores['chrf']:.2f}"
+    )
     return {"name": cfg.name, "folder": str(target), **provenance["test"]}
 
 
@@ -67,7 +79,9 @@ def read_run(run: Path) -> tuple[dict, dict]:
     for name in ("train_metrics.json", "run.json"):
         path = run / name
         if not path.is_file():
-            raise UserError(f"run_dir={run} has no {name}: give the folder of a training run that finished (it writes {name})")
+            raise UserError(
+                f"run_dir={run} has no {name}: give the folder of a training run that finished (it writes {name})"
+            )
         found.append(json.loads(path.read_text(encoding="utf-8")))
     return found[0], found[1]
 
@@ -84,6 +98,9 @@ def machine(hardware: dict) -> dict:
     """The machine class the run trained on, as figures are labelled: cores, CPU and capability."""
     cores = os.cpu_count()
     bf16 = "native bf16" if hardware.get("cpu_native_bf16") else "no native bf16"
-    what = (f"{cores} cores, {hardware['name']} ({hardware['cpu_capability']}, {bf16})" if hardware["device"] == "cpu"
-            else hardware["name"])
+    what = (
+        f"{cores} cores, {hardware['name']} ({hardware['cpu_capability']}, {bf16})"
+        if hardware["device"] == "cpu"
+        else hardware["name"]
+    )
     return {"summary": what, "cores": cores, "platform": platform.platform(), **hardware}

@@ -17,7 +17,14 @@ from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, sha256, write_json, write_text
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.pipeline.runs import StagedOutput, beside_checkpoint, check_output_dir, load_for_inference, run_data, validation_curve
+from qkvmt.pipeline.runs import (
+    StagedOutput,
+    beside_checkpoint,
+    check_output_dir,
+    load_for_inference,
+    run_data,
+    validation_curve,
+)
 from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
 from qkvmt.views.figures import curve_plot, heatmap_grid
@@ -85,8 +92,17 @@ def evaluate(cfg: DictConfig) -> dict:
     with staged as out:
         write_text(out / "hypotheses.txt", "".join(h + "\n" for h in hyps))
         write_json(out / "metrics.json", metrics)
-        export_attention(out, model, src, refs, hyps, metrics, cfg.attention.num_samples, validation_curve(paths[0]),
-                         beside_checkpoint(cfg, paths, "heads"))
+        export_attention(
+            out,
+            model,
+            src,
+            refs,
+            hyps,
+            metrics,
+            cfg.attention.num_samples,
+            validation_curve(paths[0]),
+            beside_checkpoint(cfg, paths, "heads"),
+        )
     out = staged.final
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
         if key in metrics:
@@ -96,8 +112,17 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
-def export_attention(out: Path, model: Model, src: list[str], refs: list[str], hyps, metrics: dict, num_samples: int,
-                     curve: list[dict], heads_file: Path) -> None:
+def export_attention(
+    out: Path,
+    model: Model,
+    src: list[str],
+    refs: list[str],
+    hyps,
+    metrics: dict,
+    num_samples: int,
+    curve: list[dict],
+    heads_file: Path,
+) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
     each sample also shows every registered signal's maps, its own BLEU and chrF and the word
@@ -113,16 +138,33 @@ def export_attention(out: Path, model: Model, src: list[str], refs: list[str], h
     own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
     for i, scores in zip(picked, own):
         # a head supervised with full context is read from its layer without the causal mask, as align.py reads it
-        sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=set(SIGNALS))
+        sa = forced_attention(
+            model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=set(SIGNALS)
+        )
         for m in sa.maps():
-            heatmap_grid(m.weights, m.rows, m.cols, out / "attention" / f"{i:04d}_{m.kind}.png", title=f"sentence {i + 1}: {m.label} attention")
+            heatmap_grid(
+                m.weights,
+                m.rows,
+                m.cols,
+                out / "attention" / f"{i:04d}_{m.kind}.png",
+                title=f"sentence {i + 1}: {m.label} attention",
+            )
             arrays[f"s{i}_{m.kind}"] = m.weights
         for side in ("src", "tgt", "out"):
             arrays[f"s{i}_{side}_tokens"] = np.array(getattr(sa, f"{side}_tokens"))
-        samples.append(ReportSample(src[i], hyps[i], sa.maps(), reference=refs[i], scores=scores,
-                                    alignment=policy.align_words(sa),
-                                    signals={s: sa.maps(s) for s in sa.signals[1:]}, token_scores=sa.token_scores,
-                                    source_share=None if sa.contributions is None else sa.contributions.source_share))
+        samples.append(
+            ReportSample(
+                src[i],
+                hyps[i],
+                sa.maps(),
+                reference=refs[i],
+                scores=scores,
+                alignment=policy.align_words(sa),
+                signals={s: sa.maps(s) for s in sa.signals[1:]},
+                token_scores=sa.token_scores,
+                source_share=None if sa.contributions is None else sa.contributions.source_share,
+            )
+        )
     atomic_write(out / "attention.npz", lambda f: np.savez_compressed(f, **arrays))
     policy_shown = policy.to_dict() | {"full_context": full_context is not None}
     # what heads.py found for this checkpoint, if it ran

@@ -27,9 +27,15 @@ def explore(cfg: DictConfig) -> dict:
     app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)), access)
     url = access.url(str(cfg.host) or host)  # as given: a host name is what the Host check expects
     if access.token is not None:
-        print(f"warning: host={cfg.host} serves anyone who can reach this machine on port {port} and has the token in "
-              "the address below (sent unencrypted, over plain HTTP); requests without it are refused. Leave host= out "
-              "to serve this computer alone (127.0.0.1)", file=sys.stderr)
-    print(f"attention explorer of {model!r}{' with its reverse' if reverse else ''} at {url} (Ctrl-C stops it)", flush=True)
+        print(
+            f"warning: host={cfg.host} serves anyone who can reach this machine on port {port} and has the token in "
+            "the address below (sent unencrypted, over plain HTTP); requests without it are refused. Leave host= out "
+            "to serve this computer alone (127.0.0.1)",
+            file=sys.stderr,
+        )
+    print(
+        f"attention explorer of {model!r}{' with its reverse' if reverse else ''} at {url} (Ctrl-C stops it)",
+        flush=True,
+    )
     server(app).run(sockets=[sock])
     return {"url": url}

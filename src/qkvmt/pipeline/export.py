@@ -19,6 +19,8 @@ def export(cfg: DictConfig) -> dict:
     with staged as out:
         fmt.write(model.transformer, model.tokenizer, model.meta, out)
     paths = model.paths
-    print(f"exported {paths[0] if len(paths) == 1 else f'the average of {len(paths)} checkpoints'} "
-          f"as {cfg.format} to {staged.final}")
+    print(
+        f"exported {paths[0] if len(paths) == 1 else f'the average of {len(paths)} checkpoints'} "
+        f"as {cfg.format} to {staged.final}"
+    )
     return {"format": cfg.format, "output_dir": str(staged.final), "checkpoints": [str(p) for p in paths]}

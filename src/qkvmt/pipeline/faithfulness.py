@@ -24,8 +24,10 @@ from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference
 from qkvmt.text.tokenizer import encode
 
-BASELINE = ("a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "
-            "the other tokens keep their ids and positions, and </s> is never deleted")
+BASELINE = (
+    "a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "
+    "the other tokens keep their ids and positions, and </s> is never deleted"
+)
 INTERVAL = "95% interval over sentences, normal approximation: mean ± 1.96·s/√n"
 
 
@@ -35,7 +37,9 @@ def settings(cfg: DictConfig) -> tuple[list[str], list[float]]:
     names = known if cfg.signals is None else [str(s) for s in OmegaConf.to_object(cfg.signals)]
     for name in names:
         if name not in known:
-            raise UserError(f"signals: {name!r} is not a signal with cross-attention maps: use some of {', '.join(known)}")
+            raise UserError(
+                f"signals: {name!r} is not a signal with cross-attention maps: use some of {', '.join(known)}"
+            )
     if not names:
         raise UserError(f"signals=[]: name at least one of {', '.join(known)}")
     levels = OmegaConf.to_object(cfg.levels) if OmegaConf.is_list(cfg.levels) else [cfg.levels]
@@ -56,7 +60,9 @@ def read_leaderboard(path: str | None) -> list[dict] | None:
     except (OSError, ValueError, AttributeError) as e:
         raise UserError(f"aer_file={path} is not readable as align.py's aer.json ({e})") from None
     if not isinstance(board, list):
-        raise UserError(f"aer_file={path} has no leaderboard: write it with scripts/align.py gold_dir=<dir> leaderboard=true")
+        raise UserError(
+            f"aer_file={path} has no leaderboard: write it with scripts/align.py gold_dir=<dir> leaderboard=true"
+        )
     return board
 
 
@@ -95,12 +101,16 @@ def faithfulness(cfg: DictConfig) -> dict:
     model = load_for_inference(cfg)
     src, refs, name = read_inputs(cfg, model.meta, model.paths[0])
     if not any(r.strip() for r in refs):
-        raise UserError(f"{name} has no references: faithfulness forces the reference translation; give a split "
-                        "or src_file/ref_file with translations")
+        raise UserError(
+            f"{name} has no references: faithfulness forces the reference translation; give a split "
+            "or src_file/ref_file with translations"
+        )
     t = model.transformer
     pairs, skipped = pairs_of(model.tokenizer, src, refs, cfg.n, t.cfg.max_positions)
     if not pairs:
-        raise UserError(f"{name}: no pair has a source and a reference that fit the model's {t.cfg.max_positions} positions")
+        raise UserError(
+            f"{name}: no pair has a source and a reference that fit the model's {t.cfg.max_positions} positions"
+        )
     sentences, seconds = [], Counter()
     for i, (s, r) in enumerate(tqdm(pairs, desc="faithfulness", unit="sentence", file=sys.stderr, dynamic_ncols=True)):
         rng = np.random.default_rng([cfg.seed, i])  # a sentence's draws do not depend on the others
@@ -115,11 +125,22 @@ def faithfulness(cfg: DictConfig) -> dict:
     for row in summary["readings"]:
         row["aer"] = aer_of(board, row["signal"], row["layer"]) if board is not None else None
     result = {
-        "model": bundled_name(model.paths[0]) or str(model.paths[0]), "checkpoints": [str(p) for p in model.paths],
-        "split": name, "n": len(sentences), "skipped": skipped, "levels": levels, "signals": names,
-        "targets_per_sentence": cfg.targets_per_sentence, "random_draws": cfg.random_draws, "seed": cfg.seed,
-        "baseline": BASELINE, "interval": INTERVAL, "aer_file": cfg.aer_file, **summary,
-        "seconds": {k: round(v, 1) for k, v in seconds.items()}, "wall_s": round(time.time() - start, 1),
+        "model": bundled_name(model.paths[0]) or str(model.paths[0]),
+        "checkpoints": [str(p) for p in model.paths],
+        "split": name,
+        "n": len(sentences),
+        "skipped": skipped,
+        "levels": levels,
+        "signals": names,
+        "targets_per_sentence": cfg.targets_per_sentence,
+        "random_draws": cfg.random_draws,
+        "seed": cfg.seed,
+        "baseline": BASELINE,
+        "interval": INTERVAL,
+        "aer_file": cfg.aer_file,
+        **summary,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "wall_s": round(time.time() - start, 1),
     }
     table = markdown(result)
     staged = StagedOutput(cfg, model.paths, name, kind="faithfulness")
@@ -128,8 +149,11 @@ def faithfulness(cfg: DictConfig) -> dict:
         write_text(out / "faithfulness.md", table)
         plot(result, out / "faithfulness.png")
     print(table, end="")
-    print(f"{len(sentences)} sentences in {result['wall_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
-          + f"); wrote {staged.final}")
+    print(
+        f"{len(sentences)} sentences in {result['wall_s']:.0f} s ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
+        + f"); wrote {staged.final}"
+    )
     return result | {"output_dir": str(staged.final)}
 
 
@@ -141,18 +165,36 @@ def markdown(result: dict) -> str:
     """The table: each reading's AOPCs and sufficiency (nats of log p lost), and its AER where a
     leaderboard was given."""
     with_aer = result["aer_file"] is not None
-    head = "| reading | deletion AOPC ↑ | reversed AOPC | sufficiency ↓ |" + (" AER (rows, direction) |" if with_aer else "")
-    lines = [f"Faithfulness of {result['model']} on {result['split']}: {result['n']} sentences, "
-             f"{result['targets_per_sentence']} target tokens each, levels {result['levels']}; "
-             f"drops of log p in nats, {INTERVAL}.", "", head, "|---" * (head.count("|") - 1) + "|"]
+    head = "| reading | deletion AOPC ↑ | reversed AOPC | sufficiency ↓ |" + (
+        " AER (rows, direction) |" if with_aer else ""
+    )
+    lines = [
+        f"Faithfulness of {result['model']} on {result['split']}: {result['n']} sentences, "
+        f"{result['targets_per_sentence']} target tokens each, levels {result['levels']}; "
+        f"drops of log p in nats, {INTERVAL}.",
+        "",
+        head,
+        "|---" * (head.count("|") - 1) + "|",
+    ]
     for r in result["readings"]:
         aer = r["aer"]
-        cell = (f" {aer['aer']:.3f} ({aer['rows']}, {aer['direction']}) |" if aer else " not in the leaderboard |") if with_aer else ""
-        lines.append(f"| {r['label']} | {_mean_ci(r['deletion_aopc'])} | {_mean_ci(r['reversed_aopc'])} | "
-                     f"{_mean_ci(r['sufficiency'])} |{cell}")
-    lines += ["", f"Random order ({result['random_draws']} draws a sentence): deletion AOPC {_mean_ci(result['random_aopc'])}."]
+        cell = (
+            (f" {aer['aer']:.3f} ({aer['rows']}, {aer['direction']}) |" if aer else " not in the leaderboard |")
+            if with_aer
+            else ""
+        )
+        lines.append(
+            f"| {r['label']} | {_mean_ci(r['deletion_aopc'])} | {_mean_ci(r['reversed_aopc'])} | "
+            f"{_mean_ci(r['sufficiency'])} |{cell}"
+        )
+    lines += [
+        "",
+        f"Random order ({result['random_draws']} draws a sentence): deletion AOPC {_mean_ci(result['random_aopc'])}.",
+    ]
     if not with_aer:
-        lines.append("AER: give aer_file=<aer.json of scripts/align.py gold_dir=<dir> leaderboard=true> for this model.")
+        lines.append(
+            "AER: give aer_file=<aer.json of scripts/align.py gold_dir=<dir> leaderboard=true> for this model."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -163,8 +205,10 @@ def plot(result: dict, path: Path) -> None:
     FigureCanvasAgg(fig)  # its own canvas: no pyplot state
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
-    for key, style in (("deletion_aopc", {"fmt": "o", "color": "C0", "label": "deletion AOPC"}),
-                       ("reversed_aopc", {"fmt": "o", "color": "C7", "mfc": "none", "label": "reversed"})):
+    for key, style in (
+        ("deletion_aopc", {"fmt": "o", "color": "C0", "label": "deletion AOPC"}),
+        ("reversed_aopc", {"fmt": "o", "color": "C7", "mfc": "none", "label": "reversed"}),
+    ):
         means = np.array([r[key]["mean"] for r in rows])
         ci = np.array([r[key]["ci95"] or [r[key]["mean"]] * 2 for r in rows])
         ax.errorbar(means, y, xerr=np.abs(ci.T - means), capsize=3, **style)

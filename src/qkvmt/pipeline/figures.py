@@ -45,24 +45,60 @@ def draw(model: Model, sentence: str, reference: str, out: Path, head: dict) -> 
     """The tutorial's figures of `sentence`, in the order the tutorial shows them:
     one head's Q·K weights and values, every cross-attention head by weights and by value norms,
     where each prediction's information came from (ALTI+), and the word links against `reference`."""
-    files = {name: out / name for name in ("attention_head.png", "attention_cross.png", "attention_values.png",
-                                           "attention_flow.png", "attention_links.png")}
+    files = {
+        name: out / name
+        for name in (
+            "attention_head.png",
+            "attention_cross.png",
+            "attention_values.png",
+            "attention_flow.png",
+            "attention_links.png",
+        )
+    }
     h = model.inspect(sentence, kind=head["kind"], layer=head["layer"], head=head["head"])
-    head_figure(h.weights, h.value_norms, h.query_tokens, h.key_tokens, files["attention_head.png"],
-                title=f"{h.kind} attention, layer {h.layer}, head {h.head} (d_k = {h.d_k})")
+    head_figure(
+        h.weights,
+        h.value_norms,
+        h.query_tokens,
+        h.key_tokens,
+        files["attention_head.png"],
+        title=f"{h.kind} attention, layer {h.layer}, head {h.head} (d_k = {h.d_k})",
+    )
     attention = model.attention(sentence)
     weights, norms = attention.map("cross"), attention.map("cross", "value_norms")
-    heatmap_grid(weights.weights, weights.rows, weights.cols, files["attention_cross.png"],
-                 title="cross-attention weights, every layer and head")
-    heatmap_grid(norms.weights / norms.weights.sum(-1, keepdims=True), norms.rows, norms.cols,
-                 files["attention_values.png"], title="cross-attention, value-weighted ‖α·W_O v‖",
-                 label="share of the row's value-weighted norms")
+    heatmap_grid(
+        weights.weights,
+        weights.rows,
+        weights.cols,
+        files["attention_cross.png"],
+        title="cross-attention weights, every layer and head",
+    )
+    heatmap_grid(
+        norms.weights / norms.weights.sum(-1, keepdims=True),
+        norms.rows,
+        norms.cols,
+        files["attention_values.png"],
+        title="cross-attention, value-weighted ‖α·W_O v‖",
+        label="share of the row's value-weighted norms",
+    )
     alti = attention.map("cross", "alti")
-    flow_figure(alti.layers, attention.contributions.source_share, alti.rows, alti.cols, files["attention_flow.png"],
-                title="ALTI+: where each predicted token's information came from")
+    flow_figure(
+        alti.layers,
+        attention.contributions.source_share,
+        alti.rows,
+        alti.cols,
+        files["attention_flow.png"],
+        title="ALTI+: where each predicted token's information came from",
+    )
     links = model.align(sentence, reference)
     p = links.policy
-    links_figure(links.word_matrix, links.tgt_words, links.src_words, links.links, files["attention_links.png"],
-                 title=f"word links {links.pharaoh}\nlayer {p['layer']}, head {p['head']}, {p['rows']} rows, "
-                       f"{p['direction'].replace('_', ' ')}, {p['signal'].replace('_', ' ')}")
+    links_figure(
+        links.word_matrix,
+        links.tgt_words,
+        links.src_words,
+        links.links,
+        files["attention_links.png"],
+        title=f"word links {links.pharaoh}\nlayer {p['layer']}, head {p['head']}, {p['rows']} rows, "
+        f"{p['direction'].replace('_', ' ')}, {p['signal'].replace('_', ' ')}",
+    )
     return files

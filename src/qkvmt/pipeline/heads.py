@@ -17,8 +17,8 @@ from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.files import write_json
+from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.pipeline.runs import StagedOutput, beside_checkpoint, check_output_dir, load_for_inference
 from qkvmt.text.metrics import score
 from qkvmt.views.heads import HeadsReport
@@ -46,17 +46,35 @@ def heads(cfg: DictConfig) -> dict:
         with masked(model.transformer, [head]):
             s = score(model.translate(src, settings), refs)
             aer = gold_aer(model, gold) if gold and head[0] == "cross" else None
-        rows.append({"kind": head[0], "layer": head[1], "head": head[2], "bleu": s["bleu"], "chrf": s["chrf"],
-                     "bleu_drop": base["bleu"] - s["bleu"], "chrf_drop": base["chrf"] - s["chrf"],
-                     "aer": aer, "aer_rise": None if aer is None else aer - base_aer})
+        rows.append(
+            {
+                "kind": head[0],
+                "layer": head[1],
+                "head": head[2],
+                "bleu": s["bleu"],
+                "chrf": s["chrf"],
+                "bleu_drop": base["bleu"] - s["bleu"],
+                "chrf_drop": base["chrf"] - s["chrf"],
+                "aer": aer,
+                "aer_rise": None if aer is None else aer - base_aer,
+            }
+        )
     profiles = head_profiles(model, src[: cfg.profile_sentences], refs[: cfg.profile_sentences])
     for row in rows:
         row.update(vars(profiles[row["kind"], row["layer"], row["head"]]))
     curve = pruning_curve(model, rows, src, refs, settings, base, cfg.prune_points)
     report = HeadsReport(
-        source=name, n=len(src), decode=vars(settings), bleu=base["bleu"], chrf=base["chrf"], aer=base_aer,
-        signatures=base["signatures"], heads=rows, pruning=curve,
-        checkpoints=[str(p) for p in model.paths], wall_s=round(time.time() - start, 1),
+        source=name,
+        n=len(src),
+        decode=vars(settings),
+        bleu=base["bleu"],
+        chrf=base["chrf"],
+        aer=base_aer,
+        signatures=base["signatures"],
+        heads=rows,
+        pruning=curve,
+        checkpoints=[str(p) for p in model.paths],
+        wall_s=round(time.time() - start, 1),
     )
     staged = StagedOutput(cfg, model.paths, name, kind="heads")
     with staged as out:

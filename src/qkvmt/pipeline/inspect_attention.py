@@ -15,12 +15,16 @@ def inspect_attention(cfg: DictConfig) -> dict:
             raise UserError(f"{key}={cfg[key]!r}: give a whole number")
     check_output_dir(cfg)
     model = load_for_inference(cfg)
-    result = model.inspect(sentence, reference, cfg.kind, cfg.layer, cfg.head, cfg.top_k, **decode_overrides(cfg.decode))
+    result = model.inspect(
+        sentence, reference, cfg.kind, cfg.layer, cfg.head, cfg.top_k, **decode_overrides(cfg.decode)
+    )
     staged = StagedOutput(cfg, model.paths, f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")
     with staged as out:
         for name, write in result.files().items():
             write(out / name)
-    print(f"{result.kind} attention, layer {result.layer}, head {result.head} (d_k={result.d_k}); target: {result.target}")
+    print(
+        f"{result.kind} attention, layer {result.layer}, head {result.head} (d_k={result.d_k}); target: {result.target}"
+    )
     for q, top in zip(result.query_tokens, result.top_k):
         print(f"  {q:>14s} -> " + "  ".join(f"{t.token} {t.weight:.2f}" for t in top))
     print(f"wrote {staged.final}")

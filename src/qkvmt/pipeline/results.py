@@ -21,8 +21,12 @@ def this_machine() -> dict:
 
     from qkvmt.training.hardware import detect
 
-    return {"hardware": detect().to_dict(), "cores": os.cpu_count(), "amx": bool(torch.cpu._is_amx_tile_supported()),
-            "torch": torch.__version__}
+    return {
+        "hardware": detect().to_dict(),
+        "cores": os.cpu_count(),
+        "amx": bool(torch.cpu._is_amx_tile_supported()),
+        "torch": torch.__version__,
+    }
 
 
 def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = ()) -> dict[Path, tuple[str, str]]:
@@ -41,7 +45,12 @@ def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
     settings differ (an older folder) is recorded and listed, never counted for the recipe."""
     text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
     entry, classes = from_folder.entry(  # str: Hydra reads id=7 or torch=2.13 as numbers, and they are names
-        Path(cfg.add), this_machine(), **text, cores=cfg.cores, disturbed=cfg.disturbed, evaluation=cfg.evaluation,
+        Path(cfg.add),
+        this_machine(),
+        **text,
+        cores=cfg.cores,
+        disturbed=cfg.disturbed,
+        evaluation=cfg.evaluation,
         taken_ids={r["id"] for r in record["runs"]},
     )
     now = settings.recipe_now(entry["experiment"], entry["overrides"], Path(cfg.conf_dir))
@@ -64,8 +73,10 @@ def results(cfg: DictConfig) -> dict:
     stale = [str(p) for p, (now, wanted) in texts.items() if now != wanted]
     if cfg.check:
         if stale:
-            raise UserError(f"{' and '.join(stale)}: the tables are not what {record_path} gives; "
-                            "run python scripts/results.py to write them")
+            raise UserError(
+                f"{' and '.join(stale)}: the tables are not what {record_path} gives; "
+                "run python scripts/results.py to write them"
+            )
         print(f"the tables agree with {record_path} ({len(record['runs'])} runs)")
         return {"runs": len(record["runs"]), "stale": []}
     if entry:
@@ -73,7 +84,10 @@ def results(cfg: DictConfig) -> dict:
     for path in stale:
         write_text(Path(path), texts[Path(path)][1])
     added = entry["id"] if entry else None
-    print(f"{len(record['runs'])} runs" + (f", added {added}" if added else "")
-          + ("" if not entry or entry["settings_current"] else f" (not counted: {entry['settings_note']})")
-          + (f"; wrote {', '.join(stale)}" if stale else "; the tables were already up to date"))
+    print(
+        f"{len(record['runs'])} runs"
+        + (f", added {added}" if added else "")
+        + ("" if not entry or entry["settings_current"] else f" (not counted: {entry['settings_note']})")
+        + (f"; wrote {', '.join(stale)}" if stale else "; the tables were already up to date")
+    )
     return {"runs": len(record["runs"]), "added": added, "written": stale}

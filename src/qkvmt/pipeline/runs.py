@@ -96,7 +96,7 @@ def current_targets(config):
     if isinstance(target, str):
         for old, new in MOVED_TARGETS.items():
             if target == old or (old.endswith(".") and target.startswith(old)):
-                out["_target_"] = new + target[len(old):]
+                out["_target_"] = new + target[len(old) :]
     return out
 
 

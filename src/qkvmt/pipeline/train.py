@@ -10,21 +10,37 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.model.checkpoint import (
-    average_checkpoints, check_resumable, checkpoint_step, last_n, model_weights, recent_checkpoints,
-)
-from qkvmt.model.loss import ROW_MULTIPLE
-from qkvmt.training.faults import AtomicCheckpointIO, ResumeRng, SaveOnInterrupt, StopOnNonFiniteLoss, last_checkpoint_path
+from qkvmt.alignment.reference import reference_aligner
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
+from qkvmt.model.checkpoint import (
+    average_checkpoints,
+    check_resumable,
+    checkpoint_step,
+    last_n,
+    model_weights,
+    recent_checkpoints,
+)
+from qkvmt.model.loss import ROW_MULTIPLE
+from qkvmt.text.tokenizer import Specials
+from qkvmt.training.faults import (
+    AtomicCheckpointIO,
+    ResumeRng,
+    SaveOnInterrupt,
+    StopOnNonFiniteLoss,
+    last_checkpoint_path,
+)
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import (
-    ONEDNN_CACHE, RecordHostMemory, ReleaseFreedHostMemory, prepare_host_memory, training_need_mb, warn_if_short,
+    ONEDNN_CACHE,
+    RecordHostMemory,
+    ReleaseFreedHostMemory,
+    prepare_host_memory,
+    training_need_mb,
+    warn_if_short,
 )
-from qkvmt.training.torch_build import idle_cuda_build
 from qkvmt.training.progress import StepProgress
-from qkvmt.alignment.reference import reference_aligner
-from qkvmt.text.tokenizer import Specials
+from qkvmt.training.torch_build import idle_cuda_build
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +55,9 @@ def train(cfg: DictConfig) -> dict:
     check_trainer(cfg.trainer)
     check_module(cfg.module)
     alignment = instantiate(cfg.module.alignment)
-    dm = instantiate(cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner)  # checks data.*
+    dm = instantiate(
+        cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner
+    )  # checks data.*
     model_partial = instantiate(cfg.model)
     wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
     wanted_model = wanted.to_dict()
@@ -79,13 +97,23 @@ def train(cfg: DictConfig) -> dict:
         if hardware.device == "cpu":
             if precision == "bf16-mixed":
                 rows = cfg.module.linear_row_multiple
-                padded = f"padded to a multiple of {rows}, so that oneDNN builds few primitives" if rows > 1 else "not padded"
-                log.info("bf16 products: linear layers' rows %s (module.linear_row_multiple); oneDNN keeps up to %d (%s)",
-                         padded, onednn_cache, ONEDNN_CACHE)
+                padded = (
+                    f"padded to a multiple of {rows}, so that oneDNN builds few primitives"
+                    if rows > 1
+                    else "not padded"
+                )
+                log.info(
+                    "bf16 products: linear layers' rows %s (module.linear_row_multiple); oneDNN keeps up to %d (%s)",
+                    padded,
+                    onednn_cache,
+                    ONEDNN_CACHE,
+                )
             idle = idle_cuda_build()
             if idle:
                 log.info(idle)
-            short = warn_if_short(training_need_mb(wanted, dm.max_tokens, cfg.module.loss_chunk_rows), trainer.num_devices)
+            short = warn_if_short(
+                training_need_mb(wanted, dm.max_tokens, cfg.module.loss_chunk_rows), trainer.num_devices
+            )
             if short:
                 log.warning(short)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,7 +121,12 @@ def train(cfg: DictConfig) -> dict:
     # before this run records anything in the folder.
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     # trainer.precision: what Lightning itself will run
-    run = {"experiment": cfg.experiment_name, "precision": trainer.precision, "precision_reason": why, "hardware": hardware.to_dict()}
+    run = {
+        "experiment": cfg.experiment_name,
+        "precision": trainer.precision,
+        "precision_reason": why,
+        "hardware": hardware.to_dict(),
+    }
     # the data as this run read it, paths resolved: align.py's reference aligner reads it again
     data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
     if trainer.is_global_zero:
@@ -114,7 +147,9 @@ def train(cfg: DictConfig) -> dict:
     if n_average and last is not None:
         tested, averaged = average_for_test(module, last, n_average, write=trainer.is_global_zero)
     if trainer.is_global_zero:
-        log.info("testing %s on %s (beam %d)", tested or "the final weights", dm.splits["test"], module.test_decode.beam_size)
+        log.info(
+            "testing %s on %s (beam %d)", tested or "the final weights", dm.splits["test"], module.test_decode.beam_size
+        )
     # An average is already in the module: test it as it is (ckpt_path=None).
     trainer.test(module, datamodule=dm, ckpt_path=None if averaged else tested, weights_only=True)
     scores = module.test_scores
@@ -165,8 +200,10 @@ def check_module(m: DictConfig) -> None:
     """The module's row settings, which would otherwise fail deep in a step, or silently."""
     chunk, multiple = m.loss_chunk_rows, m.linear_row_multiple
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < ROW_MULTIPLE or chunk % ROW_MULTIPLE:
-        raise UserError(f"module.loss_chunk_rows={chunk!r}: give a positive multiple of {ROW_MULTIPLE} "
-                        f"(the loss takes its rows {ROW_MULTIPLE} at a time)")
+        raise UserError(
+            f"module.loss_chunk_rows={chunk!r}: give a positive multiple of {ROW_MULTIPLE} "
+            f"(the loss takes its rows {ROW_MULTIPLE} at a time)"
+        )
     if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 0:
         raise UserError(f"module.linear_row_multiple={multiple!r}: give a whole number of rows, or 0 for no padding")
 
@@ -186,7 +223,9 @@ def averaged_count(spec: str) -> int:
     n = last_n(spec)
     if n is not None:
         return n
-    raise UserError(f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints")
+    raise UserError(
+        f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints"
+    )
 
 
 def average_for_test(module, last: Path, n: int, write: bool) -> tuple[Path, list[Path]]:

@@ -36,12 +36,20 @@ def hydra_record(folder: Path) -> tuple[list[str], list[str], int | None, dict]:
     run used and its settings (qkvmt.record.settings), from what Hydra kept in <run>/.hydra/."""
     hydra = folder / ".hydra"
     if not (hydra / "config.yaml").is_file():
-        raise UserError(f"{hydra / 'config.yaml'} not found: give add= a folder that scripts/train.py made (hydra.run.dir)")
-    given = OmegaConf.to_container(OmegaConf.load(hydra / "overrides.yaml")) if (hydra / "overrides.yaml").is_file() else []
+        raise UserError(
+            f"{hydra / 'config.yaml'} not found: give add= a folder that scripts/train.py made (hydra.run.dir)"
+        )
+    given = (
+        OmegaConf.to_container(OmegaConf.load(hydra / "overrides.yaml")) if (hydra / "overrides.yaml").is_file() else []
+    )
     config = OmegaConf.load(hydra / "config.yaml")
     command = [o for o in given or [] if not o.lstrip("+~").startswith(("experiment=", *PLACES))]
-    return ([o for o in command if not o.startswith("seed=")], command, OmegaConf.select(config, "seed", default=None),
-            settings.pick(config))
+    return (
+        [o for o in command if not o.startswith("seed=")],
+        command,
+        OmegaConf.select(config, "seed", default=None),
+        settings.pick(config),
+    )
 
 
 def free_id(base: str, taken) -> str:
@@ -79,24 +87,44 @@ def scores_of(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
     """The test figures and the method that measured them."""
     if evaluation is None:
         sig = metrics["signatures"]
-        return {"split": metrics["test_split"], "bleu": round(metrics["test_bleu"], 2), "chrf": round(metrics["test_chrf"], 2),
-                "signatures": {"bleu": sig["bleu"], "chrf": sig["chrf"]}}, "train"
+        return {
+            "split": metrics["test_split"],
+            "bleu": round(metrics["test_bleu"], 2),
+            "chrf": round(metrics["test_chrf"], 2),
+            "signatures": {"bleu": sig["bleu"], "chrf": sig["chrf"]},
+        }, "train"
     ev = read_json(evaluation / "metrics.json", "give evaluation= an evaluate.py output folder")
     keys = [k for k in ("bleu", "chrf", "bleu_tok_lc") if k in ev]
-    return {"split": ev["source"], **{k: round(ev[k], 2) for k in keys},
-            "signatures": {k: ev["signatures"][k] for k in keys}}, "evaluate"
+    return {
+        "split": ev["source"],
+        **{k: round(ev[k], 2) for k in keys},
+        "signatures": {k: ev["signatures"][k] for k in keys},
+    }, "evaluate"
 
 
-def entry(folder: Path, this_machine: dict, *, id: str | None = None, hardware: str | None = None,
-          cores: int | None = None, torch: str | None = None, commit: str | None = None, conditions: str | None = None,
-          disturbed: bool = False, evaluation: Path | None = None, taken_ids=()) -> tuple[dict, dict]:
+def entry(
+    folder: Path,
+    this_machine: dict,
+    *,
+    id: str | None = None,
+    hardware: str | None = None,
+    cores: int | None = None,
+    torch: str | None = None,
+    commit: str | None = None,
+    conditions: str | None = None,
+    disturbed: bool = False,
+    evaluation: Path | None = None,
+    taken_ids=(),
+) -> tuple[dict, dict]:
     """(entry, the hardware class it needs) for the run in `folder`.
 
     this_machine: {"hardware": qkvmt.training.hardware.Hardware.to_dict(), "cores", "amx", "torch"}
     of the machine reading the folder; used only where the run's hardware is the same."""
     folder = Path(folder)
-    metrics = read_json(folder / "train_metrics.json",
-                        "give add= the folder of a training run that finished (train.py writes this after its test)")
+    metrics = read_json(
+        folder / "train_metrics.json",
+        "give add= the folder of a training run that finished (train.py writes this after its test)",
+    )
     hw = metrics["hardware"]
     same = this_machine["hardware"] == hw
     cores = cores or (this_machine["cores"] if same else None)
@@ -108,14 +136,26 @@ def entry(folder: Path, this_machine: dict, *, id: str | None = None, hardware: 
     test, how = scores_of(metrics, Path(evaluation) if evaluation else None)
     when = datetime.datetime.fromtimestamp(os.path.getmtime(folder / "train_metrics.json"), datetime.timezone.utc)
     run = {
-        "id": id or free_id(experiment, taken_ids), "kind": "train", "experiment": experiment, "overrides": overrides,
+        "id": id or free_id(experiment, taken_ids),
+        "kind": "train",
+        "experiment": experiment,
+        "overrides": overrides,
         "settings": ran_with,
         "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *map(quoted, on_command_line)]),
-        "hardware": hardware or text, "hardware_class": cls, "cores": cores if hw["device"] == "cpu" else None,
-        "precision": metrics.get("precision"), "torch": torch or (this_machine["torch"] if same else None), "seed": seed,
-        "date": when.date().isoformat(), "commit": commit, "settings_current": True,  # until compared: scripts/results.py
+        "hardware": hardware or text,
+        "hardware_class": cls,
+        "cores": cores if hw["device"] == "cpu" else None,
+        "precision": metrics.get("precision"),
+        "torch": torch or (this_machine["torch"] if same else None),
+        "seed": seed,
+        "date": when.date().isoformat(),
+        "commit": commit,
+        "settings_current": True,  # until compared: scripts/results.py
         "disturbed": bool(disturbed),
-        "how_measured": how, "steps": metrics["steps"], "wall_s": round(metrics["wall_s"]), "test": test,
+        "how_measured": how,
+        "steps": metrics["steps"],
+        "wall_s": round(metrics["wall_s"]),
+        "test": test,
     }
     if conditions:
         run["conditions"] = conditions

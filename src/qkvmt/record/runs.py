@@ -16,8 +16,18 @@ from pathlib import Path
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
 
-COMMON = ("id", "kind", "command", "hardware", "hardware_class", "cores", "date", "settings_current", "disturbed",
-          "how_measured")
+COMMON = (
+    "id",
+    "kind",
+    "command",
+    "hardware",
+    "hardware_class",
+    "cores",
+    "date",
+    "settings_current",
+    "disturbed",
+    "how_measured",
+)
 DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading
 BY_KIND = {
     "train": ("experiment", "overrides", "settings", "steps", "test"),
@@ -80,8 +90,11 @@ def add(record: dict, entry: dict, classes: dict | None = None) -> dict:
     """A new record with `entry` appended (and any hardware class it introduces), checked."""
     if any(r["id"] == entry["id"] for r in record["runs"]):
         raise UserError(f"the record already has a run {entry['id']!r}: give the new run another id=")
-    new = {**record, "hardware_classes": {**(classes or {}), **record["hardware_classes"]},
-           "runs": [*record["runs"], entry]}
+    new = {
+        **record,
+        "hardware_classes": {**(classes or {}), **record["hardware_classes"]},
+        "runs": [*record["runs"], entry],
+    }
     check(new, "the new run")
     return new
 

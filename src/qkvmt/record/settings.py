@@ -9,12 +9,34 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 KEYS = (
-    "model.d_model", "model.ffn_dim", "model.encoder_layers", "model.decoder_layers", "model.n_heads", "model.dropout",
-    "model.attention_dropout", "model.activation_dropout", "model.norm_first", "model.tie_embeddings", "model.positions",
-    "data.src_lang", "data.tgt_lang", "data.vocab_size", "data.max_tokens",
-    "module.optimizer.lr", "module.warmup_steps", "module.lr_schedule", "module.label_smoothing",
-    "module.alignment.weight", "module.alignment.layer", "module.alignment.head", "module.alignment.full_context",
-    "module.alignment.labels", "trainer.devices", "trainer.max_steps", "trainer.max_time", "test_checkpoint",
+    "model.d_model",
+    "model.ffn_dim",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "model.n_heads",
+    "model.dropout",
+    "model.attention_dropout",
+    "model.activation_dropout",
+    "model.norm_first",
+    "model.tie_embeddings",
+    "model.positions",
+    "data.src_lang",
+    "data.tgt_lang",
+    "data.vocab_size",
+    "data.max_tokens",
+    "module.optimizer.lr",
+    "module.warmup_steps",
+    "module.lr_schedule",
+    "module.label_smoothing",
+    "module.alignment.weight",
+    "module.alignment.layer",
+    "module.alignment.head",
+    "module.alignment.full_context",
+    "module.alignment.labels",
+    "trainer.devices",
+    "trainer.max_steps",
+    "trainer.max_time",
+    "test_checkpoint",
 )
 
 
@@ -39,5 +61,8 @@ def recipe_now(experiment: str, overrides: list[str], conf_dir: Path) -> dict:
 
 
 def differences(ran: dict, now: dict) -> list[str]:
-    return [f"{key} was {ran.get(key)!r}, the recipe now gives {now.get(key)!r}"
-            for key in sorted(set(ran) | set(now)) if ran.get(key) != now.get(key)]
+    return [
+        f"{key} was {ran.get(key)!r}, the recipe now gives {now.get(key)!r}"
+        for key in sorted(set(ran) | set(now))
+        if ran.get(key) != now.get(key)
+    ]

@@ -73,8 +73,16 @@ def glance(record: dict) -> str:
         if g.overrides:
             continue
         time, bleu = train_columns(g)
-        rows.append([code(g.recipe), hardware(record, g.hardware_class, g.cores), time, bleu, str(len(g.runs)),
-                     code(g.runs[0]["command"])])
+        rows.append(
+            [
+                code(g.recipe),
+                hardware(record, g.hardware_class, g.cores),
+                time,
+                bleu,
+                str(len(g.runs)),
+                code(g.runs[0]["command"]),
+            ]
+        )
     return table(["recipe", "hardware", "time", "test BLEU", "runs", "command"], rows)
 
 
@@ -85,8 +93,17 @@ def recipes(record: dict) -> str:
         time, bleu = train_columns(g)
         steps = spread(g.stat(lambda r: r["steps"]), lambda x: f"{x:,.0f}")
         chrf = spread(g.stat(lambda r: r["test"].get("chrf")))
-        rows.append([code(g.runs[0]["command"]), hardware(record, g.hardware_class, g.cores), steps, time, bleu, chrf,
-                     str(len(g.runs))])
+        rows.append(
+            [
+                code(g.runs[0]["command"]),
+                hardware(record, g.hardware_class, g.cores),
+                steps,
+                time,
+                bleu,
+                chrf,
+                str(len(g.runs)),
+            ]
+        )
     return table(["command", "hardware", "steps", "time", "test BLEU", "chrF", "runs"], rows)
 
 
@@ -105,17 +122,37 @@ def runs(record: dict) -> str:
     for r in record["runs"]:
         if r["kind"] != "train" or not counted(r):
             continue
-        rows.append([r["id"], recipe(r), r["hardware"], r.get("torch") or "—", f"{r['steps']:,}",
-                     optional(r.get("wall_s"), duration), optional(r["test"]["bleu"]), optional(r["test"].get("chrf")),
-                     memory(r)])
+        rows.append(
+            [
+                r["id"],
+                recipe(r),
+                r["hardware"],
+                r.get("torch") or "—",
+                f"{r['steps']:,}",
+                optional(r.get("wall_s"), duration),
+                optional(r["test"]["bleu"]),
+                optional(r["test"].get("chrf")),
+                memory(r),
+            ]
+        )
     return table(["run", "recipe", "machine", "torch", "steps", "time", "test BLEU", "chrF", "peak memory"], rows)
 
 
 def not_counted(record: dict) -> str:
     """The training runs in no mean: at earlier settings, or disturbed."""
-    rows = [[r["id"], code(r["command"]), r["hardware"], f"{r['steps']:,}", optional(r.get("wall_s"), duration),
-             optional(r["test"]["bleu"]), why_not_counted(r)]
-            for r in record["runs"] if r["kind"] == "train" and not counted(r)]
+    rows = [
+        [
+            r["id"],
+            code(r["command"]),
+            r["hardware"],
+            f"{r['steps']:,}",
+            optional(r.get("wall_s"), duration),
+            optional(r["test"]["bleu"]),
+            why_not_counted(r),
+        ]
+        for r in record["runs"]
+        if r["kind"] == "train" and not counted(r)
+    ]
     return table(["run", "command", "machine", "steps", "time", "test BLEU", "why it is not counted"], rows)
 
 
@@ -141,8 +178,16 @@ def alignment(record: dict) -> str:
     for r in record["runs"]:
         for block in r.get("alignment", []):
             model = r["id"] + (f" with {block['with_run']}" if "with_run" in block else "")
-            rows.append([model, block["gold"], block["reading"], aer_cell(block["aer"]),
-                         optional(block["aer"].get("eflomal"), lambda x: f"{x:.1f}"), code(block["command"])])
+            rows.append(
+                [
+                    model,
+                    block["gold"],
+                    block["reading"],
+                    aer_cell(block["aer"]),
+                    optional(block["aer"].get("eflomal"), lambda x: f"{x:.1f}"),
+                    code(block["command"]),
+                ]
+            )
     return table(["model (run)", "gold pairs", "reading", "AER", "eflomal", "command"], rows)
 
 
@@ -170,12 +215,16 @@ def figures(record: dict, kind: str) -> str:
     for g in groups([r for r in record["runs"] if "faithfulness_of" not in r], kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
-        head = (f"**{g.recipe}** ({machines}; {runs_text}; "
-                f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}): {code(g.runs[0]['command'])}")
+        head = (
+            f"**{g.recipe}** ({machines}; {runs_text}; "
+            f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}): {code(g.runs[0]['command'])}"
+        )
         rows = []
         for label in g.labels():
             st, unit, ranged = g.figure(label)
-            values = [f[k] for r in g.runs for f in r["figures"] if f["label"] == label for k in ("value", "max") if k in f]
+            values = [
+                f[k] for r in g.runs for f in r["figures"] if f["label"] == label for k in ("value", "max") if k in f
+            ]
             rows.append([label, figure_cell(st, unit, ranged, decimals_of(values))])
         parts.append(head + "\n\n" + table(["figure", "measured"], rows))
     return "\n\n".join(parts)
@@ -201,7 +250,7 @@ def average_ranks(values: list[float]) -> list[float]:
         j = i
         while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
             j += 1
-        for k in order[i:j + 1]:
+        for k in order[i : j + 1]:
             out[k] = (i + j) / 2 + 1
         i = j + 1
     return out
@@ -228,12 +277,17 @@ def faithfulness(record: dict) -> str:
         return "No faithfulness measurement is recorded yet."
     by_model = {}  # model -> test -> reading -> value
     for model, r in latest.items():
-        by_model[model] = {test: {f["label"][len(test):]: f["value"] for f in r["figures"] if f["label"].startswith(test)}
-                           for test in (DELETION, SUFFICIENCY)}
+        by_model[model] = {
+            test: {f["label"][len(test) :]: f["value"] for f in r["figures"] if f["label"].startswith(test)}
+            for test in (DELETION, SUFFICIENCY)
+        }
         by_model[model][DELETION].pop(RANDOM, None)
     readings = list(dict.fromkeys(k for m in by_model.values() for k in m[DELETION]))
-    rank = {(model, test): ranks(v[test], higher_first=test == DELETION) for model, v in by_model.items()
-            for test in (DELETION, SUFFICIENCY)}
+    rank = {
+        (model, test): ranks(v[test], higher_first=test == DELETION)
+        for model, v in by_model.items()
+        for test in (DELETION, SUFFICIENCY)
+    }
 
     def cell(model, test, reading):
         v = by_model[model][test].get(reading)
@@ -241,17 +295,29 @@ def faithfulness(record: dict) -> str:
 
     header = ["reading"] + [f"{model} {what}" for model in latest for what in ("deletion ↑", "sufficiency ↓")]
     rows = [[k] + [cell(m, t, k) for m in latest for t in (DELETION, SUFFICIENCY)] for k in readings]
+
     def value(r: dict, label: str) -> float | None:
         return next((f["value"] for f in r["figures"] if f["label"] == label), None)
 
-    rows.append([RANDOM] + [x for r in latest.values() for x in (optional(value(r, DELETION + RANDOM), "{:.3f}".format), "")])
-    sources = [f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}"
-               + optional(value(r, WALL), lambda s: f"; {duration(s)} in all", "") + f"; record {r['id']})"
-               for model, r in latest.items()]
+    rows.append(
+        [RANDOM] + [x for r in latest.values() for x in (optional(value(r, DELETION + RANDOM), "{:.3f}".format), "")]
+    )
+    sources = [
+        f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}"
+        + optional(value(r, WALL), lambda s: f"; {duration(s)} in all", "")
+        + f"; record {r['id']})"
+        for model, r in latest.items()
+    ]
     models = list(latest)
-    alike = [f"- {a} and {b}: " + ", ".join(f"{name} {optional(spearman(by_model[a][test], by_model[b][test]))}"
-                                            for name, test in (("deletion", DELETION), ("sufficiency", SUFFICIENCY)))
-             for i, a in enumerate(models) for b in models[i + 1:]]
+    alike = [
+        f"- {a} and {b}: "
+        + ", ".join(
+            f"{name} {optional(spearman(by_model[a][test], by_model[b][test]))}"
+            for name, test in (("deletion", DELETION), ("sufficiency", SUFFICIENCY))
+        )
+        for i, a in enumerate(models)
+        for b in models[i + 1 :]
+    ]
     out = "\n".join(sources) + "\n\n" + table(header, rows)
     if alike:
         out += "\n\nHow alike two models rank the readings (Spearman's ρ; 1: the same order):\n\n" + "\n".join(alike)
@@ -259,7 +325,9 @@ def faithfulness(record: dict) -> str:
 
 
 def methods(record: dict) -> str:
-    used = {r["how_measured"] for r in record["runs"]} | ({"align"} if any(r.get("alignment") for r in record["runs"]) else set())
+    used = {r["how_measured"] for r in record["runs"]} | (
+        {"align"} if any(r.get("alignment") for r in record["runs"]) else set()
+    )
     return "\n".join(f"- **{name}**: {text}" for name, text in record["methods"].items() if name in used)
 
 

@@ -42,12 +42,20 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
     bleu_lc = sacrebleu.metrics.BLEU(lowercase=True)
     chrf = sacrebleu.metrics.CHRF()
     refs = [references]
-    b, blc, c = bleu.corpus_score(hypotheses, refs), bleu_lc.corpus_score(hypotheses, refs), chrf.corpus_score(hypotheses, refs)
+    b, blc, c = (
+        bleu.corpus_score(hypotheses, refs),
+        bleu_lc.corpus_score(hypotheses, refs),
+        chrf.corpus_score(hypotheses, refs),
+    )
     return {
         "bleu": b.score,
         "chrf": c.score,
         "bleu_lc": blc.score,
-        "signatures": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature()), "bleu_lc": str(bleu_lc.get_signature())},
+        "signatures": {
+            "bleu": str(bleu.get_signature()),
+            "chrf": str(chrf.get_signature()),
+            "bleu_lc": str(bleu_lc.get_signature()),
+        },
     }
 
 
@@ -58,8 +66,10 @@ def sentence_scores(hypotheses: list[str], references: list[str]) -> tuple[list[
     if not hypotheses:
         return [], {}  # sacreBLEU can sign a metric only once it has scored something
     bleu, chrf = sacrebleu.metrics.BLEU(effective_order=True), sacrebleu.metrics.CHRF()
-    scores = [{"bleu": bleu.sentence_score(h, [r]).score, "chrf": chrf.sentence_score(h, [r]).score}
-              for h, r in zip(hypotheses, references)]
+    scores = [
+        {"bleu": bleu.sentence_score(h, [r]).score, "chrf": chrf.sentence_score(h, [r]).score}
+        for h, r in zip(hypotheses, references)
+    ]
     return scores, {"sentence_bleu": str(bleu.get_signature()), "sentence_chrf": str(chrf.get_signature())}
 
 

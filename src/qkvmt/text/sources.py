@@ -54,7 +54,9 @@ def decode_line(raw: bytes, where, number: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{where}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode it as UTF-8") from None
+        raise UserError(
+            f"{where}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); re-encode it as UTF-8"
+        ) from None
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
@@ -100,7 +102,9 @@ class TextFiles:
             for d in created:  # a mistyped data.root leaves no empty folders behind
                 with contextlib.suppress(OSError):
                     d.rmdir()
-            raise UserError(f"cannot download {url} ({e}); put {name} into {self.root} by hand, or set data.root") from None
+            raise UserError(
+                f"cannot download {url} ({e}); put {name} into {self.root} by hand, or set data.root"
+            ) from None
         tmp.replace(target)
         return target
 
@@ -122,14 +126,18 @@ class HFDataset:
         import datasets  # heavy; only this source needs it
 
         try:
-            ds = datasets.load_dataset(self.dataset, self.name, split=split, cache_dir=self.root, revision=self.revision)
+            ds = datasets.load_dataset(
+                self.dataset, self.name, split=split, cache_dir=self.root, revision=self.revision
+            )
         except Exception as e:  # datasets raises many types for a missing dataset, split or network
             raise UserError(f"cannot load Hugging Face dataset {self.dataset!r} split {split!r}: {e}") from None
         if "translation" in ds.column_names:
             pairs = ds["translation"]
             missing = {src_lang, tgt_lang} - set(pairs[0] if len(pairs) else ())
             if missing:
-                raise UserError(f"{self.dataset}: the translation column has no {sorted(missing)}; check data.src_lang/tgt_lang")
+                raise UserError(
+                    f"{self.dataset}: the translation column has no {sorted(missing)}; check data.src_lang/tgt_lang"
+                )
             return [p[src_lang].strip() for p in pairs], [p[tgt_lang].strip() for p in pairs]
         if {src_lang, tgt_lang} <= set(ds.column_names):
             return [s.strip() for s in ds[src_lang]], [t.strip() for t in ds[tgt_lang]]

@@ -81,8 +81,10 @@ def _check_settings(path: Path, record: Path, wanted: dict) -> None:
     differ = [k for k in names if found.get(k) != wanted[k]]
     if differ:
         what = "; ".join(
-            "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)" if k == "data"
-            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked" for k in differ
+            "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
+            if k == "data"
+            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
+            for k in differ
         )
         raise UserError(
             f"{path} was made with other settings ({what}): give this run its own folder (hydra.run.dir=...), "

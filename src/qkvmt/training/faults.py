@@ -22,9 +22,9 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from qkvmt.model.checkpoint import load_checkpoint
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write
+from qkvmt.model.checkpoint import load_checkpoint
 from qkvmt.training.progress import logged
 
 log = logging.getLogger(__name__)

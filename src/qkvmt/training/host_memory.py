@@ -62,7 +62,9 @@ def _glibc():
 def keep_freed_host_memory(trim_threshold: int = 1 << 30) -> bool:
     """Returns whether the setting took effect (glibc on Linux only; elsewhere a no-op)."""
     libc = _glibc()
-    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    return (
+        libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    )
 
 
 def bound_onednn_cache(capacity: int = ONEDNN_CACHE_PRIMITIVES) -> int:
@@ -101,8 +103,10 @@ class ReleaseFreedHostMemory(Callback):
     def on_train_start(self, trainer, *args) -> None:
         dropped = drop_idle_cuda_pages()  # every process: they are each process's page tables
         if dropped and trainer.is_global_zero:
-            log.info("dropped %d MB of CUDA library pages this machine cannot use from each process's resident set",
-                     round(dropped / MB))
+            log.info(
+                "dropped %d MB of CUDA library pages this machine cannot use from each process's resident set",
+                round(dropped / MB),
+            )
 
     def on_train_batch_end(self, trainer, *args) -> None:
         if trainer.global_step % self.every_n_steps == 0:
@@ -166,9 +170,11 @@ def warn_if_short(need_mb_per_process: float, processes: int) -> str | None:
         ways.append(f"install torch's CPU build ({CPU_BUILD})")
     if processes > 1:
         ways.append(f"run one process instead of {processes} (trainer.devices=1 trainer.strategy=auto)")
-    return (f"this machine has {available / 2**30:.1f} GB of memory available; the run needs about "
-            f"{need / 1024:.1f} GB ({processes} process(es) of {need_mb_per_process / 1024:.1f} GB) and may be killed: "
-            f"{', '.join(ways[:-1])} or {ways[-1]}")
+    return (
+        f"this machine has {available / 2**30:.1f} GB of memory available; the run needs about "
+        f"{need / 1024:.1f} GB ({processes} process(es) of {need_mb_per_process / 1024:.1f} GB) and may be killed: "
+        f"{', '.join(ways[:-1])} or {ways[-1]}"
+    )
 
 
 class RecordHostMemory(Callback):
@@ -188,8 +194,11 @@ class RecordHostMemory(Callback):
         if not RSS_READABLE:
             return {}
         steps = sorted(self.at_step)  # the same validation steps on every rank
-        mine = torch.tensor([peak_resident_bytes() / MB, resident_bytes() / MB, *(self.at_step[s] for s in steps)],
-                            dtype=torch.float64, device=trainer.strategy.root_device)
+        mine = torch.tensor(
+            [peak_resident_bytes() / MB, resident_bytes() / MB, *(self.at_step[s] for s in steps)],
+            dtype=torch.float64,
+            device=trainer.strategy.root_device,
+        )
         every = trainer.strategy.all_gather(mine).reshape(trainer.world_size, -1).cpu().round().long().tolist()
         return {
             "peak_rss_mb": [r[0] for r in every],

@@ -8,23 +8,23 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import lightning as L
-from lightning.pytorch.callbacks import Timer
 import torch
 import torch.distributed as dist
+from lightning.pytorch.callbacks import Timer
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
+from qkvmt.decoding.lines import translate_lines
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.attention import attention_kernel
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
-from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.metrics import score
 from qkvmt.training.lr_schedule import lr_factor
 from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 from qkvmt.training.progress import logged
-from qkvmt.text.metrics import score
-from qkvmt.model.transformer import Transformer
-from qkvmt.decoding.lines import translate_lines
 
 
 class TranslationModule(L.LightningModule):
@@ -62,7 +62,9 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.model_config = model_config
         self.model = Transformer(model_config)
-        self.alignment = (alignment or AlignmentSupervision()).validated(model_config.decoder_layers, model_config.n_heads)
+        self.alignment = (alignment or AlignmentSupervision()).validated(
+            model_config.decoder_layers, model_config.n_heads
+        )
         self.tokenizer = tokenizer
         self.optimizer_fn = optimizer
         self.warmup_steps, self.label_smoothing = warmup_steps, label_smoothing
@@ -94,8 +96,14 @@ class TranslationModule(L.LightningModule):
         return self.output_loss(hidden, tgt_out)
 
     def output_loss(self, hidden: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-        return output_loss(hidden, self.model.output.weight, tgt_out, self.model_config.pad_id, self.label_smoothing,
-                           chunk_rows=self.loss_chunk_rows)
+        return output_loss(
+            hidden,
+            self.model.output.weight,
+            tgt_out,
+            self.model_config.pad_id,
+            self.label_smoothing,
+            chunk_rows=self.loss_chunk_rows,
+        )
 
     def supervised_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(translation loss, alignment loss) of a batch with `align` labels."""

@@ -2,9 +2,9 @@
 
 Lightning's bars count batches within an epoch, and our runs are bounded by `max_steps` with
 `max_epochs=-1` (its bar read "Epoch 0/-2"); off a terminal they print nothing at all. This bar
-counts steps towards `max_steps`, and its time left also heeds `max_time`. On a terminal it is a tqdm bar; otherwise (a log file, CI) it
-writes a line every `every_s` seconds, as fairseq's simple log format does. Validation and test
-results are lines in both cases.
+counts steps towards `max_steps`, and its time left also heeds `max_time`. On a terminal it is
+a tqdm bar; otherwise (a log file, CI) it writes a line every `every_s` seconds, as fairseq's
+simple log format does. Validation and test results are lines in both cases.
 """
 
 import logging
@@ -59,8 +59,15 @@ class StepProgress(ProgressBar):
         self._first_step = trainer.global_step
         if self._enabled and self.interactive:
             total = trainer.max_steps if trainer.max_steps > 0 and _timer(trainer) is None else None
-            self.bar = tqdm(total=total, initial=trainer.global_step, desc="train", unit="step",
-                            file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+            self.bar = tqdm(
+                total=total,
+                initial=trainer.global_step,
+                desc="train",
+                unit="step",
+                file=sys.stderr,
+                dynamic_ncols=True,
+                smoothing=0.05,
+            )
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         if not self._enabled:
@@ -125,7 +132,8 @@ class StepProgress(ProgressBar):
         if "val/bleu" in m:
             self.print(
                 f"validation at step {trainer.global_step}: BLEU {float(m['val/bleu']):.2f}, chrF "
-                f"{float(m['val/chrf']):.2f}, loss {float(m['val/loss']):.3f} ({duration(time.monotonic() - self._val_start)})"
+                f"{float(m['val/chrf']):.2f}, loss {float(m['val/loss']):.3f} "
+                f"({duration(time.monotonic() - self._val_start)})"
             )
 
     def on_train_end(self, trainer, pl_module) -> None:

@@ -37,9 +37,11 @@ def idle_cuda_build() -> str | None:
     libraries for nothing."""
     if torch.version.cuda is None or torch.cuda.is_available():
         return None
-    return (f"torch {torch.__version__} is a CUDA build and this machine has no usable GPU: its CUDA libraries "
-            f"take about {CUDA_BUILD_MB / 1024:.2f} GB of each process's memory for nothing; the CPU build "
-            f"saves it: {CPU_BUILD}")
+    return (
+        f"torch {torch.__version__} is a CUDA build and this machine has no usable GPU: its CUDA libraries "
+        f"take about {CUDA_BUILD_MB / 1024:.2f} GB of each process's memory for nothing; the CPU build "
+        f"saves it: {CPU_BUILD}"
+    )
 
 
 def skip_idle_triton() -> bool:
@@ -81,9 +83,15 @@ def drop_file_pages(is_target) -> int:
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     dropped = 0
     for start, end, perms, path, kb in _mappings():
-        if (path.startswith("/") and "w" not in perms and kb.get("Rss", 0) and not kb.get("Anonymous", 0)
-                and not kb.get("Swap", 0) and is_target(path)
-                and libc.madvise(start, end - start, mmap.MADV_DONTNEED) == 0):
+        if (
+            path.startswith("/")
+            and "w" not in perms
+            and kb.get("Rss", 0)
+            and not kb.get("Anonymous", 0)
+            and not kb.get("Swap", 0)
+            and is_target(path)
+            and libc.madvise(start, end - start, mmap.MADV_DONTNEED) == 0
+        ):
             dropped += kb["Rss"] * 1024
     return dropped
 

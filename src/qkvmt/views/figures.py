@@ -17,8 +17,9 @@ from qkvmt.files import atomic_write
 from qkvmt.views.html import check_labels
 
 
-def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, title: str = "",
-                 label: str = "attention weight") -> None:
+def heatmap_grid(
+    weights, query_tokens: list[str], key_tokens: list[str], path, title: str = "", label: str = "attention weight"
+) -> None:
     """Write a PNG with one heatmap per (layer, head) of `weights` (L, H, T_q, T_k), each in
     [0, 1] (another signal normalised first), under a colour bar named `label`."""
     w = np.asarray(weights, dtype=float)
@@ -36,11 +37,11 @@ def heatmap_grid(weights, query_tokens: list[str], key_tokens: list[str], path, 
     dpi = min(100.0, 16000 / max(size))
     fig = _figure(size)
     axes = fig.subplots(n_layers, n_heads, squeeze=False)
-    for l in range(n_layers):
+    for li in range(n_layers):
         for h in range(n_heads):
-            ax = axes[l, h]
-            image = ax.imshow(w[l, h], vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
-            ax.set_title(f"layer {l} head {h}", fontsize=8)
+            ax = axes[li, h]
+            image = ax.imshow(w[li, h], vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
+            ax.set_title(f"layer {li} head {h}", fontsize=8)
             ax.set_xticks(range(tk), key_tokens, rotation=90, fontsize=6)
             ax.set_yticks(range(tq), query_tokens, fontsize=6)
     fig.colorbar(image, ax=axes, shrink=min(1.0, 4 / size[1] + 0.3), label=label)
@@ -51,7 +52,7 @@ def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
     """Alignment error rate per layer (rows, "layer 0".. as in the config) × head (columns, e.g.
     heads then "mean"), each cell annotated; the lowest (best) is boxed."""
     g = np.asarray(grid, dtype=float)
-    row_labels = [f"layer {l}" for l in range(len(g))]
+    row_labels = [f"layer {i}" for i in range(len(g))]
     check_labels(g.shape, row_labels, col_labels, "AER grid")
     fig = _figure((1.5 + 0.8 * g.shape[1], 1.2 + 0.5 * g.shape[0]))
     ax = fig.subplots()
@@ -68,8 +69,9 @@ def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
     _save(fig, path, title)
 
 
-def curve_plot(curve: list[dict], path, title: str = "", x: str = "step", xlabel: str = "training step",
-               prefix: str = "val ") -> None:
+def curve_plot(
+    curve: list[dict], path, title: str = "", x: str = "step", xlabel: str = "training step", prefix: str = "val "
+) -> None:
     """BLEU (and chrF where known) against `x`: by default the validation curve by training step,
     as validation_curve gives it; heads.py draws BLEU against the heads removed."""
     fig = _figure((6, 3.5))

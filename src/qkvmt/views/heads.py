@@ -11,9 +11,19 @@ from qkvmt.views.html import page, texts_html
 from qkvmt.views.result import Result
 
 # The table's columns: (key of a head's row, heading)
-COLUMNS = [("kind", "kind"), ("layer", "layer"), ("head", "head"), ("bleu_drop", "BLEU lost"), ("chrf_drop", "chrF lost"),
-           ("aer_rise", "AER gained"), ("entropy", "entropy"), ("eos_share", "on </s>"),
-           ("punctuation_share", "on punctuation"), ("offset", "offset"), ("offset_share", "at offset")]
+COLUMNS = [
+    ("kind", "kind"),
+    ("layer", "layer"),
+    ("head", "head"),
+    ("bleu_drop", "BLEU lost"),
+    ("chrf_drop", "chrF lost"),
+    ("aer_rise", "AER gained"),
+    ("entropy", "entropy"),
+    ("eos_share", "on </s>"),
+    ("punctuation_share", "on punctuation"),
+    ("offset", "offset"),
+    ("offset_share", "at offset"),
+]
 
 
 @dataclass
@@ -37,15 +47,25 @@ class HeadsReport(Result):
         """The heads' heat maps, table and curve (escaped HTML), as heads.html and report.html show them."""
         scores = f"BLEU {self.bleu:.2f} · chrF {self.chrf:.2f}" + ("" if self.aer is None else f" · AER {self.aer:.3f}")
         return (
-            texts_html([("decoded", f"{self.source}, {self.n} sentences"), ("unmasked", scores),
-                        ("signature", self.signatures.get("bleu", "")), ("checkpoints", ", ".join(self.checkpoints))])
+            texts_html(
+                [
+                    ("decoded", f"{self.source}, {self.n} sentences"),
+                    ("unmasked", scores),
+                    ("signature", self.signatures.get("bleu", "")),
+                    ("checkpoints", ", ".join(self.checkpoints)),
+                ]
+            )
             + "<h3>BLEU lost when one head is masked</h3><p>Layers × heads of each kind; hover for the numbers.</p>"
             + '<div id="heads-grids"></div><h3>Every head</h3><p>Click a heading to sort. Offset: the relative '
-              "position a self-attention head's heaviest key most often has (−1 the previous token); at or above "
-              "0.9, Voita et al. call the head positional.</p>"
+            "position a self-attention head's heaviest key most often has (−1 the previous token); at or above "
+            "0.9, Voita et al. call the head positional.</p>"
             + '<div id="heads-table"></div>'
-            + ('<h3>Pruning</h3><p>BLEU with the least important heads masked together, least first.</p>'
-               '<div id="heads-curve"></div>' if self.pruning else "")
+            + (
+                "<h3>Pruning</h3><p>BLEU with the least important heads masked together, least first.</p>"
+                '<div id="heads-curve"></div>'
+                if self.pruning
+                else ""
+            )
         )
 
     def data(self) -> dict:
@@ -53,12 +73,22 @@ class HeadsReport(Result):
         return {"heads": self.heads, "columns": COLUMNS, "pruning": self.pruning}
 
     def html(self) -> str:
-        return page(f"Heads of {self.source}", "<h2>Heads</h2>" + self.section(), {"page": "heads", "heads": self.data()})
+        return page(
+            f"Heads of {self.source}", "<h2>Heads</h2>" + self.section(), {"page": "heads", "heads": self.data()}
+        )
 
     def files(self) -> dict:
-        files = {"heads.json": lambda path: write_json(Path(path), self.to_dict()),
-                 "heads.html": lambda path: write_text(Path(path), self.html())}
+        files = {
+            "heads.json": lambda path: write_json(Path(path), self.to_dict()),
+            "heads.html": lambda path: write_text(Path(path), self.html()),
+        }
         if self.pruning:
-            files["pruning.png"] = lambda path: curve_plot(self.pruning, path, "pruning heads", x="removed",
-                                                           xlabel="heads masked (least important first)", prefix="")
+            files["pruning.png"] = lambda path: curve_plot(
+                self.pruning,
+                path,
+                "pruning heads",
+                x="removed",
+                xlabel="heads masked (least important first)",
+                prefix="",
+            )
         return files

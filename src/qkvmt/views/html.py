@@ -32,8 +32,13 @@ def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
     views = resources.files("qkvmt.views")
     template = views.joinpath("report_template.html").read_text(encoding="utf-8")
     script = "".join(views.joinpath("scripts", name).read_text(encoding="utf-8") for name in SCRIPTS)
-    slots = {"title": escape(title), "body": body_html, "data": script_json(data), "script": script,
-             "connect": "'self'" if fetches else "'none'"}
+    slots = {
+        "title": escape(title),
+        "body": body_html,
+        "data": script_json(data),
+        "script": script,
+        "connect": "'self'" if fetches else "'none'",
+    }
     # One pass, so text inserted into one slot is never scanned for another slot's marker.
     return re.sub(r"\{\{(title|body|data|connect|script)\}\}", lambda m: slots[m.group(1)], template)
 
@@ -41,8 +46,10 @@ def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
 def notebook_frame(page_html: str) -> str:
     """A whole page as one notebook output: a sandboxed iframe, so the page's script and CSS run
     as they do in the saved file and touch nothing of the notebook's own."""
-    return (f'<iframe srcdoc="{escape(page_html)}" sandbox="allow-scripts" '
-            f'style="width:100%;height:{NOTEBOOK_HEIGHT}px;border:1px solid #ddd;resize:vertical"></iframe>')
+    return (
+        f'<iframe srcdoc="{escape(page_html)}" sandbox="allow-scripts" '
+        f'style="width:100%;height:{NOTEBOOK_HEIGHT}px;border:1px solid #ddd;resize:vertical"></iframe>'
+    )
 
 
 def script_json(data) -> str:
@@ -96,11 +103,17 @@ def viewer_maps(maps, signals: dict[str, list] | None = None) -> dict:
     (qkvmt.analysis.forced.AttentionMap), never relabelled here. `maps` and `layers` are the
     weights per head and each layer as a whole (the heads' average); `signals` the same of other
     signals, labelled as the registry labels them, `maps` None where one has no per-head maps."""
-    out = {m.kind: {"label": m.label, "maps": m.weights, "layers": m.layers, "rows": list(m.rows), "cols": list(m.cols)}
-           for m in maps}
+    out = {
+        m.kind: {"label": m.label, "maps": m.weights, "layers": m.layers, "rows": list(m.rows), "cols": list(m.cols)}
+        for m in maps
+    }
     for name, other in (signals or {}).items():
         for m in other:
-            out[m.kind].setdefault("signals", {})[name] = {"label": m.signal_label, "maps": m.weights, "layers": m.layers}
+            out[m.kind].setdefault("signals", {})[name] = {
+                "label": m.signal_label,
+                "maps": m.weights,
+                "layers": m.layers,
+            }
     return out
 
 

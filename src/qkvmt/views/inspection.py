@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from qkvmt.analysis.forced import pair_ids, row_col_labels, token_names
+from qkvmt.analysis.trace import KINDS, attention_modules, trace
+from qkvmt.analysis.value_norms import transformed_values
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
 from qkvmt.model.attention import MultiHeadAttention
@@ -27,9 +30,6 @@ from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_html
 from qkvmt.views.result import Result
-from qkvmt.analysis.trace import KINDS, attention_modules, trace
-from qkvmt.analysis.value_norms import transformed_values
-from qkvmt.analysis.forced import pair_ids, row_col_labels, token_names
 
 
 @dataclass
@@ -71,12 +71,24 @@ class HeadInspection(Result):
         and q·k_j, the scaled score (None where masked), the softmax weight α_j, every value v_j,
         α_j v_j and ‖α_j W_O^h v_j‖, and the output Σ_j α_j v_j."""
         if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < len(self.query_tokens):
-            raise UserError(f"row={row!r}: this {self.kind} attention has {len(self.query_tokens)} queries "
-                            f"(0..{len(self.query_tokens) - 1})")
+            raise UserError(
+                f"row={row!r}: this {self.kind} attention has {len(self.query_tokens)} queries "
+                f"(0..{len(self.query_tokens) - 1})"
+            )
         weights = self.weights[row]
-        return {"row": row, "token": self.query_tokens[row], "q": self.q[row], "k": self.k, "dots": self.k @ self.q[row],
-                "scores": [None if np.isneginf(s) else s for s in self.scores[row].tolist()], "weights": weights,
-                "v": self.v, "weighted": weights[:, None] * self.v, "contributions": self.contributions[row], "output": self.output[row]}
+        return {
+            "row": row,
+            "token": self.query_tokens[row],
+            "q": self.q[row],
+            "k": self.k,
+            "dots": self.k @ self.q[row],
+            "scores": [None if np.isneginf(s) else s for s in self.scores[row].tolist()],
+            "weights": weights,
+            "v": self.v,
+            "weighted": weights[:, None] * self.v,
+            "contributions": self.contributions[row],
+            "output": self.output[row],
+        }
 
     def to_dict(self) -> dict:
         """inspect.json."""
@@ -118,20 +130,28 @@ class HeadInspection(Result):
             + texts_html([("source", self.source), ("target", self.target), ("d_k", self.d_k)])
             + '<h2>Weights</h2><div id="weights"></div>'
             + "<h2>What each key adds: ‖α·W_O v‖</h2><p>The weight times the norm of the key's value after the "
-              "head's slice of W_O: a heavy weight on a small value adds little.</p><div id=\"contributions\"></div>"
+            'head\'s slice of W_O: a heavy weight on a small value adds little.</p><div id="contributions"></div>'
             f'<h2>Top keys per query</h2><ol class="topk" start="0">{top}</ol>'
             + vectors_html("Queries (Q)", q_tokens, self.q)
             + vectors_html("Keys (K)", k_tokens, self.k)
             + vectors_html("Values (V)", k_tokens, self.v)
             + vectors_html("Output (weights · V)", q_tokens, self.output)
         )
-        data = {"page": "inspector", "query_tokens": q_tokens, "key_tokens": k_tokens, "weights": weights, "scores": scores,
-                "contributions": self.contributions}
+        data = {
+            "page": "inspector",
+            "query_tokens": q_tokens,
+            "key_tokens": k_tokens,
+            "weights": weights,
+            "scores": scores,
+            "contributions": self.contributions,
+        }
         return page("Attention inspector", body, data)
 
     def files(self) -> dict:
-        return {"inspect.json": lambda path: write_json(Path(path), self.to_dict()),
-                "inspect.html": lambda path: write_text(Path(path), self.html())}
+        return {
+            "inspect.json": lambda path: write_json(Path(path), self.to_dict()),
+            "inspect.html": lambda path: write_text(Path(path), self.html()),
+        }
 
 
 def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
@@ -139,13 +159,23 @@ def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAtte
         raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
     modules = attention_modules(model, kind)
     if not -len(modules) <= layer < len(modules):
-        raise UserError(f"layer={layer}: the {kind} has {len(modules)} layers (0..{len(modules) - 1}, or -1 for the last)")
+        raise UserError(
+            f"layer={layer}: the {kind} has {len(modules)} layers (0..{len(modules) - 1}, or -1 for the last)"
+        )
     return modules[layer]
 
 
 @torch.no_grad()
-def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[int], kind: str, layer: int, head: int,
-                 top_k: int = 3) -> HeadInspection:
+def inspect_head(
+    model: Transformer,
+    tokenizer,
+    source: str,
+    target: str | list[int],
+    kind: str,
+    layer: int,
+    head: int,
+    top_k: int = 3,
+) -> HeadInspection:
     c = model.cfg
     module = attention_module(model, kind, layer)
     if not -module.n_heads <= head < module.n_heads:
@@ -161,7 +191,9 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
     output = weights @ v  # (T_q, d_k)
     forward_output = site.heads[0, :, head * module.d_k : (head + 1) * module.d_k]
     added = transformed_values(site)[0, head].norm(dim=-1)  # (T_k,): ‖W_O^h v_j‖
-    q_tokens, k_tokens = row_col_labels(kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out)))
+    q_tokens, k_tokens = row_col_labels(
+        kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out))
+    )
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     as_array = lambda t: t.float().cpu().numpy()  # noqa: E731
     return HeadInspection(
@@ -173,12 +205,16 @@ def inspect_head(model: Transformer, tokenizer, source: str, target: str | list[
         target=target if isinstance(target, str) else tokenizer.decode(target),
         query_tokens=q_tokens,
         key_tokens=k_tokens,
-        q=as_array(q), k=as_array(k), v=as_array(v),
+        q=as_array(q),
+        k=as_array(k),
+        v=as_array(v),
         scores=as_array(scores),
         weights=as_array(weights),
         output=as_array(output),
         value_norms=as_array(added),
-        top_k=[[TopKey(int(j), k_tokens[j], float(w)) for w, j in zip(ws, js)]
-               for ws, js in zip(top.values.tolist(), top.indices.tolist())],
+        top_k=[
+            [TopKey(int(j), k_tokens[j], float(w)) for w, j in zip(ws, js)]
+            for ws, js in zip(top.values.tolist(), top.indices.tolist())
+        ],
         check={"output_max_abs_diff": float((output - forward_output).abs().max())},  # weights·V against W_O's input
     )

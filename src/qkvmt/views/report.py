@@ -14,8 +14,12 @@ from qkvmt.alignment.policy import WordAlignment
 from qkvmt.files import write_text
 from qkvmt.views.html import check_labels, escape, page, plain, texts_html, viewer_maps
 
-METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "bleu_lc": "BLEU (lowercased)",
-                "bleu_tok_lc": "BLEU (tokenized, lowercased)"}
+METRIC_NAMES = {
+    "bleu": "BLEU",
+    "chrf": "chrF",
+    "bleu_lc": "BLEU (lowercased)",
+    "bleu_tok_lc": "BLEU (tokenized, lowercased)",
+}
 
 
 @dataclass
@@ -35,27 +39,49 @@ class ReportSample:
     source_share: list | None = None  # of each target token: how much of its prediction came from the source (ALTI+)
 
 
-def attention_report(path, metrics: dict, samples: list[ReportSample], curve: list[dict] = (),
-                     sentence_signatures: dict | None = None, policy: dict | None = None, heads=None) -> None:
+def attention_report(
+    path,
+    metrics: dict,
+    samples: list[ReportSample],
+    curve: list[dict] = (),
+    sentence_signatures: dict | None = None,
+    policy: dict | None = None,
+    heads=None,
+) -> None:
     """Scores with their signatures and checkpoints on top, the run's validation curve when
     there is one, what heads.py found for the checkpoint (a HeadsReport) when it ran, then per
     sample its own BLEU and chrF, an attention viewer, and the word links of the alignment
     `policy` drawn over its word-level cross-attention."""
     top = [metrics_html(metrics)]
     if curve:
-        top.append('<h2>Validation during training</h2><p>BLEU on the validation set at each validation '
-                   "of the checkpoint's run (hover a point for chrF).</p><div id=\"curve\"></div>")
+        top.append(
+            "<h2>Validation during training</h2><p>BLEU on the validation set at each validation "
+            'of the checkpoint\'s run (hover a point for chrF).</p><div id="curve"></div>'
+        )
     if heads is not None:
         top.append("<h2>Heads</h2>" + heads.section())
     sig = sentence_signatures or {}
-    bottom = ('<p class="sig">sentence scores: ' + escape(" · ".join(f"{k} {v}" for k, v in sig.items())) + "</p>") if sig else ""
+    bottom = (
+        ('<p class="sig">sentence scores: ' + escape(" · ".join(f"{k} {v}" for k, v in sig.items())) + "</p>")
+        if sig
+        else ""
+    )
     extra = {} if heads is None else {"heads": heads.data()}
-    write_text(Path(path), samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve,
-                                        data=extra))
+    write_text(
+        Path(path),
+        samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve, data=extra),
+    )
 
 
-def samples_page(title: str, samples: list[ReportSample], policy: dict | None = None, top: str = "",
-                 bottom: str = "", curve: list[dict] = (), data: dict | None = None) -> str:
+def samples_page(
+    title: str,
+    samples: list[ReportSample],
+    policy: dict | None = None,
+    top: str = "",
+    bottom: str = "",
+    curve: list[dict] = (),
+    data: dict | None = None,
+) -> str:
     """A page of samples between `top` and `bottom` (escaped HTML); `data`: more for the script."""
     shown_policy = ", ".join(f"{k} {v}" for k, v in (policy or {}).items())
     parts, page_data = [top], {"page": "report", "samples": [], "curve": list(curve)}
@@ -65,16 +91,26 @@ def samples_page(title: str, samples: list[ReportSample], policy: dict | None = 
         if s.scores:
             texts.append(("sentence scores", f"BLEU {s.scores['bleu']:.1f} · chrF {s.scores['chrf']:.1f}"))
         title_i = f"<h2>Sample {i + 1}</h2>" if len(samples) > 1 or top else ""
-        parts.append(f'<section class="sample">{title_i}' + texts_html(texts) + tokens_html(s.token_scores, s.source_share)
-                     + f'<div class="viewer" data-sample="{i}"></div>')
+        parts.append(
+            f'<section class="sample">{title_i}'
+            + texts_html(texts)
+            + tokens_html(s.token_scores, s.source_share)
+            + f'<div class="viewer" data-sample="{i}"></div>'
+        )
         sample = {"attention": viewer_maps(s.maps, s.signals), "initial": {}}
         if s.alignment is not None:
             a = s.alignment
             check_labels(a.matrix.shape, a.tgt_words, a.src_words, "word alignment")
-            parts.append(f"<h3>Word alignment</h3><p>{escape(shown_policy)}: rows are target words, columns source words, "
-                         f'a dot marks a link.</p><div class="words" data-align="{i}"></div>')
-            sample["alignment"] = {"matrix": a.matrix, "links": [list(x) for x in a.links],
-                                   "src_words": a.src_words, "tgt_words": a.tgt_words}
+            parts.append(
+                f"<h3>Word alignment</h3><p>{escape(shown_policy)}: rows are target words, columns source words, "
+                f'a dot marks a link.</p><div class="words" data-align="{i}"></div>'
+            )
+            sample["alignment"] = {
+                "matrix": a.matrix,
+                "links": [list(x) for x in a.links],
+                "src_words": a.src_words,
+                "tgt_words": a.tgt_words,
+            }
             if policy:  # the viewer opens on the policy's cross-attention head
                 sample["initial"] = {"layer": policy["layer"], "head": policy["head"]}
         parts.append("</section>")
@@ -97,8 +133,10 @@ def tokens_html(scores, source_share=None) -> str:
         if share is not None:
             title += f" · source share {share:.2f}"
             sub = f"<sub>{share:.2f}</sub>"
-        spans.append(f'<span class="tok" style="background:hsl({120 * t.prob:.0f},70%,88%)" title="{escape(title)}">'
-                     f"{escape(t.token)}{sub}</span>")
+        spans.append(
+            f'<span class="tok" style="background:hsl({120 * t.prob:.0f},70%,88%)" title="{escape(title)}">'
+            f"{escape(t.token)}{sub}</span>"
+        )
     what = "token probabilities" + ("; under each, its source share (ALTI+)" if source_share is not None else "")
     return f'<p class="tokens">{what} (hover for the entropy and the alternatives): {" ".join(spans)}</p>'
 
@@ -114,8 +152,10 @@ def metrics_html(metrics: dict) -> str:
         shown = f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
         rows.append(f'<tr><th>{escape(name)}</th><td>{escape(shown)}</td><td class="sig">{escape(sig)}</td></tr>')
     for ckpt in metrics.get("checkpoints", []):
-        rows.append(f'<tr><th>checkpoint</th><td class="mono">{escape(ckpt.get("path", ""))}</td>'
-                    f'<td class="sig">sha256 {escape(ckpt.get("sha256", "?"))}</td></tr>')
+        rows.append(
+            f'<tr><th>checkpoint</th><td class="mono">{escape(ckpt.get("path", ""))}</td>'
+            f'<td class="sig">sha256 {escape(ckpt.get("sha256", "?"))}</td></tr>'
+        )
     skip = set(METRIC_NAMES) | {"signatures", "checkpoints"}
     for key, value in metrics.items():
         if key not in skip:

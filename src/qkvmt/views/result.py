@@ -35,14 +35,18 @@ class Result(ABC):
             same = [write for name, write in files.items() if Path(name).suffix == path.suffix]
             if len(same) != 1:
                 kinds = sorted({Path(n).suffix for n in files})
-                raise UserError(f"cannot save a {type(self).__name__} as {path}: give a folder for all of "
-                                f"{', '.join(files)}, or a file ending in one of {', '.join(kinds)}"
-                                + (f" ({path.suffix} is {len(same)} files)" if same else ""))
+                raise UserError(
+                    f"cannot save a {type(self).__name__} as {path}: give a folder for all of "
+                    f"{', '.join(files)}, or a file ending in one of {', '.join(kinds)}"
+                    + (f" ({path.suffix} is {len(same)} files)" if same else "")
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             same[0](path)
             return path
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise UserError(f"{path} {'already holds files' if path.is_dir() else 'is a file'}: give a new or empty folder")
+            raise UserError(
+                f"{path} {'already holds files' if path.is_dir() else 'is a file'}: give a new or empty folder"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         with StagedFolder(path.parent, path.name, final=lambda: path) as tmp:
             for name, write in files.items():

@@ -41,11 +41,20 @@ class SentenceAlignment(Result):
         cross = read.map("cross")  # rows: the target tokens they predict; columns: the source tokens
         wa = policy.align_words(attention)
         return cls(
-            source=attention.source, translation=attention.target, forced=attention.forced,
-            src_tokens=cross.cols, tgt_tokens=cross.rows, src_words=wa.src_words, tgt_words=wa.tgt_words,
-            src_word_groups=wa.src_groups, tgt_word_groups=wa.tgt_groups, cross=cross.weights,
-            full_context_layer=attention.full_context_layer, policy=policy.to_dict(),
-            word_matrix=wa.matrix, links=list(wa.links),
+            source=attention.source,
+            translation=attention.target,
+            forced=attention.forced,
+            src_tokens=cross.cols,
+            tgt_tokens=cross.rows,
+            src_words=wa.src_words,
+            tgt_words=wa.tgt_words,
+            src_word_groups=wa.src_groups,
+            tgt_word_groups=wa.tgt_groups,
+            cross=cross.weights,
+            full_context_layer=attention.full_context_layer,
+            policy=policy.to_dict(),
+            word_matrix=wa.matrix,
+            links=list(wa.links),
             signal_map=None if policy.signal == "weights" else read.map("cross", policy.signal),
         )
 
@@ -92,20 +101,35 @@ class SentenceAlignment(Result):
         check_labels(words.shape, self.tgt_words, self.src_words, "word_matrix")
         shown_policy = ", ".join(f"{k} {v}" for k, v in self.policy.items())
         body = (
-            texts_html([("source", self.source), ("translation", self.translation),
-                        ("policy", shown_policy), ("Pharaoh", self.pharaoh)])
+            texts_html(
+                [
+                    ("source", self.source),
+                    ("translation", self.translation),
+                    ("policy", shown_policy),
+                    ("Pharaoh", self.pharaoh),
+                ]
+            )
             + "<h2>Word alignment</h2><p>Rows are target words, columns source words; "
-              "a dot marks a link.</p><div id=\"words\"></div>"
-            + "<h2>Subword cross attention</h2><div id=\"subwords\"></div>"
+            'a dot marks a link.</p><div id="words"></div>'
+            + '<h2>Subword cross attention</h2><div id="subwords"></div>'
         )
         signals = {} if self.signal_map is None else {self.signal_map.signal: [self.signal_map]}
-        data = {"page": "alignment", "attention": viewer_maps([cross], signals), "word_matrix": words, "links": d["links"],
-                "src_words": self.src_words, "tgt_words": self.tgt_words, "policy": self.policy}
+        data = {
+            "page": "alignment",
+            "attention": viewer_maps([cross], signals),
+            "word_matrix": words,
+            "links": d["links"],
+            "src_words": self.src_words,
+            "tgt_words": self.tgt_words,
+            "policy": self.policy,
+        }
         return page("Alignment", body, data)
 
     def files(self) -> dict:
         return {
             "alignment.json": lambda path: write_json(Path(path), self.to_dict()),
-            "alignment.png": lambda path: heatmap_grid(self.cross, self.tgt_tokens, self.src_tokens, path, title="cross-attention"),
+            "alignment.png": lambda path: heatmap_grid(
+                self.cross, self.tgt_tokens, self.src_tokens, path, title="cross-attention"
+            ),
             "alignment.html": lambda path: write_text(Path(path), self.html()),
         }

@@ -46,9 +46,15 @@ class SentenceAttention(ForcedPass, Result):
         return group_words(self.out_tokens, self.tgt_groups)
 
     def html(self) -> str:
-        sample = ReportSample(self.source, self.target, self.maps(), target_label="target" if self.forced else "translation",
-                              signals={s: self.maps(s) for s in self.signals[1:]}, token_scores=self.token_scores,
-                              source_share=None if self.contributions is None else self.contributions.source_share)
+        sample = ReportSample(
+            self.source,
+            self.target,
+            self.maps(),
+            target_label="target" if self.forced else "translation",
+            signals={s: self.maps(s) for s in self.signals[1:]},
+            token_scores=self.token_scores,
+            source_share=None if self.contributions is None else self.contributions.source_share,
+        )
         return samples_page("Attention", [sample])
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -61,11 +67,21 @@ class SentenceAttention(ForcedPass, Result):
                 if m.weights is not None:
                     others[f"{m.kind}_{signal}"] = m.weights
                 others[f"{m.kind}_{signal}_layer"] = m.layers
-        return {**{kind: getattr(self, kind) for kind in KINDS}, **others,
-                **{f"{side}_tokens": np.array(getattr(self, f"{side}_tokens")) for side in ("src", "tgt", "out")}}
+        return {
+            **{kind: getattr(self, kind) for kind in KINDS},
+            **others,
+            **{f"{side}_tokens": np.array(getattr(self, f"{side}_tokens")) for side in ("src", "tgt", "out")},
+        }
 
     def files(self) -> dict:
-        pngs = {f"{m.kind}.png": (lambda path, m=m: heatmap_grid(m.weights, m.rows, m.cols, path, title=f"{m.label} attention"))
-                for m in self.maps()}
-        return {"attention.npz": lambda path: atomic_write(Path(path), lambda f: np.savez_compressed(f, **self.arrays())),
-                **pngs, "attention.html": lambda path: write_text(Path(path), self.html())}
+        pngs = {
+            f"{m.kind}.png": (
+                lambda path, m=m: heatmap_grid(m.weights, m.rows, m.cols, path, title=f"{m.label} attention")
+            )
+            for m in self.maps()
+        }
+        return {
+            "attention.npz": lambda path: atomic_write(Path(path), lambda f: np.savez_compressed(f, **self.arrays())),
+            **pngs,
+            "attention.html": lambda path: write_text(Path(path), self.html()),
+        }

@@ -10,23 +10,35 @@ from qkvmt.views.result import Result
 
 
 class Translations(list, Result):
-    def __init__(self, translations: list[str], sources: list[str], ids: list[list[int]] | None = None,
-                 settings: dict | None = None):
+    def __init__(
+        self,
+        translations: list[str],
+        sources: list[str],
+        ids: list[list[int]] | None = None,
+        settings: dict | None = None,
+    ):
         super().__init__(translations)
         self.sources = list(sources)
         self.ids = ids  # the generated subword ids of each (None from an exported model)
         self.settings = settings or {}  # the decoding settings, as DecodeConfig's fields
 
     def html(self) -> str:
-        rows = "".join(f"<h2>{i + 1}</h2>" + texts_html([("source", s), ("translation", t)])
-                       for i, (s, t) in enumerate(zip(self.sources, self)))
+        rows = "".join(
+            f"<h2>{i + 1}</h2>" + texts_html([("source", s), ("translation", t)])
+            for i, (s, t) in enumerate(zip(self.sources, self))
+        )
         shown = ", ".join(f"{k} {v}" for k, v in self.settings.items())
         return page("Translations", texts_html([("decoding", shown)]) + rows, {"page": "text"})
 
     def files(self) -> dict:
         return {
             "translations.txt": lambda path: write_text(Path(path), "".join(t + "\n" for t in self)),
-            "translations.json": lambda path: write_json(Path(path), {
-                "settings": self.settings, "pairs": [{"source": s, "translation": t} for s, t in zip(self.sources, self)]}),
+            "translations.json": lambda path: write_json(
+                Path(path),
+                {
+                    "settings": self.settings,
+                    "pairs": [{"source": s, "translation": t} for s, t in zip(self.sources, self)],
+                },
+            ),
             "translations.html": lambda path: write_text(Path(path), self.html()),
         }

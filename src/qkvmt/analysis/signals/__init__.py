@@ -98,4 +98,4 @@ def stacked(tensors: list[Tensor]) -> np.ndarray:
 
 
 # One line per signal module: importing it registers the signal.
-from qkvmt.analysis.signals import attention_weights, value_norms, alti, rollout, value_zeroing, gradients  # noqa: E402,F401
+from qkvmt.analysis.signals import alti, attention_weights, gradients, rollout, value_norms, value_zeroing  # noqa: E402,F401

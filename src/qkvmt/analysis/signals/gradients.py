@@ -38,8 +38,9 @@ STEPS = 20
 COPIES = 256  # source copies per forward pass: bounds the memory a long sentence's path takes
 
 
-def row_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor,
-                  rows: Tensor) -> Tensor:
+def row_gradients(
+    model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor, rows: Tensor
+) -> Tensor:
     """For K source embeddings (K, S, D) of one sentence (src, tgt_in, tgt_out: (1, ·) ids),
     the gradient (K, R, S, D) of each of the R `rows` t's log p(tgt_out[t]) with respect to each."""
     k, r = embedded.size(0), rows.numel()
@@ -64,8 +65,9 @@ def every_row(tgt_in: Tensor, rows: Tensor | None) -> Tensor:
     return torch.arange(tgt_in.size(1)) if rows is None else rows
 
 
-def input_x_gradient(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor,
-                     rows: Tensor | None = None) -> Tensor:
+def input_x_gradient(
+    model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor, rows: Tensor | None = None
+) -> Tensor:
     """‖e_j ⊙ g_tj‖ (R, S) for the source embedding e (1, S, D), at `rows` (default: all T)."""
     return (e * row_gradients(model, src, tgt_in, tgt_out, e, every_row(tgt_in, rows))[0]).norm(dim=-1)
 
@@ -73,11 +75,18 @@ def input_x_gradient(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: T
 def baseline(model: Transformer, e: Tensor) -> Tensor:
     """e0 for the source embedding e (1, S, D): its positions without its tokens."""
     positions = model.src_embed.positions  # (max_positions, D), None with rotary positions
-    return torch.zeros_like(e) if positions is None else positions[:e.size(1)].to(e.dtype).expand_as(e)
+    return torch.zeros_like(e) if positions is None else positions[: e.size(1)].to(e.dtype).expand_as(e)
 
 
-def integrated_gradients(model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, e: Tensor,
-                         steps: int = STEPS, rows: Tensor | None = None) -> Tensor:
+def integrated_gradients(
+    model: Transformer,
+    src: Tensor,
+    tgt_in: Tensor,
+    tgt_out: Tensor,
+    e: Tensor,
+    steps: int = STEPS,
+    rows: Tensor | None = None,
+) -> Tensor:
     """Signed attributions Σ_d (e_j − e0_j) ⊙ ḡ_tj (R, S) for the source embedding e (1, S, D), at
     `rows` (default: all T); row t sums to about log p_t(e) − log p_t(e0)."""
     e0 = baseline(model, e)

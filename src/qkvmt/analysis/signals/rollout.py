@@ -71,8 +71,11 @@ def rollout(context: Context) -> dict[str, SignalMaps]:
         return SignalMaps(None, torch.stack(per_layer).cpu().numpy())  # (L, rows, cols)
 
     traced = context.traced
-    return {"encoder": maps(rolled_out(traced, "encoder")), "decoder": maps(rolled_out(traced, "decoder")),
-            "cross": maps(cross_rollout(traced)[0])}
+    return {
+        "encoder": maps(rolled_out(traced, "encoder")),
+        "decoder": maps(rolled_out(traced, "decoder")),
+        "cross": maps(cross_rollout(traced)[0]),
+    }
 
 
 register(Signal("rollout", "attention rollout", KINDS, rollout))

@@ -9,8 +9,10 @@ from qkvmt.analysis.value_norms import value_norms
 def norms(context: Context) -> dict[str, SignalMaps]:
     out = {}
     for kind in KINDS:
-        pairs = [value_norms(site.weights, values)
-                 for site, values in zip(context.traced.layers[kind], context.transformed_values[kind])]
+        pairs = [
+            value_norms(site.weights, values)
+            for site, values in zip(context.traced.layers[kind], context.transformed_values[kind])
+        ]
         out[kind] = SignalMaps(stacked([head for head, _ in pairs]), stacked([layer for _, layer in pairs]))
     return out
 

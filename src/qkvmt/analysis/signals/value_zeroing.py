@@ -60,9 +60,13 @@ def value_zeroing(context: Context) -> dict[str, SignalMaps]:
     model, traced = context.model, context.traced
     edits = {(kind, layer, "v"): zero_each_key for kind in KINDS for layer in range(len(traced.layers[kind]))}
     with edited(model, edits):
-        return {kind: SignalMaps(None, torch.stack([zeroing_scores(model, site, traced.src)
-                                                    for site in traced.layers[kind]]).cpu().numpy())
-                for kind in KINDS}
+        return {
+            kind: SignalMaps(
+                None,
+                torch.stack([zeroing_scores(model, site, traced.src) for site in traced.layers[kind]]).cpu().numpy(),
+            )
+            for kind in KINDS
+        }
 
 
 register(Signal("value_zeroing", "value zeroing", KINDS, value_zeroing))
