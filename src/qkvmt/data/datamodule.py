@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
+from qkvmt.data.items import Labelled, Subset, extra_files
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
 from qkvmt.text.sources import read_parallel
@@ -70,7 +71,7 @@ class TranslationDataModule(L.LightningDataModule):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
-        self.extra_train = [_extra_files(i, e) for i, e in enumerate(extra_train or ())]
+        self.extra_train = [extra_files(i, e) for i, e in enumerate(extra_train or ())]
         self.source = source(root)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits)
@@ -222,8 +223,8 @@ class TranslationDataModule(L.LightningDataModule):
             position=self.position,
             **self._ranks(),
         )
-        dataset = _Labelled(corpus, self.training_links()) if self.alignment_links else corpus
-        return self._loader(_Subset(dataset, keep), sampler)
+        dataset = Labelled(corpus, self.training_links()) if self.alignment_links else corpus
+        return self._loader(Subset(dataset, keep), sampler)
 
     def training_repeats(self) -> np.ndarray:
         """How often each training pair (of training_pairs()) enters an epoch."""
@@ -295,42 +296,3 @@ class TranslationDataModule(L.LightningDataModule):
             # from the global RNG that dropout uses, and a resumed run's masks would shift.
             generator=torch.Generator().manual_seed(self.seed),
         )
-
-
-def _extra_files(i: int, entry) -> tuple[Path, Path, int]:
-    if not hasattr(entry, "keys") or not {"src", "tgt"} <= set(entry.keys()) <= {"src", "tgt", "repeat"}:
-        raise UserError(
-            f"data.extra_train[{i}] is {entry!r}: each entry names two line-parallel files, "
-            "data.extra_train=[{src:PATH,tgt:PATH}], and may weight them up with repeat:N"
-        )
-    repeat = entry.get("repeat", 1)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise UserError(f"data.extra_train[{i}].repeat={repeat!r}: give a whole number of at least 1 (times per epoch)")
-    return Path(str(entry["src"])), Path(str(entry["tgt"])), repeat
-
-
-class _Labelled:
-    """A corpus whose items carry their subword links as a fourth element (empty: unlabelled)."""
-
-    def __init__(self, corpus: TokenizedCorpus, links: list[np.ndarray | None]):
-        self.corpus, self.links = corpus, links
-
-    def __len__(self) -> int:
-        return len(self.corpus)
-
-    def __getitem__(self, i: int):
-        links = self.links[int(i)]
-        return (*self.corpus[i], links if links is not None else np.zeros((0, 2), np.int32))
-
-
-class _Subset:
-    """A view of a corpus restricted to `keep`; items keep their index into the full corpus."""
-
-    def __init__(self, corpus, keep: np.ndarray):
-        self.corpus, self.keep = corpus, keep
-
-    def __len__(self) -> int:
-        return len(self.keep)
-
-    def __getitem__(self, i: int):
-        return self.corpus[self.keep[i]]
