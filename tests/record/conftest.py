@@ -87,3 +87,8 @@ def record():
         train_run("busy", 20.0, disturbed=True, conditions="tests ran beside it"),
     ]
     return r
+
+
+def rows(markdown: str) -> list[list[str]]:
+    """A Markdown table's body rows as lists of stripped cells."""
+    return [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
