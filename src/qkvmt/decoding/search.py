@@ -134,6 +134,39 @@ def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hy
     return [Hypothesis(_strip(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
 
 
+class Finished:
+    """The finished hypotheses of beam search over B sentences: K slots a sentence, plus slot K,
+    where candidates that are not taken land, so every step writes with one scatter."""
+
+    def __init__(self, b: int, k: int, max_t: int, pad_id: int, device):
+        self.k = k
+        self.scores = torch.full((b, k + 1), float("-inf"), device=device)
+        self.tokens = torch.full((b, k + 1, max_t), pad_id, dtype=torch.long, device=device)
+        self.count = torch.zeros(b, dtype=torch.long, device=device)  # (B,) slots filled
+        self.first_k = torch.arange(2 * k, device=device) < k
+
+    def add(self, eos: Tensor, normed: Tensor, tokens: Tensor) -> None:
+        """Finalise the EOS candidates (B, 2K) that rank among the top K of their sentence, while
+        slots last: their length-normalised scores (B, 2K) and their tokens (B, 2K, t)."""
+        k, t = self.k, tokens.size(2)
+        take = eos & self.first_k
+        rank = take.long().cumsum(dim=1) - 1 + self.count[:, None]  # (B, 2K) slot of each candidate
+        take &= rank < k
+        slot = torch.where(take, rank, k)
+        self.scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
+        self.tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(-1, 2 * k, t), tokens)
+        self.count += take.sum(dim=1)
+
+    def best(self, eos_id: int, pad_id: int) -> list[Hypothesis]:
+        """Each sentence's best finished hypothesis (none finished: empty, score -inf)."""
+        best_score, best = self.scores[:, : self.k].max(dim=1)
+        best_tokens = self.tokens[torch.arange(best.size(0), device=best.device), best]  # (B, max_t)
+        return [
+            Hypothesis(_strip(row, eos_id, pad_id) if n else [], float(s))
+            for row, s, n in zip(best_tokens.tolist(), best_score.tolist(), self.count.tolist())
+        ]
+
+
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     """Batched beam search: B sentences × K beams advance together as B*K decoder rows.
@@ -157,12 +190,8 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=dev)
     scores = torch.zeros(b, 1, device=dev)
     width = 1  # live rows per sentence: 1 at the first step, K after
-    # Finished hypotheses: K slots per sentence plus slot K, where unselected candidates land.
-    fin_scores = torch.full((b, k + 1), float("-inf"), device=dev)
-    fin_tokens = torch.full((b, k + 1, max_t), c.pad_id, dtype=torch.long, device=dev)
-    fin_count = torch.zeros(b, dtype=torch.long, device=dev)
+    finished = Finished(b, k, max_t, c.pad_id, dev)
     active = torch.ones(b, dtype=torch.bool, device=dev)
-    first_k = torch.arange(2 * k, device=dev) < k
     per_row = 2 * k
     for t in range(max_t):
         # The best 2K continuations of a sentence are among the best 2K of each of its beams,
@@ -175,17 +204,10 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         token = row_tokens.view(b, width * per_row).gather(1, top_ids)
         is_eos = (token == c.eos_id) & torch.isfinite(top_scores)
 
-        # Finalise EOS candidates that rank among the top K of their sentence, while slots last.
-        take = is_eos & first_k & active[:, None]
-        rank = take.long().cumsum(dim=1) - 1 + fin_count[:, None]  # (B, 2K) slot of each candidate
-        take &= rank < k
-        slot = torch.where(take, rank, k)
         normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
-        fin_scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
         sel_tokens = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
-        fin_tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(b, 2 * k, t), sel_tokens)
-        fin_count += take.sum(dim=1)
-        active &= (fin_count < k) & (t + 1 < limit)
+        finished.add(is_eos & active[:, None], normed, sel_tokens)
+        active &= (finished.count < k) & (t + 1 < limit)
         if not active.any():
             break
 
@@ -200,12 +222,7 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
         step.reorder_beams(src_rows)
         width = k
-    best_score, best = fin_scores[:, :k].max(dim=1)
-    best_tokens = fin_tokens[torch.arange(b, device=dev), best]  # (B, max_t)
-    return [
-        Hypothesis(_strip(row, c.eos_id, c.pad_id) if n else [], float(s))
-        for row, s, n in zip(best_tokens.tolist(), best_score.tolist(), fin_count.tolist())
-    ]
+    return finished.best(c.eos_id, c.pad_id)
 
 
 def stable_order(parent: Tensor) -> Tensor:
