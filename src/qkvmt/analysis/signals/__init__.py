@@ -97,5 +97,8 @@ def stacked(tensors: list[Tensor]) -> np.ndarray:
     return torch.stack([t[0] for t in tensors]).detach().float().cpu().numpy()
 
 
-# One line per signal module: importing it registers the signal.
-from qkvmt.analysis.signals import alti, attention_weights, gradients, rollout, value_norms, value_zeroing  # noqa: E402,F401
+# One line per signal module: importing it registers the signal, so this order is the registry's
+# (weights first), which pages, errors and the defaults follow: the import sorter leaves it alone.
+# isort: off
+from qkvmt.analysis.signals import attention_weights, value_norms, alti, rollout, value_zeroing, gradients  # noqa: E402,F401
+# isort: on
