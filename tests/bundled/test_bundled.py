@@ -61,6 +61,44 @@ def test_load_by_name_is_the_stored_model(shelf):
     assert diff < 1e-2  # float16 storage: rounded weights, nothing else
 
 
+class FolderOf:
+    """A path-like object of the user's own: it has `__fspath__` and nothing else."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+SENTENCES = ["w1 w2 w3", "w7 w8 w9 w10"]
+
+
+@pytest.mark.parametrize("spec", ["entry", "Path", "PathLike", "relative Path"])
+def test_load_takes_a_pretrained_entry_and_any_path_like_as_the_name(shelf, spec, tmp_path, monkeypatch):
+    by_name = qkvmt.load("toy-de-en", device="cpu")
+    (entry,) = qkvmt.pretrained()
+    monkeypatch.chdir(shelf["folder"].parent)
+    given = {
+        "entry": entry,
+        "Path": entry.folder,
+        "PathLike": FolderOf(entry.folder),
+        "relative Path": bundled.Path("toy-de-en"),
+    }[spec]
+    model = qkvmt.load(given, device="cpu")
+    assert repr(model) == repr(by_name)  # the bundled model, named as by its name
+    assert torch.equal(outputs(model.transformer), outputs(by_name.transformer))
+    assert model.translate(SENTENCES) == by_name.translate(SENTENCES)
+    assert bundled.resolve(given).resolve() == shelf["folder"]
+
+
+def test_something_that_is_no_path_is_refused_saying_what_a_model_is(shelf):
+    (entry,) = qkvmt.pretrained()
+    for wrong in (3, [entry.folder], None):
+        with pytest.raises(TypeError, match=r"a path, a bundled model's name or an entry of qkvmt.pretrained\(\)"):
+            qkvmt.load(wrong, device="cpu")
+
+
 def test_a_commands_results_go_under_outputs_not_into_the_package(shelf, tmp_path):
     result = inspect_attention(
         compose_inference(
@@ -91,6 +129,16 @@ def test_the_bundled_models_fit_the_budget_and_hold_no_pickle():
             "qkvmt.json",
             "tokenizer.json",
         ]
+
+
+def test_each_shipped_entry_of_pretrained_loads_and_translates_as_its_name():
+    for entry in qkvmt.pretrained():
+        by_name = qkvmt.load(entry.name, device="cpu")
+        sentence = {"de": "Ein Mann fährt Fahrrad .", "en": "A man rides a bike ."}[entry.src_lang]
+        for given in (entry, entry.folder, FolderOf(entry.folder)):
+            model = qkvmt.load(given, device="cpu")
+            assert repr(model) == repr(by_name)
+            assert model.translate([sentence]) == by_name.translate([sentence])
 
 
 @requires_multi30k

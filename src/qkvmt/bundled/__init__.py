@@ -1,5 +1,6 @@
 """The trained models that ship with qkvmt, by name: `qkvmt.pretrained()` lists them,
-`qkvmt.load(NAME)` and every command's `ckpt_path=NAME` open them.
+`qkvmt.load(NAME)` (or `qkvmt.load(entry)`, an entry of that list) and every command's
+`ckpt_path=NAME` open them.
 
 Each is a folder beside this file in qkvmt's own safetensors format (qkvmt.model.weights_folder),
 trained with a documented recipe; its qkvmt.json says how (`provenance`: recipe, command,
@@ -10,6 +11,7 @@ where the command runs (conf/paths), never into the installed package.
 """
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +24,18 @@ def bundled_names() -> list[str]:
 
 
 def resolve(spec) -> Path:
-    """The path `spec` names: an existing file or folder as it is, else a bundled model's folder."""
-    path = Path(spec)
-    if not path.exists() and str(spec) in bundled_names():
-        return HERE / str(spec)
+    """The path `spec` names: an existing file or folder as it is, else a bundled model's folder.
+
+    spec: a path as text, any os.PathLike (a pathlib.Path, or an entry of `pretrained()`, which
+    names its folder), or a bundled model's name."""
+    if not isinstance(spec, str | bytes | os.PathLike):
+        raise TypeError(
+            f"a model is a path, a bundled model's name or an entry of qkvmt.pretrained(), not {type(spec).__name__}"
+        )
+    text = os.fsdecode(spec)
+    path = Path(text)
+    if not path.exists() and text in bundled_names():
+        return HERE / text
     return path
 
 
@@ -57,6 +67,10 @@ class Pretrained:
             f"{self.test_bleu:.2f} chrF {self.test_chrf:.2f}, {self.steps:,} steps in {self.train_minutes:.0f} min "
             f"on {self.machine}>"
         )
+
+    def __fspath__(self) -> str:
+        """Its folder: an entry is a path wherever one is taken (`qkvmt.load(entry)`, `Path(entry)`)."""
+        return os.fspath(self.folder)
 
     @property
     def provenance(self) -> dict:

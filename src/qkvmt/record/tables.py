@@ -1,7 +1,9 @@
 """The Markdown generated from the record: the README's results at a glance and docs/results.md's
-tables. Each function takes the whole record and returns Markdown; TABLES names them as the
-pages' marker lines do (None: the README's `<!-- results:begin -->`)."""
+tables, and the reference tables of the registries (qkvmt.record.registry). Each function takes the
+whole record and returns Markdown; TABLES names them as the pages' marker lines do (None: the
+README's `<!-- results:begin -->`)."""
 
+from qkvmt.record import registry
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.markdown import code, duration, optional, table
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
@@ -228,4 +230,7 @@ TABLES = {
     "measurements": lambda record: figures(record, "measurement"),
     "faithfulness": faithfulness,
     "methods": methods,
+    "signals": registry.signals,
+    "kinds": registry.kinds,
+    "policy": registry.policy,
 }
