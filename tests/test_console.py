@@ -3,7 +3,10 @@
 import logging
 import warnings
 
+import torch
+import torch.distributed as dist
 import torch.utils._pytree as pytree
+from lightning.fabric.utilities.distributed import _all_gather_ddp_if_available
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from qkvmt.console import quiet_known_noise
@@ -19,6 +22,23 @@ def test_known_deprecation_is_dropped_and_other_warnings_are_kept():
     assert [str(w.message) for w in caught] == [
         "some other library change",
         "`isinstance(treespec, LeafSpec)` is deprecated",
+    ]
+
+
+def test_lightnings_all_gather_deprecation_is_dropped_and_torchs_others_are_kept():
+    # strategy.all_gather in a DDP run (at each checkpoint, after the test), in a one-process group
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            quiet_known_noise()
+            gathered = _all_gather_ddp_if_available(torch.arange(3.0))
+            torch.distributed.nn.functional.all_reduce(torch.ones(2))  # another deprecated collective
+    finally:
+        dist.destroy_process_group()
+    assert gathered.tolist() == [[0.0, 1.0, 2.0]]  # it did gather
+    assert [str(w.message).split(",")[0] for w in caught] == [
+        "torch.distributed.nn.functional.all_reduce is deprecated"
     ]
 
 

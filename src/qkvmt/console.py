@@ -14,6 +14,9 @@ NOISY_WARNINGS = [
     (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
     # Lightning's model summary sizes bf16 weights as float32; the parameter count is right.
     (UserWarning, r"Precision bf16-mixed is not supported by the model summary"),
+    # torch deprecated its autograd collectives, which Lightning's strategy.all_gather still calls
+    # (lightning 2.6, fabric.utilities.distributed): DDP runs gather at each checkpoint and after the test.
+    (FutureWarning, r"torch\.distributed\.nn\.functional\.all_gather is deprecated"),
 ]
 NOISY_LOG_PREFIXES = ("💡 Tip:",)  # Lightning's hints to install its cloud services
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
