@@ -2,9 +2,10 @@
 
 Lightning's bars count batches within an epoch, and our runs are bounded by `max_steps` with
 `max_epochs=-1` (its bar read "Epoch 0/-2"); off a terminal they print nothing at all. This bar
-counts steps towards `max_steps`, and its time left also heeds `max_time`. On a terminal it is
-a tqdm bar; otherwise (a log file, CI) it writes a line every `every_s` seconds, as fairseq's
-simple log format does. Validation and test results are lines in both cases.
+counts steps towards whichever limit ends the run first: `max_steps`, or `max_time`, where the
+steps the time will hold are estimated from those done so far. On a terminal it is a tqdm bar;
+otherwise (a log file, CI) it writes a line every `every_s` seconds, as fairseq's simple log
+format does. Validation and test results are lines in both cases.
 """
 
 import logging
@@ -76,16 +77,21 @@ class StepProgress(ProgressBar):
             self.bar.update(trainer.global_step - self.bar.n)
             if time.monotonic() - self._last_line >= 1.0:  # reading a metric syncs a GPU
                 self._last_line = time.monotonic()
+                timer = _timer(trainer)
+                if timer is not None:  # the steps the time will hold, once it leads
+                    self.bar.total = toward_limit(trainer.global_step, trainer.max_steps, _time_fraction(timer))[1]
                 self.bar.set_postfix_str(self._metrics(trainer), refresh=False)
         elif time.monotonic() - self._last_line >= self.every_s:
             self._last_line = time.monotonic()
             self.print(self.status(trainer))
 
     def status(self, trainer) -> str:
-        """'step 1200/4400 (27%) · epoch 9 · loss 3.41 · ... · 12m04s elapsed, ~32m left'"""
+        """'step 1200/4400 (27%) · epoch 9 · loss 3.41 · ... · 12m04s elapsed, ~32m left'; under a
+        time limit that ends the run before max_steps, 'step 1200/~4400 (27%)' (an estimate)."""
         step, total = trainer.global_step, trainer.max_steps
         elapsed = time.monotonic() - self._start
-        parts = [f"step {step}/{total} ({100 * step / total:.0f}%)" if total > 0 else f"step {step}"]
+        timer = _timer(trainer)
+        parts = [steps_done(step, total, _time_fraction(timer))]
         parts.append(f"epoch {trainer.current_epoch}")
         metrics = self._metrics(trainer)
         if metrics:
@@ -95,9 +101,8 @@ class StepProgress(ProgressBar):
         done = step - self._first_step
         if total > 0 and done > 0:
             lefts.append(elapsed / done * (total - step))
-        timer = _timer(trainer)
         if timer is not None:
-            lefts.append(timer.time_remaining())
+            lefts.append(max(0.0, timer.time_remaining()))  # the last step may end past max_time
         if lefts:
             timing += f", ~{duration(min(lefts))} left"
         parts.append(timing)
@@ -152,3 +157,37 @@ class StepProgress(ProgressBar):
 def _timer(trainer) -> Timer | None:
     """Lightning's Timer when `max_time` is set: it ends training when time runs out."""
     return next((cb for cb in trainer.callbacks if isinstance(cb, Timer) and cb.time_remaining() is not None), None)
+
+
+def _time_fraction(timer: Timer | None) -> float | None:
+    """The part of `max_time` used, on the Timer's clock (which counts validation, and the time
+    before a resume)."""
+    if timer is None:
+        return None
+    elapsed = timer.time_elapsed()
+    return min(1.0, elapsed / (elapsed + timer.time_remaining()))  # the last step may end past it
+
+
+def toward_limit(step: int, max_steps: int, time_fraction: float | None) -> tuple[float | None, int | None, bool]:
+    """(fraction done, total steps, whether that total is an estimate) towards whichever limit ends
+    the run first. The fraction is the larger of step/max_steps and the part of max_time used
+    (`time_fraction`, None without a time limit); when time leads, the total is the steps it will
+    hold at the pace so far, step / fraction (None before the first step). (None, None, False):
+    no limit."""
+    by_steps = step / max_steps if max_steps > 0 else 0.0
+    by_time = time_fraction or 0.0
+    if max_steps > 0 and by_steps >= by_time:
+        return by_steps, max_steps, False
+    if time_fraction is None:
+        return None, None, False
+    return by_time, (round(step / by_time) if step > 0 and by_time > 0 else None), True
+
+
+def steps_done(step: int, max_steps: int, time_fraction: float | None) -> str:
+    """'step N/M (P%)' towards whichever limit ends the run first (toward_limit); 'step N/~M (P%)'
+    when M is estimated from the time."""
+    fraction, total, estimated = toward_limit(step, max_steps, time_fraction)
+    if fraction is None:
+        return f"step {step}"
+    of = "" if total is None else f"/~{total}" if estimated else f"/{total}"
+    return f"step {step}{of} ({100 * fraction:.0f}%)"
