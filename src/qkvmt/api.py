@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
+from qkvmt.analysis.inspection import inspect_head
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -30,16 +31,17 @@ from qkvmt.model.checkpoint import CheckpointMeta, average_checkpoints, build_mo
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
-from qkvmt.views.inspection import HeadInspection, inspect_head
+from qkvmt.views.inspection import HeadInspection
 from qkvmt.views.sentence_alignment import SentenceAlignment
 from qkvmt.views.sentence_attention import SentenceAttention
 from qkvmt.views.translations import Translations
 
 
 def load(path, average: list | None = None, device: str = "auto", precision: str = "32-true"):
-    """A trained model from `path`:
+    """A trained model from `path` (text or any os.PathLike, a pathlib.Path):
 
-    - the name of a model that ships with qkvmt (`qkvmt.pretrained()` lists them) -> `Model`;
+    - the name of a model that ships with qkvmt, or an entry of `qkvmt.pretrained()` (which lists
+      them) -> `Model`;
     - a folder from `scripts/export.py format=safetensors` -> `Model`;
     - a checkpoint (.ckpt, from scripts/train.py or scripts/average.py) -> `Model`;
     - a training run's folder -> `Model` of its checkpoints/best.ckpt;
@@ -182,4 +184,6 @@ class Model:
         layers and heads from 0, a negative layer counting from the end)."""
         source = required_text(source, "source")
         forced = self.forced(source, target, **decode)
-        return inspect_head(self.transformer, self.tokenizer, source, forced, kind, layer, head, top_k)
+        return HeadInspection.of(
+            inspect_head(self.transformer, self.tokenizer, source, forced, kind, layer, head, top_k)
+        )

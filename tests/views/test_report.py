@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from qkvmt.analysis.forced import AttentionMap
-from qkvmt.views.inspection import HeadInspection, TopKey
+from qkvmt.analysis.inspection import TopKey
+from qkvmt.views.inspection import HeadInspection
 from qkvmt.views.report import ReportSample, attention_report
 from qkvmt.views.sentence_alignment import SentenceAlignment
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals

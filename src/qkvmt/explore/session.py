@@ -18,6 +18,7 @@ from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.faithfulness import Reading, deletion_curves
 from qkvmt.analysis.forced import ForcedPass, forced_attention, pair_ids
+from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
@@ -27,7 +28,6 @@ from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import encode
 from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
-from qkvmt.views.inspection import inspect_head
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
 RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
@@ -41,7 +41,7 @@ class Sentence:
 
     ids: list[int]
     attention: ForcedPass
-    heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadInspection
+    heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadPass
     curves: dict = field(default_factory=dict)  # target row -> its deletion curves
 
 
