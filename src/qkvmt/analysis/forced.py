@@ -183,9 +183,10 @@ def full_context_maps(
     was trained: from cross-attention weights without the causal mask (a partial pass up to that
     layer, Transformer.full_context_cross).
 
-    The signals are computed again from the trace with that layer's weights replaced, sharing
-    what the context computed already (W_O v, ALTI+'s contributions: those of the pass that
-    predicts), and only that layer's maps are taken; a whole-model map is the predicting pass's."""
+    The signals are computed again from the trace with that layer's weights replaced, a reading
+    that shares the context's intermediates (Context.reading: W_O v, ALTI+'s contributions, those
+    of the pass that predicts), and only that layer's maps are taken; a whole-model map is the
+    predicting pass's."""
     model, traced = context.model, context.traced
     layer %= len(traced.layers["cross"])
     # The encoder's output as the fast kernel computes it, as this reading always had it: the
@@ -194,8 +195,7 @@ def full_context_maps(
     memory, _, _ = model.encode(traced.src)  # (1, S, D)
     weights = model.full_context_cross(traced.tgt, memory, model.source_mask(traced.src), layer)
     cross = [replace(site, weights=weights) if site.layer == layer else site for site in traced.layers["cross"]]
-    read = Context(model, replace(traced, layers={**traced.layers, "cross": cross}), context.tgt_out)
-    vars(read).update({k: v for k, v in vars(context).items() if k not in vars(read)})  # the cached intermediates
+    read = context.reading(replace(traced, layers={**traced.layers, "cross": cross}))
 
     def spliced(own: np.ndarray | None, full: np.ndarray | None) -> np.ndarray | None:
         if own is None:
@@ -257,7 +257,7 @@ def forced_attention(
         out_tokens=token_names(tokenizer, x.tgt_out[0]),
         signal_maps=computed,
         token_scores=score_tokens(traced.logits[0], context.tgt_out[0], tokenizer),
-        contributions=vars(context).get("contributions"),  # computed (and cached) only if a signal read it
+        contributions=context.shared.computed_contributions,  # computed only if a signal read them
         full_context_layer=full_context_layer,
         full_context=full,
     )

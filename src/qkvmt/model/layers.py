@@ -59,9 +59,16 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
+    def self_attention_block(
+        self, x: Tensor, src_mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """The self-attention sub-layer in its residual block, as forward runs it (and value
+        zeroing, again): x (B, S, D) -> (B, S, D), and the weights if asked for."""
+        return self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask, need_weights=need_weights))
+
     def forward(self, x: Tensor, src_mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D); src_mask: (B, 1, 1, S), True on real tokens."""
-        x, weights = self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask, need_weights=need_weights))
+        x, weights = self.self_attention_block(x, src_mask, need_weights)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, weights
 
@@ -101,22 +108,47 @@ class DecoderLayer(nn.Module):
         """
         need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
-        x, self_w = self.self_block(
-            x,
-            lambda h: self.self_attn(
-                h, mask=self_mask, causal=self_mask is None, need_weights=need_self, cache=self_cache
-            ),
-        )
-        x, cross_w = self.cross_block(
-            x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_cross, cache=cross_cache)
-        )
+        x, self_w = self.self_attention_block(x, need_self, self_cache, self_mask)
+        x, cross_w = self.cross_attention_block(x, memory, src_mask, need_cross, cross_cache)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w
+
+    def self_attention_block(
+        self,
+        x: Tensor,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+        self_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The self-attention sub-layer in its residual block, as forward runs it (and value
+        zeroing, again): x (B, T, D) -> (B, T, D), and the weights if asked for. Causal unless
+        self_mask (B, 1, 1, T) is given (forward's docstring says why)."""
+        return self.self_block(
+            x,
+            lambda h: self.self_attn(
+                h, mask=self_mask, causal=self_mask is None, need_weights=need_weights, cache=cache
+            ),
+        )
+
+    def cross_attention_block(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The cross-attention sub-layer in its residual block, as forward runs it (and value
+        zeroing, again): x (B, T, D) reading memory (B, S, D) -> (B, T, D), and the weights if
+        asked for."""
+        return self.cross_block(
+            x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_weights, cache=cache)
+        )
 
     def cross_head_weights(
         self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]
     ) -> Tensor:
         """Cross-attention weights (B, len(heads), T, S) of `heads` for target states x after a
         self-attention under `self_mask` (no causal mask): the layer's outputs are not computed."""
-        x, _ = self.self_block(x, lambda h: self.self_attn(h, mask=self_mask))
+        x, _ = self.self_attention_block(x, self_mask=self_mask)
         return self.cross_attn.head_weights(self.cross_block.sublayer_input(x), memory, heads, src_mask)

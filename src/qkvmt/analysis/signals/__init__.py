@@ -10,13 +10,12 @@ one import line at the end of this file.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.alti import alti_plus
+from qkvmt.analysis.alti import Contributions, alti_plus
 from qkvmt.analysis.trace import KINDS, Trace
 from qkvmt.analysis.value_norms import every_transformed_value
 from qkvmt.model.transformer import Transformer
@@ -39,26 +38,68 @@ class SignalMaps:
         return self.heads is None and self.layers.shape[0] == 1
 
 
+class Intermediates:
+    """What several signals read of one pass that predicts, each computed once, on first use."""
+
+    def __init__(self, traced: Trace):
+        self.traced = traced
+        self._transformed_values: dict[str, list[Tensor]] | None = None
+        self._contributions: Contributions | None = None
+
+    @property
+    def transformed_values(self) -> dict[str, list[Tensor]]:
+        """W_O^h v_j of every layer of every kind (qkvmt.analysis.value_norms.every_transformed_value)."""
+        if self._transformed_values is None:
+            self._transformed_values = every_transformed_value(self.traced)
+        return self._transformed_values
+
+    @property
+    def contributions(self) -> Contributions:
+        """ALTI+ (qkvmt.analysis.alti.Contributions) of the pass."""
+        if self._contributions is None:
+            self._contributions = alti_plus(self.traced, self.transformed_values)
+        return self._contributions
+
+    @property
+    def computed_contributions(self) -> Contributions | None:
+        """ALTI+'s contributions if a signal has computed them, else None: reading them is free,
+        computing them is not."""
+        return self._contributions
+
+
 class Context:
     """What signals read for one sentence (batch row 0): the model, the trace of its forced pass,
-    the ids each target row predicts, and intermediates several signals share, each computed once.
+    the ids each target row predicts, and the intermediates several signals share (`shared`).
 
     rows: the target rows a reader will look at, or None for all. A signal whose cost grows with
     the rows it scores (a gradient signal: passes per row) may compute only these and leave the
     others NaN; a signal read from the trace fills every row whatever rows says."""
 
-    def __init__(self, model: Transformer, traced: Trace, tgt_out: Tensor, rows: list[int] | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        traced: Trace,
+        tgt_out: Tensor,
+        rows: list[int] | None = None,
+        shared: Intermediates | None = None,
+    ):
         self.model, self.traced, self.tgt_out = model, traced, tgt_out  # tgt_out (B, T)
         self.rows = rows
+        self.shared = Intermediates(traced) if shared is None else shared
 
-    @cached_property
+    def reading(self, traced: Trace) -> "Context":
+        """The same sentence over `traced`, another reading of this pass (some sites replaced, as
+        the full-context reading replaces a layer's weights) that shares this context's
+        intermediates: W_O v and ALTI+'s contributions stay those of the pass that predicts."""
+        return Context(self.model, traced, self.tgt_out, self.rows, self.shared)
+
+    @property
     def transformed_values(self) -> dict[str, list[Tensor]]:
-        return every_transformed_value(self.traced)
+        return self.shared.transformed_values
 
-    @cached_property
-    def contributions(self):
-        """ALTI+ (qkvmt.analysis.alti.Contributions) of the pass."""
-        return alti_plus(self.traced, self.transformed_values)
+    @property
+    def contributions(self) -> Contributions:
+        return self.shared.contributions
 
 
 @dataclass(frozen=True)

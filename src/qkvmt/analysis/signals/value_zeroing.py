@@ -12,7 +12,9 @@ the residual and the layer norm as the model combines them. In cross-attention t
 source tokens.
 
 Cost: the block alone runs again, from its traced inputs, as T_k copies in one batch, copy j
-with v_j zeroed, through the model's own modules with an edit at the `v` site
+with v_j zeroed: through its layer's own block method (EncoderLayer.self_attention_block,
+DecoderLayer.self_attention_block and cross_attention_block, which the layer's forward calls,
+so the masks and the causal wiring are the forward's) with an edit at the `v` site
 (qkvmt.analysis.trace.edited). A whole forward pass per (layer, key) gives the same numbers,
 since nothing before the block reads its values; it costs T_k · L passes.
 """
@@ -33,13 +35,18 @@ def zero_each_key(v: Tensor) -> Tensor:
 
 
 def block_again(model: Transformer, site: LayerTrace, src: Tensor, copies: int) -> Tensor:
-    """The block of `site` run again on `copies` copies of its traced inputs (batch row 0), as
-    the layer calls it: (copies, T_q, D)."""
-    residual = site.residual[:1].expand(copies, -1, -1)
-    y = None if site.y is None else site.y[:1].expand(copies, -1, -1)
-    mask = None if site.kind == "decoder" else model.source_mask(src[:1])  # the decoder's is causal
-    causal = site.kind == "decoder"
-    out, _ = site.block(residual, lambda h: site.module(h, y, mask=mask, causal=causal, need_weights=True))
+    """The block of `site` run again on `copies` copies of its traced inputs (batch row 0) by its
+    own layer's method, masks and causal wiring included: (copies, T_q, D). need_weights: the
+    explicit path, whose v site the edit zeroes."""
+    residual = site.residual[:1].expand(copies, -1, -1)  # (copies, T_q, D)
+    src_mask = model.source_mask(src[:1])  # (1, 1, 1, S)
+    if site.kind == "encoder":
+        out, _ = model.encoder_layers[site.layer].self_attention_block(residual, src_mask, need_weights=True)
+    elif site.kind == "decoder":
+        out, _ = model.decoder_layers[site.layer].self_attention_block(residual, need_weights=True)
+    else:
+        memory = site.y[:1].expand(copies, -1, -1)  # (copies, S, D)
+        out, _ = model.decoder_layers[site.layer].cross_attention_block(residual, memory, src_mask, need_weights=True)
     return out
 
 
