@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from qkvmt.model.attention import KVCache, MultiHeadAttention, attention_weights, causal_mask
+from qkvmt.model.attention import MultiHeadAttention, attention_weights, causal_mask
+from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.positions import RotaryPositions
 
 D, H, B = 16, 4, 3

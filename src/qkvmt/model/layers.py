@@ -8,8 +8,9 @@ Pre-LN (option):      x = x + Dropout(sublayer(LN(x)))   -- steadier for deep st
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from qkvmt.model.attention import KVCache, MultiHeadAttention
+from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.kv_cache import KVCache
 
 
 class FeedForward(nn.Module):

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from qkvmt.model.attention import KVCache
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.layers import DecoderLayer, EncoderLayer
 from qkvmt.model.positions import RotaryPositions, sinusoidal_positions
 
