@@ -105,7 +105,7 @@ def test_every_kind_rows_and_direction_a_text_names_is_accepted(pattern, allowed
 )
 def test_an_error_a_doc_quotes_lists_every_value_the_command_accepts(setting, values):
     """reliability.md and others quote the one-line errors, `use one of ...` included: the quoted
-    list names every value the command accepts now, and no other."""
+    list names every value the command accepts now, in the command's order, and no other."""
     pattern = rf"{re.escape(setting)}='?{WORD}'?: use one of ((?:{WORD}, )*{WORD})"
     quoted = [
         (path, n, m.group(1))
@@ -113,7 +113,7 @@ def test_an_error_a_doc_quotes_lists_every_value_the_command_accepts(setting, va
         for n, line in enumerate(lines, 1)
         for m in re.finditer(pattern, line)
     ]
-    wrong = [f"{path}:{n}: {listed}" for path, n, listed in quoted if sorted(listed.split(", ")) != sorted(values())]
+    wrong = [f"{path}:{n}: {listed}" for path, n, listed in quoted if listed.split(", ") != list(values())]
     assert not wrong, f"quoted lists that are not {', '.join(values())}:\n" + "\n".join(wrong)
 
 

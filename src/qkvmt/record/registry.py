@@ -29,11 +29,6 @@ def described(values, what: dict, where: str) -> list[tuple[str, str]]:
     return [(v, what[v]) for v in values]
 
 
-def weights_first(names) -> list[str]:
-    """The registry's order, the attention weights first, as the pages list them."""
-    return sorted(names, key=lambda name: name != "weights")
-
-
 def signals(record: dict) -> str:
     from qkvmt.analysis.signals import SIGNALS
     from qkvmt.analysis.trace import KINDS
@@ -45,7 +40,7 @@ def signals(record: dict) -> str:
             ", ".join(code(k) for k in KINDS if k in SIGNALS[name].kinds),
             described([SIGNALS[name].cost], COST, f"signal {name!r}'s cost")[0][1],
         ]
-        for name in weights_first(SIGNALS)
+        for name in SIGNALS  # the registry's order: the weights first
     ]
     return table(["signal", "as the pages label it", "kinds", "cost"], rows)
 
@@ -86,7 +81,7 @@ def policy(record: dict) -> str:
         ["`alignment.direction`", values(described(DIRECTIONS, DIRECTION_WHAT, "DIRECTIONS"))],
         [
             "`alignment.signal`",
-            ", ".join(code(s) + (" (the default)" if s == default else "") for s in weights_first(cross_signals()))
+            ", ".join(code(s) + (" (the default)" if s == default else "") for s in cross_signals())
             + ": every signal with cross-attention maps ([signals](#signals))",
         ],
     ]
