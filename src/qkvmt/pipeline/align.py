@@ -1,7 +1,8 @@
 """align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
 every decoder layer × head and every layer's head average, and with leaderboard=true for every
 signal's (qkvmt.analysis.signals) own layers and heads. The extraction itself (layer, head,
-rows, direction, signal) is qkvmt.alignment.policy; this module does the command-line work.
+rows, direction, signal) is qkvmt.alignment.policy, the search over every extraction against gold
+links qkvmt.alignment.leaderboard; this module does the command-line work.
 """
 
 import hashlib
@@ -9,15 +10,14 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, cross_signals, directed_links
-from qkvmt.alignment.reference import reference_aligner, with_gold
-from qkvmt.alignment.symmetrize import METHODS, symmetrize
-from qkvmt.analysis.forced import forced_attention, one_pass_signals
+from qkvmt.alignment.leaderboard import GoldSplit, Leaderboard, candidate_links, reference_scores, split_gold
+from qkvmt.alignment.links import read_gold
+from qkvmt.alignment.policy import AlignmentPolicy, cross_signals
+from qkvmt.alignment.reference import reference_aligner
+from qkvmt.analysis.forced import one_pass_signals
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
@@ -125,45 +125,6 @@ def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
     return instantiate(OmegaConf.create(data)).training_pairs()
 
 
-def reference_scores(
-    cfg: DictConfig,
-    training,
-    gold,
-    kept: list[int],
-    sure,
-    possible,
-    langs: tuple[str, str],
-    test: list[int],
-    dev: list[int],
-) -> dict:
-    """AER of the statistical aligner on the gold pairs the attention was scored on (`test`,
-    positions in `kept`; `dev` apart), having learned from the training pairs plus the gold
-    sentences (never their links), each once."""
-    src, tgt, positions = with_gold(*training, [gold.src[k] for k in kept], [gold.tgt[k] for k in kept])
-    aligner = reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
-    forward, reverse = aligner.directional(src, tgt, langs)
-    forward, reverse = [forward[k] for k in positions], [reverse[k] for k in positions]
-    links = {"forward": forward, "reverse": reverse}
-    links |= {method: [symmetrize(f, r, method) for f, r in zip(forward, reverse)] for method in METHODS}
-    variants = {name: scored(a, sure, possible, test) for name, a in links.items()}
-    head = variants[cfg.reference_symmetrization]
-    dev_score = {"dev_aer": scored(links[cfg.reference_symmetrization], sure, possible, dev)["aer"]} if dev else {}
-    return {
-        "aligner": cfg.reference_aligner,
-        "symmetrization": cfg.reference_symmetrization,
-        **head,
-        **dev_score,
-        "training_pairs": len(training[0]),
-        "gold_pairs_in_training": sum(k < len(training[0]) for k in positions),
-        "variants": variants,
-    }
-
-
-def scored(hyp: list, sure: list, possible: list, positions: list[int]) -> dict:
-    """alignment_scores over the pairs at `positions`."""
-    return alignment_scores([hyp[i] for i in positions], [sure[i] for i in positions], [possible[i] for i in positions])
-
-
 def scored_signals(cfg: DictConfig, default: AlignmentPolicy) -> list[str]:
     """The signals an AER run scores: alignment.signal and the default policy's, or with
     leaderboard=true every signal with cross-attention maps that costs about one pass, and
@@ -220,134 +181,91 @@ def align(cfg: DictConfig) -> dict:
 
 
 def align_gold(cfg: DictConfig, model: Model) -> dict:
-    meta, paths = model.meta, model.paths
+    """AER of every extraction against the gold links in gold_dir (qkvmt.alignment.leaderboard):
+    aer.json and aer.png, and the best recorded beside the checkpoint for alignment.head=best."""
+    meta = model.meta
     gold = read_gold(Path(cfg.gold_dir), meta.src_lang, meta.tgt_lang, cfg.gold_first)
-    n_dev = cfg.gold_dev
-    if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < len(gold.src):
-        raise UserError(
-            f"gold_dev={n_dev!r}: give how many of the {len(gold.src)} gold pairs, from the first, choose the "
-            "best extraction (0: none), fewer than all: the rest are the test"
-        )
-    default = model.default_policy
-    signals = scored_signals(cfg, default)
+    n_dev = checked_gold_dev(cfg.gold_dev, len(gold.src))
+    signals = scored_signals(cfg, model.default_policy)
     training = None
     if cfg.reference_aligner:  # fail before the slow part
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
-        training = training_pairs_of(paths[0])
-    shapes = {}  # signal -> (its layers, its heads, 0 where it has none per head): known from the first pair
-    hyps = {}  # (signal, layer, head, rows, direction) -> links of each kept pair
-    kept, skipped = [], 0
-    for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
-        sa = forced_attention(
-            model.transformer, model.tokenizer, src, tgt, meta.full_context_layer, analyses=set(signals)
-        )
-        groups = pair_word_groups(sa.src_tokens, sa.out_tokens, src, tgt)
-        if groups is None:
-            skipped += 1  # longer than the model's positions: cut, so words no longer line up
-            continue
-        sg, tg = groups
-        kept.append(k)
-        for s in signals:
-            cross = sa.for_alignment.map("cross", s)
-            n_layers, n_heads = shapes.setdefault(
-                s, (len(cross.layers), 0 if cross.weights is None else cross.weights.shape[1])
-            )
-            for li in range(n_layers):
-                for h in [*range(n_heads), "mean"]:
-                    for r in ROWS:
-                        m = AlignmentPolicy(li, h, r, signal=s).word_matrix(cross, tg, sg)
-                        for d in DIRECTIONS:
-                            hyps.setdefault((s, li, h, r, d), []).append(directed_links(m, d))
-    if not kept:
+        training = training_pairs_of(model.paths[0])
+    found = candidate_links(model, gold, signals)
+    if not found.kept:
         raise UserError(
             f"no gold sentence pair in {cfg.gold_dir} fits the model's {model.transformer.cfg.max_positions} positions"
         )
-    sure, possible = [gold.sure[k] for k in kept], [gold.possible[k] for k in kept]
-    # With gold_dev, the first pairs choose the best extraction and every figure reported comes
-    # from the rest, which chose nothing.
-    dev = [i for i, k in enumerate(kept) if k < n_dev]
-    test = [i for i, k in enumerate(kept) if k >= n_dev]
-    if not test or (n_dev and not dev):
-        raise UserError(
-            f"gold_dev={n_dev}: of the pairs that fit the model, none is left for the "
-            f"{'test' if not test else 'dev'} part; choose another split"
-        )
-    table = {key: scored(a, sure, possible, test) for key, a in hyps.items()}
-
-    def heads_of(signal: str) -> list:
-        return [*range(shapes[signal][1]), "mean"]
-
-    chooser = {key: scored(a, sure, possible, dev) for key, a in hyps.items()} if dev else table
-
-    def on_dev(key) -> dict:
-        return {"dev_aer": chooser[key]["aer"]} if dev else {}
-
-    fields = ("signal", "layer", "head", "rows", "direction")
-    best_key = min(chooser, key=lambda key: chooser[key]["aer"])
-    best = dict(zip(fields, best_key)) | table[best_key] | on_dev(best_key)
-    default_scores = (
-        default.to_dict() | table[default.signal, default.layer, default.head, default.rows, default.direction]
-    )
+    split = split_gold(gold, found.kept, n_dev)
+    board = Leaderboard.scored(found, split)
     reference = None
     if cfg.reference_aligner:
-        reference = reference_scores(
-            cfg, training, gold, kept, sure, possible, (meta.src_lang, meta.tgt_lang), test, dev
-        )
-    result = {
-        "gold_dir": str(cfg.gold_dir),
-        "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(kept)),
-        "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
-        "n": len(test),  # the pairs every figure below is scored on
-        "dev": {"first_pairs": n_dev, "n": len(dev)} if dev else None,  # the pairs that chose "best"
-        "skipped_too_long": skipped,
-        "signal": cfg.alignment.signal,  # of "layers"
-        "layers": {  # layerL -> headH or mean -> rows -> direction -> {aer, precision, recall, counts}
-            f"layer{li}": {
-                f"head{h}" if h != "mean" else "mean": {
-                    r: {d: table[cfg.alignment.signal, li, h, r, d] for d in DIRECTIONS} for r in ROWS
-                }
-                for h in heads_of(cfg.alignment.signal)
-            }
-            for li in range(shapes[cfg.alignment.signal][0])
-        },
-        "best": best,
-        "default": default_scores | {"supervised": bool(meta.alignment)},
-        "reference": reference,
-    }
-    if cfg.leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
-        rows = [dict(zip(fields, key)) | table[key] | on_dev(key) for key in table]
-        if reference:
-            scores = {k: reference[k] for k in best if k in reference}
-            rows.append(
-                dict.fromkeys(fields) | {"signal": f"{reference['aligner']} ({reference['symmetrization']})"} | scores
-            )
-        result["leaderboard"] = sorted(rows, key=lambda row: row["dev_aer" if dev else "aer"])  # best first, as chosen
-    grid = np.array(
-        [
-            [table[best["signal"], li, h, best["rows"], best["direction"]]["aer"] for h in heads_of(best["signal"])]
-            for li in range(shapes[best["signal"]][0])
-        ]
-    )
-    staged = StagedOutput(cfg, paths, "aer", kind="alignments")
+        langs = (meta.src_lang, meta.tgt_lang)
+        reference = reference_scores(cfg.reference_aligner, cfg.reference_symmetrization, training, gold, split, langs)
+    result = gold_result(cfg, model, gold, board, split, reference)
+    best = result["best"]
+    grid = board.grid(best)
+    staged = StagedOutput(cfg, model.paths, "aer", kind="alignments")
     with staged as out:
         write_json(out / "aer.json", result)
         aer_heatmap(
             grid,
-            [f"head {h}" for h in heads_of(best["signal"])[:-1]] + ["mean"],
+            [f"head {h}" for h in found.heads_of(best["signal"])[:-1]] + ["mean"],
             out / "aer.png",
             title=f"AER ({_signal(best)}{best['rows']} rows, {best['direction']})",
         )
-    record_best(best_file(cfg, paths), result, staged.final / "aer.json")
+    record_best(best_file(cfg, model.paths), result, staged.final / "aer.json")
+    print_gold(result, model.default_policy, n_dev)
+    return result | {"output_dir": str(staged.final)}
+
+
+def checked_gold_dev(n_dev, n_pairs: int) -> int:
+    """gold_dev, checked against the gold set's size before the slow part."""
+    if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < n_pairs:
+        raise UserError(
+            f"gold_dev={n_dev!r}: give how many of the {n_pairs} gold pairs, from the first, choose the "
+            "best extraction (0: none), fewer than all: the rest are the test"
+        )
+    return n_dev
+
+
+def gold_result(cfg: DictConfig, model: Model, gold, board: Leaderboard, split: GoldSplit, reference) -> dict:
+    """What aer.json records: the gold set and its split, alignment.signal's every layer and head,
+    the best extraction, the checkpoint's default one, the reference aligner's, and with
+    leaderboard=true every extraction of every signal."""
+    meta, default = model.meta, model.default_policy
+    default_key = (default.signal, default.layer, default.head, default.rows, default.direction)
+    result = {
+        "gold_dir": str(cfg.gold_dir),
+        "gold": gold_identity(Path(cfg.gold_dir), len(gold.src), len(split.kept)),
+        "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
+        "n": len(split.test),  # the pairs every figure below is scored on
+        "dev": {"first_pairs": cfg.gold_dev, "n": len(split.dev)} if split.dev else None,  # the pairs that chose "best"
+        "skipped_too_long": board.found.skipped,
+        "signal": cfg.alignment.signal,  # of "layers"
+        "layers": board.layers(cfg.alignment.signal),
+        "best": board.best(),
+        "default": default.to_dict() | board.table[default_key] | {"supervised": bool(meta.alignment)},
+        "reference": reference,
+    }
+    if cfg.leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
+        result["leaderboard"] = board.rows(reference)
+    return result
+
+
+def print_gold(result: dict, default: AlignmentPolicy, n_dev: int) -> None:
+    """The best extraction's scores, the default's and the reference aligner's, one line each."""
+    best, reference = result["best"], result["reference"]
     head_name = "the head average" if best["head"] == "mean" else f"head {best['head']}"
-    chosen = f", chosen on the first {n_dev} pairs (AER {best['dev_aer']:.3f} there)" if dev else ""
+    chosen = f", chosen on the first {n_dev} pairs (AER {best['dev_aer']:.3f} there)" if result["dev"] else ""
     print(
         f"best: layer {best['layer']} {head_name} ({_signal(best)}{best['rows']} rows, {best['direction']}): "
-        f"{_scores(best)} over {len(test)} pairs{chosen}"
+        f"{_scores(best)} over {result['n']} pairs{chosen}"
     )
-    what = "the supervised head" if meta.alignment else "the layer's head average"
+    what = "the supervised head" if result["default"]["supervised"] else "the layer's head average"
     print(
-        f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): {_scores(default_scores)}"
+        f"default: layer {default.layer} {what} ({default.rows} rows, {default.direction}): "
+        f"{_scores(result['default'])}"
     )
     if reference:
         print(f"reference: {reference['aligner']} ({reference['symmetrization']}): {_scores(reference)}")
-    return result | {"output_dir": str(staged.final)}
