@@ -2,7 +2,9 @@
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import lightning as L
 import torch
@@ -11,6 +13,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.reference import reference_aligner
+from qkvmt.alignment.supervision import AlignmentSupervision
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.model.checkpoint import (
@@ -21,6 +24,7 @@ from qkvmt.model.checkpoint import (
     model_weights,
     recent_checkpoints,
 )
+from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import ROW_MULTIPLE
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.faults import (
@@ -48,78 +52,24 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict:
     """Train a model as configured; test the best checkpoint (or an average); return the metrics."""
     start = time.time()
-    # The whole configuration is checked before anything is written: a mistake must not leave
-    # a run folder (or a tokenizer) that the next run in the same folder would reuse.
-    n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
-    check_optimized_metric(cfg.optimized_metric)
-    check_trainer(cfg.trainer)
-    check_module(cfg.module)
-    alignment = instantiate(cfg.module.alignment)
-    dm = instantiate(
-        cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner
-    )  # checks data.*
-    model_partial = instantiate(cfg.model)
-    wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
-    wanted_model = wanted.to_dict()
-    alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
-    if alignment.on:
-        reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
+    plan = checked_plan(cfg)
     onednn_cache = prepare_host_memory()  # before any bf16 product; the DDP processes inherit it
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
-
     hardware = detect(cfg.trainer.accelerator)
     precision, why = choose_precision(cfg.trainer.precision, hardware)
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     memory = RecordHostMemory()
-    callbacks += [SaveOnInterrupt(), ResumeRng(), StopOnNonFiniteLoss(), ReleaseFreedHostMemory(), memory]
-    if cfg.trainer.enable_progress_bar:
-        callbacks.append(StepProgress())
-    trainer = instantiate(
-        cfg.trainer,
-        precision=precision,
-        callbacks=callbacks,
-        logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
-        plugins=[AtomicCheckpointIO()],  # a kill or a full disk mid-save never corrupts a checkpoint
-    )
+    trainer = build_trainer(cfg, precision, memory)
     last = last_checkpoint_path(trainer)
-    if cfg.resume == "auto":
-        resume = str(last) if last is not None and last.exists() else None
-    else:
-        resume = cfg.resume  # null: start afresh; or a checkpoint path
-    if resume:
-        check_resumable(Path(resume), wanted_model)
-
+    resume = resume_from(cfg.resume, last, plan.wanted)
     if trainer.is_global_zero:
-        log.info("run folder: %s", out)
-        log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
-        log.info("precision %s: %s", precision, why)
+        log_setup(cfg, out, precision, why)
         if hardware.device == "cpu":
-            if precision == "bf16-mixed":
-                rows = cfg.module.linear_row_multiple
-                padded = (
-                    f"padded to a multiple of {rows}, so that oneDNN builds few primitives"
-                    if rows > 1
-                    else "not padded"
-                )
-                log.info(
-                    "bf16 products: linear layers' rows %s (module.linear_row_multiple); oneDNN keeps up to %d (%s)",
-                    padded,
-                    onednn_cache,
-                    ONEDNN_CACHE,
-                )
-            idle = idle_cuda_build()
-            if idle:
-                log.info(idle)
-            short = warn_if_short(
-                training_need_mb(wanted, dm.max_tokens, cfg.module.loss_chunk_rows), trainer.num_devices
-            )
-            if short:
-                log.warning(short)
+            log_cpu_memory(cfg, plan, precision, onednn_cache, trainer.num_devices)
     out.mkdir(parents=True, exist_ok=True)
     # An existing run's tokenizer is reused, or refused if it was made with other settings,
     # before this run records anything in the folder.
-    tokenizer = dm.load_tokenizer(out / "tokenizer.json")
+    tokenizer = plan.dm.load_tokenizer(out / "tokenizer.json")
     # trainer.precision: what Lightning itself will run
     run = {
         "experiment": cfg.experiment_name,
@@ -131,10 +81,117 @@ def train(cfg: DictConfig) -> dict:
     data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
     if trainer.is_global_zero:
         write_json(out / "run.json", run | data_config)
-    model_config = model_partial(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
-    module = instantiate(cfg.module)(
-        model_config=model_config, tokenizer=tokenizer, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang, alignment=alignment
+    module = build_module(cfg, plan, tokenizer)
+    fit(trainer, module, plan.dm, resume)
+    metrics = run_test(trainer, module, plan.dm, last, plan.n_average)
+    host_memory = memory.summary(trainer)  # collective: every rank
+    metrics |= {"steps": trainer.global_step, **run, "host_memory": host_memory}
+    metrics["wall_s"] = round(time.time() - start, 1)
+    if trainer.is_global_zero:
+        for lg in trainer.loggers:
+            lg.log_hyperparams({"test_bleu_signature": metrics["signatures"]["bleu"]})
+        write_json(out / "train_metrics.json", metrics)
+        log.info("test %s BLEU %.2f (%s)", metrics["test_split"], metrics["test_bleu"], metrics["signatures"]["bleu"])
+    return metrics
+
+
+class Plan(NamedTuple):
+    """What the configuration makes before anything is written."""
+
+    n_average: int  # 0: test the best checkpoint; N: the average of the last N
+    dm: L.LightningDataModule
+    model_partial: Callable[..., ModelConfig]  # the model's config, given its vocabulary
+    wanted: ModelConfig  # as the data's vocabulary size makes it: what a resumed checkpoint must match
+    alignment: AlignmentSupervision
+
+
+def checked_plan(cfg: DictConfig) -> Plan:
+    """The whole configuration, checked before anything is written: a mistake must not leave a
+    run folder (or a tokenizer) that the next run in the same folder would reuse."""
+    n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
+    check_optimized_metric(cfg.optimized_metric)
+    check_trainer(cfg.trainer)
+    check_module(cfg.module)
+    alignment = instantiate(cfg.module.alignment)
+    dm = instantiate(
+        cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner
+    )  # checks data.*
+    model_partial = instantiate(cfg.model)
+    wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
+    alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
+    if alignment.on:
+        reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
+    return Plan(n_average, dm, model_partial, wanted, alignment)
+
+
+def build_trainer(cfg: DictConfig, precision: str, memory: RecordHostMemory) -> L.Trainer:
+    """The Lightning Trainer as configured, with the callbacks every run has."""
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    callbacks += [SaveOnInterrupt(), ResumeRng(), StopOnNonFiniteLoss(), ReleaseFreedHostMemory(), memory]
+    if cfg.trainer.enable_progress_bar:
+        callbacks.append(StepProgress())
+    return instantiate(
+        cfg.trainer,
+        precision=precision,
+        callbacks=callbacks,
+        logger=[instantiate(c) for c in cfg.logger.values() if c is not None],
+        plugins=[AtomicCheckpointIO()],  # a kill or a full disk mid-save never corrupts a checkpoint
     )
+
+
+def resume_from(setting: str | None, last: Path | None, wanted: ModelConfig) -> str | None:
+    """The checkpoint to resume from (`resume`: auto, a path, or null to start afresh), checked
+    against the model this run wants."""
+    if setting == "auto":
+        resume = str(last) if last is not None and last.exists() else None
+    else:
+        resume = setting  # null: start afresh; or a checkpoint path
+    if resume:
+        check_resumable(Path(resume), wanted.to_dict())
+    return resume
+
+
+def log_setup(cfg: DictConfig, out: Path, precision: str, why: str) -> None:
+    """The first lines of a run's log: where it writes, what it runs, in which precision and why."""
+    log.info("run folder: %s", out)
+    log.info("experiment %s: %s", cfg.experiment_name, cfg.description or "(no description)")
+    log.info("precision %s: %s", precision, why)
+
+
+def log_cpu_memory(cfg: DictConfig, plan: Plan, precision: str, onednn_cache: int, devices: int) -> None:
+    """On a CPU: how bf16 products are kept few, a CUDA build's idle libraries, and whether the
+    host's memory looks short for this run."""
+    if precision == "bf16-mixed":
+        rows = cfg.module.linear_row_multiple
+        padded = f"padded to a multiple of {rows}, so that oneDNN builds few primitives" if rows > 1 else "not padded"
+        log.info(
+            "bf16 products: linear layers' rows %s (module.linear_row_multiple); oneDNN keeps up to %d (%s)",
+            padded,
+            onednn_cache,
+            ONEDNN_CACHE,
+        )
+    idle = idle_cuda_build()
+    if idle:
+        log.info(idle)
+    short = warn_if_short(training_need_mb(plan.wanted, plan.dm.max_tokens, cfg.module.loss_chunk_rows), devices)
+    if short:
+        log.warning(short)
+
+
+def build_module(cfg: DictConfig, plan: Plan, tokenizer):
+    """The LightningModule, its model sized by the run's tokenizer."""
+    model_config = plan.model_partial(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
+    return instantiate(cfg.module)(
+        model_config=model_config,
+        tokenizer=tokenizer,
+        src_lang=plan.dm.src_lang,
+        tgt_lang=plan.dm.tgt_lang,
+        alignment=plan.alignment,
+    )
+
+
+def fit(trainer: L.Trainer, module, dm, resume: str | None) -> None:
+    """Train, from `resume` where given; a SIGTERM ends it as a one-line error."""
     if resume:
         log.info("resuming from %s", resume)
     try:
@@ -142,6 +199,10 @@ def train(cfg: DictConfig) -> dict:
     except SIGTERMException:  # SaveOnInterrupt has saved last.ckpt
         raise UserError(f"stopped by SIGTERM at step {trainer.global_step}; rerun the same command to resume") from None
 
+
+def run_test(trainer: L.Trainer, module, dm, last: Path | None, n_average: int) -> dict:
+    """Test the best checkpoint, or the average of the last n_average: the scores, and which
+    checkpoints they are of."""
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     tested, averaged = best or None, []
     if n_average and last is not None:
@@ -153,8 +214,7 @@ def train(cfg: DictConfig) -> dict:
     # An average is already in the module: test it as it is (ckpt_path=None).
     trainer.test(module, datamodule=dm, ckpt_path=None if averaged else tested, weights_only=True)
     scores = module.test_scores
-    host_memory = memory.summary(trainer)  # collective: every rank
-    metrics = {
+    return {
         "test_split": dm.splits["test"],
         "test_bleu": scores["bleu"],
         "test_chrf": scores["chrf"],
@@ -164,17 +224,7 @@ def train(cfg: DictConfig) -> dict:
         "test_checkpoint": str(tested) if tested else None,
         "averaged_from": [str(p) for p in averaged],
         "last_checkpoint": str(last) if last is not None else None,
-        "steps": trainer.global_step,
-        **run,
-        "host_memory": host_memory,
-        "wall_s": round(time.time() - start, 1),
     }
-    if trainer.is_global_zero:
-        for lg in trainer.loggers:
-            lg.log_hyperparams({"test_bleu_signature": scores["signatures"]["bleu"]})
-        write_json(out / "train_metrics.json", metrics)
-        log.info("test %s BLEU %.2f (%s)", dm.splits["test"], scores["bleu"], scores["signatures"]["bleu"])
-    return metrics
 
 
 OPTIMIZABLE = ("test_bleu", "test_chrf", "best_val_bleu", "wall_s")  # numbers train() returns
