@@ -111,16 +111,7 @@ def faithfulness(cfg: DictConfig) -> dict:
         raise UserError(
             f"{name}: no pair has a source and a reference that fit the model's {t.cfg.max_positions} positions"
         )
-    sentences, seconds = [], Counter()
-    for i, (s, r) in enumerate(tqdm(pairs, desc="faithfulness", unit="sentence", file=sys.stderr, dynamic_ncols=True)):
-        rng = np.random.default_rng([cfg.seed, i])  # a sentence's draws do not depend on the others
-        rows = sorted(rng.choice(len(r), size=min(cfg.targets_per_sentence, len(r)), replace=False).tolist())
-        orders = np.stack([rng.permutation(len(s)) for _ in range(cfg.random_draws)])
-        x = forced_inputs(t, s, r[: rows[-1] + 1])  # the causal decoder's rows read no later target token: stop there
-        maps = readings(t, x, names, rows, seconds)
-        begin = time.perf_counter()
-        sentences.append(score(t, x, maps, rows, levels, orders))
-        seconds["edited passes"] += time.perf_counter() - begin
+    sentences, seconds = scored_sentences(cfg, t, pairs, names, levels)
     summary = summarize(sentences)
     for row in summary["readings"]:
         row["aer"] = aer_of(board, row["signal"], row["layer"]) if board is not None else None
@@ -155,6 +146,22 @@ def faithfulness(cfg: DictConfig) -> dict:
         + f"); wrote {staged.final}"
     )
     return result | {"output_dir": str(staged.final)}
+
+
+def scored_sentences(cfg: DictConfig, t, pairs: list, names: list[str], levels: list[float]) -> tuple[list, Counter]:
+    """Each pair's readings scored at its randomly drawn target tokens, and the seconds spent,
+    by what they were spent on."""
+    sentences, seconds = [], Counter()
+    for i, (s, r) in enumerate(tqdm(pairs, desc="faithfulness", unit="sentence", file=sys.stderr, dynamic_ncols=True)):
+        rng = np.random.default_rng([cfg.seed, i])  # a sentence's draws do not depend on the others
+        rows = sorted(rng.choice(len(r), size=min(cfg.targets_per_sentence, len(r)), replace=False).tolist())
+        orders = np.stack([rng.permutation(len(s)) for _ in range(cfg.random_draws)])
+        x = forced_inputs(t, s, r[: rows[-1] + 1])  # the causal decoder's rows read no later target token: stop there
+        maps = readings(t, x, names, rows, seconds)
+        begin = time.perf_counter()
+        sentences.append(score(t, x, maps, rows, levels, orders))
+        seconds["edited passes"] += time.perf_counter() - begin
+    return sentences, seconds
 
 
 def _mean_ci(m: dict) -> str:

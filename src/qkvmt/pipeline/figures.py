@@ -41,55 +41,77 @@ def figures(cfg: DictConfig) -> dict:
     return {"output_dir": str(out), "files": {name: str(path) for name, path in files.items()}, "left_out": left_out}
 
 
+# The tutorial's figures, in the order it shows them.
+FIGURES = (
+    "attention_head.png",
+    "attention_cross.png",
+    "attention_values.png",
+    "attention_flow.png",
+    "attention_links.png",
+)
+
+
 def draw(model: Model, sentence: str, reference: str, out: Path, head: dict) -> dict[str, Path]:
     """The tutorial's figures of `sentence`, in the order the tutorial shows them:
     one head's Q·K weights and values, every cross-attention head by weights and by value norms,
     where each prediction's information came from (ALTI+), and the word links against `reference`."""
-    files = {
-        name: out / name
-        for name in (
-            "attention_head.png",
-            "attention_cross.png",
-            "attention_values.png",
-            "attention_flow.png",
-            "attention_links.png",
-        )
-    }
+    files = {name: out / name for name in FIGURES}
+    draw_head(model, sentence, head, files["attention_head.png"])
+    attention = model.attention(sentence)
+    draw_cross(attention, files["attention_cross.png"], files["attention_values.png"])
+    draw_flow(attention, files["attention_flow.png"])
+    draw_links(model, sentence, reference, files["attention_links.png"])
+    return files
+
+
+def draw_head(model: Model, sentence: str, head: dict, path: Path) -> None:
+    """One head's Q·K weights beside its value norms."""
     h = model.inspect(sentence, kind=head["kind"], layer=head["layer"], head=head["head"])
     head_figure(
         h.weights,
         h.value_norms,
         h.query_tokens,
         h.key_tokens,
-        files["attention_head.png"],
+        path,
         title=f"{h.kind} attention, layer {h.layer}, head {h.head} (d_k = {h.d_k})",
     )
-    attention = model.attention(sentence)
+
+
+def draw_cross(attention, weights_path: Path, values_path: Path) -> None:
+    """Every cross-attention head's weights, and its value-weighted norms as shares of each row."""
     weights, norms = attention.map("cross"), attention.map("cross", "value_norms")
     heatmap_grid(
         weights.weights,
         weights.rows,
         weights.cols,
-        files["attention_cross.png"],
+        weights_path,
         title="cross-attention weights, every layer and head",
     )
     heatmap_grid(
         norms.weights / norms.weights.sum(-1, keepdims=True),
         norms.rows,
         norms.cols,
-        files["attention_values.png"],
+        values_path,
         title="cross-attention, value-weighted ‖α·W_O v‖",
         label="share of the row's value-weighted norms",
     )
+
+
+def draw_flow(attention, path: Path) -> None:
+    """ALTI+: each layer's contributions to each prediction, and the source's share of them."""
     alti = attention.map("cross", "alti")
     flow_figure(
         alti.layers,
         attention.contributions.source_share,
         alti.rows,
         alti.cols,
-        files["attention_flow.png"],
+        path,
         title="ALTI+: where each predicted token's information came from",
     )
+
+
+def draw_links(model: Model, sentence: str, reference: str, path: Path) -> None:
+    """The word links against the reference, titled with the policy that read them."""
     links = model.align(sentence, reference)
     p = links.policy
     links_figure(
@@ -97,8 +119,7 @@ def draw(model: Model, sentence: str, reference: str, out: Path, head: dict) -> 
         links.tgt_words,
         links.src_words,
         links.links,
-        files["attention_links.png"],
+        path,
         title=f"word links {links.pharaoh}\nlayer {p['layer']}, head {p['head']}, {p['rows']} rows, "
         f"{p['direction'].replace('_', ' ')}, {p['signal'].replace('_', ' ')}",
     )
-    return files

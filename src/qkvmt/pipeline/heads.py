@@ -41,6 +41,36 @@ def heads(cfg: DictConfig) -> dict:
     base = score(model.translate(src, settings), refs)
     base_aer = gold_aer(model, gold) if gold else None
     log.info("%s: %d sentences, %d heads; unmasked BLEU %.2f", name, len(src), len(every), base["bleu"])
+    rows = mask_each_head(model, every, src, refs, settings, base, gold, base_aer)
+    profiles = head_profiles(model, src[: cfg.profile_sentences], refs[: cfg.profile_sentences])
+    for row in rows:
+        row.update(vars(profiles[row["kind"], row["layer"], row["head"]]))
+    curve = pruning_curve(model, rows, src, refs, settings, base, cfg.prune_points)
+    report = HeadsReport(
+        source=name,
+        n=len(src),
+        decode=vars(settings),
+        bleu=base["bleu"],
+        chrf=base["chrf"],
+        aer=base_aer,
+        signatures=base["signatures"],
+        heads=rows,
+        pruning=curve,
+        checkpoints=[str(p) for p in model.paths],
+        wall_s=round(time.time() - start, 1),
+    )
+    final = write_report(cfg, model, name, report)
+    top = sorted(rows, key=lambda r: -r["bleu_drop"])[:5]
+    print(f"unmasked: BLEU {base['bleu']:.2f}, chrF {base['chrf']:.2f} ({base['signatures']['bleu']})")
+    for r in top:
+        print(f"  {r['kind']:>7} layer {r['layer']} head {r['head']}: BLEU -{r['bleu_drop']:.2f} when masked")
+    print(f"{len(rows)} heads in {report.wall_s:.0f} s; wrote {final}")
+    return report.to_dict() | {"output_dir": str(final)}
+
+
+def mask_each_head(model: Model, every: list, src, refs, settings, base: dict, gold, base_aer) -> list[dict]:
+    """Each head masked alone: BLEU and chrF and what they lost, and with gold a cross head's AER
+    and its rise."""
     rows = []
     for head in tqdm(every, desc="masking heads", unit="head", file=sys.stderr, dynamic_ncols=True):
         with masked(model.transformer, [head]):
@@ -59,23 +89,12 @@ def heads(cfg: DictConfig) -> dict:
                 "aer_rise": None if aer is None else aer - base_aer,
             }
         )
-    profiles = head_profiles(model, src[: cfg.profile_sentences], refs[: cfg.profile_sentences])
-    for row in rows:
-        row.update(vars(profiles[row["kind"], row["layer"], row["head"]]))
-    curve = pruning_curve(model, rows, src, refs, settings, base, cfg.prune_points)
-    report = HeadsReport(
-        source=name,
-        n=len(src),
-        decode=vars(settings),
-        bleu=base["bleu"],
-        chrf=base["chrf"],
-        aer=base_aer,
-        signatures=base["signatures"],
-        heads=rows,
-        pruning=curve,
-        checkpoints=[str(p) for p in model.paths],
-        wall_s=round(time.time() - start, 1),
-    )
+    return rows
+
+
+def write_report(cfg: DictConfig, model: Model, name: str, report: HeadsReport) -> Path:
+    """The report's files in the output folder, and heads.json beside the checkpoint too (where
+    evaluate.py's report.html finds it); the output folder."""
     staged = StagedOutput(cfg, model.paths, name, kind="heads")
     with staged as out:
         for file, write in report.files().items():
@@ -84,12 +103,7 @@ def heads(cfg: DictConfig) -> dict:
         write_json(beside_checkpoint(cfg, model.paths, "heads"), report.to_dict())
     except OSError as e:
         log.warning("could not record the heads beside the checkpoint (%s); they are in %s", e, staged.final)
-    top = sorted(rows, key=lambda r: -r["bleu_drop"])[:5]
-    print(f"unmasked: BLEU {base['bleu']:.2f}, chrF {base['chrf']:.2f} ({base['signatures']['bleu']})")
-    for r in top:
-        print(f"  {r['kind']:>7} layer {r['layer']} head {r['head']}: BLEU -{r['bleu_drop']:.2f} when masked")
-    print(f"{len(rows)} heads in {report.wall_s:.0f} s; wrote {staged.final}")
-    return report.to_dict() | {"output_dir": str(staged.final)}
+    return staged.final
 
 
 def gold_aer(model: Model, gold) -> float:

@@ -102,6 +102,21 @@ def scores_of(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
     }, "evaluate"
 
 
+def machine_of(folder: Path, hw: dict, this_machine: dict, cores: int | None, torch: str | None) -> dict:
+    """What the run folder does not say of the machine (CPU cores, None on a GPU; torch; AMX):
+    as given, else this machine's where the run's hardware is this machine's; a CPU run's cores
+    must be known."""
+    same = this_machine["hardware"] == hw
+    cores = cores or (this_machine["cores"] if same else None)
+    if hw["device"] == "cpu" and cores is None:
+        raise UserError(f"{folder} was trained on another machine ({hw['name']}): give cores=N, the CPU cores it had")
+    return {
+        "cores": cores if hw["device"] == "cpu" else None,
+        "torch": torch or (this_machine["torch"] if same else None),
+        "amx": this_machine["amx"] if same else None,
+    }
+
+
 def entry(
     folder: Path,
     this_machine: dict,
@@ -126,11 +141,8 @@ def entry(
         "give add= the folder of a training run that finished (train.py writes this after its test)",
     )
     hw = metrics["hardware"]
-    same = this_machine["hardware"] == hw
-    cores = cores or (this_machine["cores"] if same else None)
-    if hw["device"] == "cpu" and cores is None:
-        raise UserError(f"{folder} was trained on another machine ({hw['name']}): give cores=N, the CPU cores it had")
-    text, cls, label = describe(hw, cores if hw["device"] == "cpu" else None, this_machine["amx"] if same else None)
+    machine = machine_of(folder, hw, this_machine, cores, torch)
+    text, cls, label = describe(hw, machine["cores"], machine["amx"])
     overrides, on_command_line, seed, ran_with = hydra_record(folder)
     experiment = metrics["experiment"]
     test, how = scores_of(metrics, Path(evaluation) if evaluation else None)
@@ -144,9 +156,9 @@ def entry(
         "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *map(quoted, on_command_line)]),
         "hardware": hardware or text,
         "hardware_class": cls,
-        "cores": cores if hw["device"] == "cpu" else None,
+        "cores": machine["cores"],
         "precision": metrics.get("precision"),
-        "torch": torch or (this_machine["torch"] if same else None),
+        "torch": machine["torch"],
         "seed": seed,
         "date": when.date().isoformat(),
         "commit": commit,
