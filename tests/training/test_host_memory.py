@@ -30,6 +30,25 @@ def test_resident_set_and_its_peak_follow_what_the_process_touches():
         assert peak_resident_bytes() >= during - 4 * MB  # the high-water mark is updated lazily
 
 
+BIG_PARENT = """
+import mmap, subprocess, sys
+with mmap.mmap(-1, 1024 * 2**20) as block:  # the parent's peak: 1 GB touched, then given back
+    block.write(b"x" * (1024 * 2**20))
+child = "from qkvmt.training.host_memory import MB, peak_resident_bytes; print(round(peak_resident_bytes() / MB))"
+print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout)
+"""
+
+
+@linux_only
+def test_a_process_started_by_a_larger_one_reports_its_own_peak():
+    """ru_maxrss of a process started by (v)fork and exec begins at its parent's high-water mark:
+    the benchmark's training process reported the benchmark's 4 GB for its own 0.5 GB."""
+    env = os.environ | {"PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-c", BIG_PARENT], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 50 < int(r.stdout) < 900  # its imports (torch, Lightning), not the parent's 1,024 MB
+
+
 def test_the_estimate_grows_with_the_batch_and_the_model():
     small = ModelConfig(vocab_size=6000, d_model=192, n_heads=4, encoder_layers=3, decoder_layers=3, ffn_dim=768)
     base = training_need_mb(small, 2048)

@@ -125,7 +125,18 @@ def resident_bytes() -> int:
 
 
 def peak_resident_bytes() -> int:
-    """This process's largest resident set so far (ru_maxrss: KB on Linux, bytes on macOS)."""
+    """This process's largest resident set so far: on Linux the high-water mark of its own
+    address space (VmHWM), elsewhere ru_maxrss (bytes on macOS, KB on other Unixes).
+
+    Not ru_maxrss on Linux: a process started by fork and exec (multiprocessing's spawn,
+    subprocess, Lightning's DDP launcher; with vfork, as Python uses) begins with its parent's
+    high-water mark in it, so a small process started by a large one reports the large one's
+    peak (4 GB for a 0.5 GB training process started by the benchmark, measured)."""
+    if RSS_READABLE:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
     import resource  # Unix only
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
