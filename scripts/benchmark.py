@@ -2,7 +2,7 @@
 
 from qkvmt.training.torch_build import skip_idle_triton
 
-skip_idle_triton()  # as scripts/train.py, so that the memory stage's process is the recipe's (spawn imports this file)
+skip_idle_triton()  # as scripts/train.py: with no GPU to run triton, torch.compile treats it as absent
 
 from qkvmt.cli import hydra_command  # noqa: E402
 from qkvmt.pipeline.benchmark import benchmark  # noqa: E402

@@ -21,7 +21,7 @@ from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, t
 from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
-from tests.conftest import ROOT, write_corpus
+from tests.conftest import ROOT, compose_train, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
@@ -264,15 +264,70 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
     assert r["analysis"]["sentences"] == 3 and 0 < r["analysis"]["alti_ms"] < r["analysis"]["forced_pass_ms"]
     assert "train ours/torch" in proc.stdout and "ALTI+ alone" in proc.stdout  # the printed table
-    memory = r["memory"]  # the CPU recipe's own settings, trained in a fresh process
+    memory = r["memory"]  # the CPU recipe trained by train.py, its processes and test included
     assert memory["experiment"] == "multi30k_de_en_cpu" and memory["max_tokens"] == 256
+    assert memory["steps"] == 6 and memory["processes"] == 2 and memory["threads"] == 1
     assert [step for step, _ in memory["rss_mb"]] == [2, 4, 6]
     # the kernel updates the high-water mark lazily: it may trail a reading by a few pages
     assert memory["peak_rss_mb"] >= max(mb for _, mb in memory["rss_mb"]) - 4 > 100
+    assert memory["peak_rss_mb"] == max(memory["peak_rss_mb_per_process"])
+    assert [phase for phase, _, _ in memory["high_water_mb"][0]] == ["setup", "training", "test"]
+    assert memory["peak_set_in"] in ("setup", "training", "test")
     assert memory["growth_mb_per_1k_steps"] is not None and "host memory of multi30k_de_en_cpu" in proc.stdout
     # committed beside the results: no path of this machine in it
     text = (out / "benchmark.json").read_text()
     assert str(tmp_path) not in text and r["config"]["data"]["root"] == "<data.root>"
+
+
+def flat(config, key: str = "") -> dict:
+    if isinstance(config, dict):
+        return {k: v for name, value in config.items() for k, v in flat(value, f"{key}.{name}".lstrip(".")).items()}
+    return {key: config}
+
+
+def test_the_memory_stage_runs_train_py_on_the_recipe_changing_only_its_length(monkeypatch):
+    """The memory stage measures train.py itself: the recipe as train.py composes it, with only
+    the run's folder, its length and the sampling callback changed."""
+    from omegaconf import OmegaConf
+
+    from qkvmt.bench import memory
+
+    overrides = memory.train_overrides("multi30k_de_en_cpu", "/tmp/run", steps=300, every=50)
+    recipe = compose_train("experiment=multi30k_de_en_cpu")
+    measured = compose_train(*[o for o in overrides if not o.startswith("hydra.")])  # compose() has no hydra.run
+    before, after = (flat(OmegaConf.to_container(c)) for c in (recipe, measured))
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {
+        "trainer.max_steps",
+        "trainer.max_time",
+        "trainer.enable_progress_bar",
+        *(f"callbacks.host_memory_samples.{k}" for k in ("_target_", "every", "folder")),
+    }
+    assert after["trainer.max_steps"] == 300 and after["callbacks.host_memory_samples.every"] == 50
+    assert "hydra.run.dir=/tmp/run" in overrides  # train_metrics.json lands where the stage reads it
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        kwargs["stderr"].write("Error: a line\n")
+        return SimpleNamespace(returncode=1)
+
+    monkeypatch.setattr(memory.subprocess, "run", run)
+    r = memory.recipe_memory(ROOT / "scripts" / "train.py", "multi30k_de_en_cpu", 300, 50, ["data.max_tokens=256"])
+    assert commands[0][1:] == [str(ROOT / "scripts" / "train.py"), *commands[0][2:-1], "data.max_tokens=256"]
+    assert commands[0][2:-1] == memory.train_overrides(
+        "multi30k_de_en_cpu", commands[0][3][len("hydra.run.dir=") :], 300, 50
+    )
+    assert r["error"] == "train.py exited with 1: Error: a line"
+
+
+def test_the_peak_is_placed_in_the_phase_that_set_it():
+    from qkvmt.bench.memory import peak_phase
+
+    marks = [["setup", 0, 560.0], ["training", 500, 600.0], ["validation", 500, 900.0], ["training", 1200, 901.0]]
+    assert peak_phase(marks) == "validation"  # a later mark within a few MB of it is the same peak
+    assert peak_phase([*marks, ["test", 1200, 1200.0]]) == "test"
+    assert peak_phase([]) is None
 
 
 def test_growth_is_the_slope_after_the_warm_up():

@@ -1,50 +1,113 @@
-"""A CPU recipe's host memory over training: one process's peak resident set, and how fast it
-grows per 1,000 steps once warm.
+"""A CPU recipe's host memory over training: each process's peak resident set, where the peak
+was set, and how fast the resident set grows per 1,000 steps once warm.
 
-The recipe (e.g. multi30k_de_en_cpu) is composed as scripts/train.py composes it and trained by
-Lightning, in its precision, with its batches and its host-memory settings: the share of one of
-its processes, on as many threads as each of its processes gets. It runs in a fresh process, so
-nothing that the benchmark's other stages allocated or cached (oneDNN keeps primitives
-process-wide) counts. Validation is left out: it decodes in float32 and repeats the same batches
-every time, so what a run's validations add shows in its train_metrics.json instead
-(`host_memory.rss_mb_at_step`; there sacreBLEU's memo of scored lines showed).
-Readings at multiples of 50 steps come right after a release of free heap pages
-(qkvmt.training.host_memory), so their growth is that of what stays; the peak is the high-water mark.
+The recipe (e.g. multi30k_de_en_cpu) is trained by scripts/train.py itself, in a process of its
+own, for `steps` steps instead of its minutes (`train_overrides`): its processes, precision,
+batches, tokenizer training, id caches, validations, test with beam search and host-memory
+settings are the training command's, so the peak is the one a run's train_metrics.json records
+(`host_memory.peak_rss_mb`), read from there. Nothing the benchmark's own process allocated
+counts: each process's peak is the high-water mark of its own address space
+(qkvmt.training.host_memory.peak_resident_bytes).
+
+`SampleHostMemory`, added to the run's callbacks, reads each process's resident set every
+`every` steps, right after a release of free heap pages (so growth is that of what stays), and
+its high-water mark at the end of each phase: setup (imports, tokenizer, id caches, model),
+training steps, each validation, the test.
 """
 
-import multiprocessing
-import os
+import json
+import subprocess
+import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback
 
-from qkvmt.text.tokenizer import Specials
 from qkvmt.training.host_memory import (
     MB,
     RSS_READABLE,
-    ReleaseFreedHostMemory,
     peak_resident_bytes,
-    prepare_host_memory,
+    release_freed_host_memory,
     resident_bytes,
 )
 
+SAMPLES = "host_memory_rank{rank}.json"  # what SampleHostMemory writes, one file per process
 
-def recipe_memory(conf_dir: str, experiment: str, steps: int, every: int, overrides: list[str]) -> dict:
-    """Trains `steps` steps of `experiment` (from train.yaml in `conf_dir`) in a fresh process,
-    reading its resident set every `every` steps; `overrides` as on train.py's command line.
-    The tokenizer and the id caches are made first, in a process of their own: BPE training
-    would otherwise set the measured process's high-water mark before its first step."""
+
+def recipe_memory(
+    train_script: Path, experiment: str, steps: int, every: int, overrides: list[str], paths: list[str] = ()
+) -> dict:
+    """Runs `train_script` (scripts/train.py) for `steps` steps of `experiment` in a fresh
+    process, its resident set read every `every` steps; `overrides` as on train.py's command line,
+    recorded with the result, after `paths` (data.root=...: this machine's folders, not recorded)."""
     if not RSS_READABLE:
         return {"experiment": experiment, "error": "no /proc/self/statm: memory is measured on Linux only"}
-    spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
-        args = (conf_dir, experiment, out, list(overrides))
-        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            pool.submit(_prepare, *args).result()
-        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            return pool.submit(_measure, *args, steps, every).result()
+        log = Path(out) / "stderr.txt"
+        command = [
+            sys.executable,
+            str(train_script),
+            *train_overrides(experiment, out, steps, every),
+            *overrides,
+            *paths,
+        ]
+        with open(log, "w") as f:
+            code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=f).returncode
+        if code != 0:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            return {"experiment": experiment, "error": f"train.py exited with {code}: " + " / ".join(tail)}
+        return {"experiment": experiment, "overrides": list(overrides), **read_run(Path(out))}
+
+
+def train_overrides(experiment: str, out: str, steps: int, every: int) -> list[str]:
+    """What the measured run changes in train.py's command: its folder, its length (steps instead
+    of the recipe's minutes: the learning rate then falls over those steps), no progress bar,
+    and the sampling callback. Everything else is the recipe's."""
+    sample = f"{{_target_:{SampleHostMemory.__module__}.SampleHostMemory,every:{every},folder:'{out}'}}"
+    return [
+        f"experiment={experiment}",
+        f"hydra.run.dir={out}",
+        f"trainer.max_steps={steps}",
+        "trainer.max_time=null",
+        "trainer.enable_progress_bar=false",
+        f"+callbacks.host_memory_samples={sample}",
+    ]
+
+
+def read_run(out: Path) -> dict:
+    """The measured run's figures: train_metrics.json's host memory (as a run records it) and
+    the samples of each process."""
+    metrics = json.loads((out / "train_metrics.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    host = metrics["host_memory"]
+    ranks = [json.loads((out / SAMPLES.format(rank=r)).read_text()) for r in range(len(host["peak_rss_mb"]))]
+    peaks = host["peak_rss_mb"]
+    top = ranks[int(np.argmax(peaks))]
+    return {
+        "steps": metrics["steps"],
+        "processes": len(peaks),
+        "precision": metrics["precision"],
+        "threads": ranks[0]["threads"],
+        "max_tokens": run["data"]["max_tokens"],
+        "peak_rss_mb": max(peaks),  # train_metrics.json's host_memory.peak_rss_mb, the largest process
+        "peak_rss_mb_per_process": peaks,
+        "peak_set_in": peak_phase(top["high_water_mb"]),
+        "high_water_mb": [r["high_water_mb"] for r in ranks],
+        "rss_mb_at_validation": host["rss_mb_at_step"],
+        "rss_mb": ranks[0]["rss_mb"],
+        "growth_mb_per_1k_steps": growth_per_1k_steps(ranks[0]["rss_mb"]),
+    }
+
+
+def peak_phase(high_water: list[list], slack_mb: float = 4.0) -> str | None:
+    """The phase in which a process's high-water mark reached its final value: `high_water`
+    holds [phase, step, MB] at the end of each phase, in order (the mark only rises)."""
+    if not high_water:
+        return None
+    final = high_water[-1][2]
+    return next(phase for phase, _, mb in high_water if mb >= final - slack_mb)
 
 
 def growth_per_1k_steps(samples: list[tuple[int, float]]) -> float | None:
@@ -57,75 +120,39 @@ def growth_per_1k_steps(samples: list[tuple[int, float]]) -> float | None:
     return float(np.polyfit(steps, mb, 1)[0] * 1000)
 
 
-def _compose(conf_dir: str, experiment: str, out: str, overrides: list[str]):
-    from hydra import compose, initialize_config_dir
+class SampleHostMemory(Callback):
+    """Each process's resident set every `every` steps, right after a release of free heap pages,
+    and its high-water mark at the end of each phase, written to `folder` (SAMPLES) as they come."""
 
-    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-        return compose("train", overrides=[f"experiment={experiment}", f"paths.output_dir={out}", *overrides])
+    def __init__(self, every: int, folder: str):
+        self.every, self.folder = every, Path(folder)
+        self.rss_mb: list[tuple[int, float]] = []
+        self.high_water_mb: list[tuple[str, int, float]] = []
 
+    def _mark(self, trainer, phase: str) -> None:
+        self.high_water_mb.append((phase, trainer.global_step, round(peak_resident_bytes() / MB, 1)))
+        rank = trainer.global_rank
+        record = {"threads": torch.get_num_threads(), "rss_mb": self.rss_mb, "high_water_mb": self.high_water_mb}
+        (self.folder / SAMPLES.format(rank=rank)).write_text(json.dumps(record))
 
-def _data(cfg, out: str):
-    """The recipe's DataModule and tokenizer, as train.py makes them (the first call trains the
-    tokenizer and builds the id caches; later ones read them)."""
-    from hydra.utils import instantiate
+    def on_train_start(self, trainer, *args) -> None:
+        self._mark(trainer, "setup")
 
-    dm = instantiate(cfg.data, alignment_links=None)
-    tokenizer = dm.load_tokenizer(Path(out) / "tokenizer.json")
-    dm.prepare_data()
-    return dm, tokenizer
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step % self.every == 0:
+            release_freed_host_memory()  # as ReleaseFreedHostMemory does every 50 steps
+            self.rss_mb.append((trainer.global_step, round(resident_bytes() / MB, 1)))
 
+    def on_validation_start(self, trainer, *args) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._mark(trainer, "training")
 
-def _prepare(conf_dir: str, experiment: str, out: str, overrides: list[str]) -> None:
-    _data(_compose(conf_dir, experiment, out, overrides), out)
+    def on_validation_end(self, trainer, *args) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._mark(trainer, "validation")
 
+    def on_train_end(self, trainer, *args) -> None:
+        self._mark(trainer, "training")
 
-def _measure(conf_dir: str, experiment: str, out: str, overrides: list[str], steps: int, every: int) -> dict:
-    import lightning as L
-    import torch
-    from hydra.utils import instantiate
-    from lightning.pytorch.callbacks import Callback
-
-    from qkvmt.training.hardware import choose_precision, detect
-
-    samples: list[tuple[int, float]] = []
-
-    class Sample(Callback):
-        def on_train_batch_end(self, trainer, *args) -> None:
-            if trainer.global_step % every == 0:
-                samples.append((trainer.global_step, resident_bytes() / MB))
-
-    cfg = _compose(conf_dir, experiment, out, overrides)
-    prepare_host_memory()  # as training does
-    processes = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) else 1
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))  # as Lightning gives each DDP process
-    L.seed_everything(cfg.seed)
-    dm, tokenizer = _data(cfg, out)
-    model_config = instantiate(cfg.model)(
-        vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
-    )
-    module = instantiate(cfg.module)(model_config=model_config, tokenizer=tokenizer, alignment=None)
-    precision, _ = choose_precision(cfg.trainer.precision, detect("cpu"))
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_steps=steps,
-        precision=precision,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[ReleaseFreedHostMemory(), Sample()],
-        use_distributed_sampler=False,  # as train.py's
-    )
-    trainer.fit(module, datamodule=dm)
-    return {
-        "experiment": experiment,
-        "steps": steps,
-        "precision": precision,
-        "threads": torch.get_num_threads(),
-        "max_tokens": cfg.data.max_tokens,
-        "peak_rss_mb": peak_resident_bytes() / MB,
-        "rss_mb": samples,
-        "growth_mb_per_1k_steps": growth_per_1k_steps(samples),
-    }
+    def on_test_end(self, trainer, *args) -> None:
+        self._mark(trainer, "test")

@@ -20,6 +20,8 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import output_loss
 from qkvmt.model.transformer import Embedding, Transformer
 
+NO_HF = "transformers is not installed: pip install -e '.[bench]'"  # what stands in a missing Marian's figures
+
 
 class Ours(nn.Module):
     """Our Transformer under the SDPA kernel training uses: forward gives the logits (decoding

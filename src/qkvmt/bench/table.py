@@ -4,13 +4,30 @@ each line only where its stage ran."""
 
 
 def table(r: dict) -> str:
-    t, d = r["train"], r["decode"]
     lines = [
         f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · "
         f"compile={r['compile']['train']} · {r['date']}",
         f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
         f"{'beam sent/s':>13}",
+        *_system_rows(r),
+        *_ratio_lines(r["train"], r["decode"]),
+        *_scaling_lines(r["scaling"]),
     ]
+    a = r.get("analysis")
+    if a:
+        lines.append(
+            f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
+            f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms"
+        )
+    if r.get("memory"):
+        lines.append(memory_line(r["memory"]))
+    return "\n".join(lines)
+
+
+def _system_rows(r: dict) -> list[str]:
+    """One row per system: parameters, training speed, MFU, beam-search sentences/s."""
+    t, d = r["train"], r["decode"]
+    lines = []
     for name in ("ours", "ours_align", "torch", "hf"):
         if name == "ours_align" and name not in t["systems"]:
             continue  # only when asked for
@@ -24,6 +41,12 @@ def table(r: dict) -> str:
             f"{name:<10}{r['params'][name]:>11,}{row['tgt_tok_s']:>17,.0f}{row['tok_s']:>15,.0f}"
             f"{row['step_ms']:>9.1f}{mfu:>7}{fmt(sent):>13}"
         )
+    return lines
+
+
+def _ratio_lines(t: dict, d: dict) -> list[str]:
+    """Uncached and CTranslate2 decoding, the ratios between systems, the time to build a batch."""
+    lines = []
     if "ours_align_vs_ours" in t:
         lines.append(f"train ours_align/ours {fmt(t['ours_align_vs_ours'], 3)}")
     lines.append(f"{'uncached':<10}{'':>59}{fmt(d['uncached_sent_s']):>13}")
@@ -40,12 +63,18 @@ def table(r: dict) -> str:
             f"  a training batch of at most {t['max_tokens']:,} tokens, built in the training process: "
             f"{t['batch_ms']:.2f} ms (median)"
         )
-    for row in r["scaling"]["decode"]:
+    return lines
+
+
+def _scaling_lines(scaling: dict) -> list[str]:
+    """Time per token at each output length; time and memory to tokenize each corpus size."""
+    lines = []
+    for row in scaling["decode"]:
         lines.append(
             f"  length {row['length']:>4}: cached {row['cached_ms_per_token']:.3f} ms/token"
             + (f", uncached {row['uncached_ms_per_token']:.3f}" if "uncached_ms_per_token" in row else "")
         )
-    for row in r["scaling"]["tokenize"]:
+    for row in scaling["tokenize"]:
         if "error" in row:
             lines.append(f"  tokenize {row['pairs']:,} pairs: {row['error']}")
         else:
@@ -53,21 +82,19 @@ def table(r: dict) -> str:
                 f"  tokenize {row['pairs']:,} pairs: {row['seconds']:.1f} s, peak +{row['peak_extra_mb']:.0f} MB, "
                 f"ids on disk {row['cache_mb']:.0f} MB"
             )
-    a = r.get("analysis")
-    if a:
-        lines.append(
-            f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
-            f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms"
-        )
-    m = r.get("memory")
-    if m and "error" in m:
-        lines.append(f"  host memory of {m['experiment']}: {m['error']}")
-    elif m:
-        lines.append(
-            f"  host memory of {m['experiment']} ({m['precision']}, {m['threads']} thread(s), {m['steps']} steps): "
-            f"peak RSS {m['peak_rss_mb']:,.0f} MB, growth {fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps"
-        )
-    return "\n".join(lines)
+    return lines
+
+
+def memory_line(m: dict) -> str:
+    """The host-memory stage: train.py's peak per process, where the largest was set, and growth."""
+    if "error" in m:
+        return f"  host memory of {m['experiment']}: {m['error']}"
+    per_process = ", ".join(f"{mb:,.0f}" for mb in m["peak_rss_mb_per_process"])
+    return (
+        f"  host memory of {m['experiment']} (train.py, {m['processes']} process(es), {m['precision']}, "
+        f"{m['threads']} thread(s) each, {m['steps']} steps): peak RSS {per_process} MB a process, "
+        f"set during {m['peak_set_in']}; growth {fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps"
+    )
 
 
 def fmt(x, digits: int = 1) -> str:

@@ -178,3 +178,8 @@ def ct2_fixed_length(translator, sources: list[list[str]], beam_size: int, lengt
         return out
 
     return run
+
+
+def ratio(a, b):
+    """a / b, or None where either is missing (a system that did not run)."""
+    return a / b if a is not None and b else None

@@ -4,18 +4,17 @@ Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianM
 measured side by side in one process, on the same batches and sentences: training tokens/s,
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
-default, `decode.ctranslate2`), decodes the same sentences beside them. Writes benchmark.json
-into output_dir and prints a table; `train.profile_steps=N` adds profile.txt, where N steps of
-ours spent their time (qkvmt.bench.profile).
+default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU, the last
+stage runs train.py on the CPU recipe for its host memory (qkvmt.bench.memory). Writes
+benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt,
+where N steps of ours spent their time (qkvmt.bench.profile).
 """
 
-import copy
 import datetime
 import functools
 import importlib.metadata
 import logging
 import platform
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,25 +26,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
+from qkvmt.bench.decoding import decode_ctranslate2, decode_scaling, decode_speed
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.memory import recipe_memory
-from qkvmt.bench.peers import Ours, OursAligned, TorchTransformer, check_same_size, marian
+from qkvmt.bench.peers import NO_HF, Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import profile_training
 from qkvmt.bench.table import table
-from qkvmt.bench.timing import (
-    TrainTimer,
-    ct2_fixed_length,
-    hf_fixed_length,
-    ours_fixed_length,
-    time_call,
-    time_training,
-    timed_batches,
-)
+from qkvmt.bench.timing import TrainTimer, ratio, time_training, timed_batches
 from qkvmt.decoding.lines import encode_sources
 from qkvmt.errors import UserError
-from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_json, write_text
-from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.inputs import build_inputs
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.hardware import choose_precision, detect
@@ -55,32 +45,14 @@ log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
 LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16, "32-true": None}
-NO_HF = "transformers is not installed: pip install -e '.[bench]'"
 
 
 def benchmark(cfg: DictConfig) -> dict:
     prepare_host_memory()  # as training does; process-wide settings, so every system gets them
     L.seed_everything(cfg.seed)
-    device = _device(cfg.device)
-    hardware = detect(device.type)
-    precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
-    if precision not in DTYPES:
-        raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
-    dtype = DTYPES[precision]
-    if cfg.train.profile_steps < 0:
-        raise UserError(
-            f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip"
-        )
-    peers = [name for name in ("torch", "hf") if name in cfg.systems]
-    if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
-        raise UserError(
-            f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
-            "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])"
-        )
-    log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
+    device, hardware, precision, why = _settings(cfg)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-
     dm = instantiate(cfg.data)
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
@@ -89,19 +61,11 @@ def benchmark(cfg: DictConfig) -> dict:
         max_positions=max(cfg.model.max_positions, longest),
         **Specials.of(tokenizer).config_fields(),
     )
-    builders = {
-        "ours": lambda c: Ours(c, cfg.sdpa_backend),
-        "ours_align": lambda c: OursAligned(c, instantiate(cfg.alignment), cfg.sdpa_backend),
-        "torch": TorchTransformer,
-        "hf": marian,  # None without transformers
-    }
-    models = {name: builders[name](model_cfg) for name in cfg.systems}
-    present = {name: m for name, m in models.items() if m is not None}
+    present = _systems(cfg, model_cfg)
     params = check_same_size(present)
     # compile=true compiles the training step of every system. Decoding stays eager for all:
     # each step has a new cache length, which would recompile or need dynamic shapes.
     trained = {name: _compiled(m) if cfg.compile else m for name, m in present.items()}
-
     result = {
         "device": _device_name(hardware),
         "hardware": hardware.to_dict(),
@@ -115,39 +79,75 @@ def benchmark(cfg: DictConfig) -> dict:
     }
     log.info("stage 1/6, training speed: %s on %s", ", ".join(present), result["device"])
     batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
-    result["train"] = _train(cfg, model_cfg, trained, batches, device, dtype, out) | {"batch_ms": batch_ms}
-
-    log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
-    sources = dm.read("val")[0][: cfg.decode.sentences]
-    ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
-    src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
-    eval_models = {name: m.eval() for name, m in present.items()}  # the trained weights, uncompiled
-    result["decode"] = _decode(cfg, eval_models, src, device)
-    result["decode"] |= _decode_ctranslate2(cfg, eval_models.get("ours"), tokenizer, src, result["decode"])
-    log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
-    scaling = _scaling(cfg, eval_models.get("ours"), src[: cfg.scaling.sentences], device)
-    log.info(
-        "stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
-        cfg.analysis.sentences,
-    )
-    result["analysis"] = analysis_timings(eval_models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
-    log.info(
-        "stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
-    )
-    result["scaling"] = {
-        "decode": scaling,
-        "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
-    }
+    result["train"] = _train(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
+    result |= _decoding_and_analysis(cfg, present, dm, tokenizer, model_cfg, device)
     result["memory"] = _memory(cfg, device)
-    lengths = result["scaling"]["decode"]
-    if len(lengths) > 1:
-        result["scaling"]["cached_last_vs_first"] = (
-            lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
-        )
     write_json(out / "benchmark.json", result)
     print(table(result))
     log.info("wrote %s", out / "benchmark.json")
     return result
+
+
+def _settings(cfg) -> tuple[torch.device, object, str, str]:
+    """The device, its hardware, the training precision and why, every setting checked first."""
+    device = _device(cfg.device)
+    hardware = detect(device.type)
+    precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
+    if precision not in DTYPES:
+        raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
+    if cfg.train.profile_steps < 0:
+        raise UserError(
+            f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip"
+        )
+    peers = [name for name in ("torch", "hf") if name in cfg.systems]
+    if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
+        raise UserError(
+            f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
+            "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])"
+        )
+    log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
+    return device, hardware, precision, why
+
+
+def _systems(cfg, model_cfg) -> dict:
+    """Each system of `systems=` built with the same dimensions; HF's left out without transformers."""
+    builders = {
+        "ours": lambda c: Ours(c, cfg.sdpa_backend),
+        "ours_align": lambda c: OursAligned(c, instantiate(cfg.alignment), cfg.sdpa_backend),
+        "torch": TorchTransformer,
+        "hf": marian,  # None without transformers
+    }
+    models = {name: builders[name](model_cfg) for name in cfg.systems}
+    return {name: m for name, m in models.items() if m is not None}
+
+
+def _decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device) -> dict:
+    """Stages 2 to 5, on the trained weights, uncompiled: decoding, its scaling with output
+    length, the analysis of one sentence, and tokenizing large corpora."""
+    log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    sources = dm.read("val")[0][: cfg.decode.sentences]
+    ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
+    src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
+    models = {name: m.eval() for name, m in present.items()}
+    decode = decode_speed(cfg, models, src, device)
+    decode |= decode_ctranslate2(cfg, models.get("ours"), tokenizer, src, decode)
+    log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
+    log.info(
+        "stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
+        cfg.analysis.sentences,
+    )
+    analysis = analysis_timings(models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
+    log.info(
+        "stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
+    )
+    scaling = {
+        "decode": lengths,
+        "tokenize": tokenize_scaling(tokenizer, *dm.training_pairs(), list(cfg.scaling.corpus_pairs)),
+    }
+    if len(lengths) > 1:
+        scaling["cached_last_vs_first"] = lengths[-1]["cached_ms_per_token"] / lengths[0]["cached_ms_per_token"]
+    return {"decode": decode, "analysis": analysis, "scaling": scaling}
 
 
 def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out_dir: Path) -> dict:
@@ -175,49 +175,28 @@ def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out
     for name, row in rows.items():
         row["mfu"] = row["tflop_s"] / peak if peak else None
     out["mfu"] = rows["ours"]["mfu"] if "ours" in rows else None
-    out["ours_vs_torch"] = _ratio(out["ours_tok_s"], out["torch_tok_s"])
-    out["ours_vs_hf"] = _ratio(out["ours_tok_s"], out["hf_tok_s"])
+    out["ours_vs_torch"] = ratio(out["ours_tok_s"], out["torch_tok_s"])
+    out["ours_vs_hf"] = ratio(out["ours_tok_s"], out["hf_tok_s"])
     if "ours_align" in rows:  # the cost of alignment supervision in training speed
         out["ours_align_tok_s"] = rows["ours_align"]["tgt_tok_s"]
-        out["ours_align_vs_ours"] = _ratio(out["ours_align_tok_s"], out["ours_tok_s"])
+        out["ours_align_vs_ours"] = ratio(out["ours_align_tok_s"], out["ours_tok_s"])
     if "hf" in cfg.systems and "hf" not in rows:
         out["hf_missing"] = NO_HF
     return out
 
 
-def _decode(cfg, models: dict, src: torch.Tensor, device) -> dict:
-    d = cfg.decode
-    n = src.size(0)
-    runs = {}
-    if "ours" in models:
-        ours = models["ours"].model
-        log.info("  decoding: ours, cached and uncached (%d sentences, %d repeats)", n, d.repeats)
-        runs["ours"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, True), device, d.repeats)[0]
-        runs["uncached"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, False), device, d.repeats)[0]
-    if "hf" in models:
-        log.info("  decoding: hf generate")
-        runs["hf"] = time_call(hf_fixed_length(models["hf"], src, d.beam_size, d.length), device, d.repeats)[0]
-    out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": runs}
-    for name in ("ours", "uncached", "hf"):
-        out[f"{name}_sent_s"] = n / runs[name] if name in runs else None
-    out["ours_vs_hf"] = _ratio(out["ours_sent_s"], out["hf_sent_s"])
-    out["ours_vs_uncached"] = _ratio(out["ours_sent_s"], out["uncached_sent_s"])
-    if "hf" in cfg.systems and "hf" not in models:
-        out["hf_missing"] = NO_HF
-    return out
-
-
 def _memory(cfg, device) -> dict | None:
-    """The CPU recipe's host memory over training (qkvmt.bench.memory), on a CPU run only."""
+    """The CPU recipe's host memory as train.py trains it (qkvmt.bench.memory), on a CPU run only."""
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 6/6, host memory: %d training steps of %s in a fresh process", m.steps, m.experiment)
-    if not HydraConfig.initialized():  # benchmark() called from Python: no config folder to compose the recipe from
-        return {"experiment": m.experiment, "error": "run scripts/benchmark.py: the recipe is composed from its conf/"}
+    log.info("stage 6/6, host memory: train.py on %s for %d steps, in a process of its own", m.experiment, m.steps)
+    if not HydraConfig.initialized():  # benchmark() called from Python: no conf/ beside a scripts/train.py
+        return {"experiment": m.experiment, "error": "run scripts/benchmark.py: the stage runs scripts/train.py"}
     main = next(s for s in HydraConfig.get().runtime.config_sources if s.provider == "main")  # our conf/
-    overrides = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}", *m.overrides]
-    return recipe_memory(main.path, m.experiment, m.steps, m.every, overrides)
+    script = Path(main.path).parent / "scripts" / "train.py"
+    paths = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}"]
+    return recipe_memory(script, m.experiment, m.steps, m.every, list(m.overrides), paths)
 
 
 def _compiled(model, backend: str | Callable = "inductor"):
@@ -230,57 +209,6 @@ def _compiled(model, backend: str | Callable = "inductor"):
         model.loss = compile_(model.loss)
         return model
     return compile_(model)
-
-
-def _decode_ctranslate2(cfg, ours, tokenizer, src: torch.Tensor, decoded: dict) -> dict:
-    """Our trained weights exported to CTranslate2 (each type in decode.ctranslate2), decoding
-    the same sentences with the same beam and forced length on the same device."""
-    types = list(cfg.decode.ctranslate2 or [])
-    if ours is None or not types:
-        return {}
-    try:
-        ctranslate2 = require_ctranslate2()
-    except UserError as e:
-        return {"ctranslate2_missing": str(e)}
-    d, c = cfg.decode, ours.model.cfg
-    device = "cuda" if src.is_cuda else "cpu"
-    sources = [[tokenizer.id_to_token(i) for i in row if i not in (c.pad_id, c.eos_id)] for row in src.tolist()]
-    out = {"ctranslate2_version": ctranslate2.__version__}
-    with tempfile.TemporaryDirectory() as folder:
-        meta = CheckpointMeta(model_config=c.to_dict(), tokenizer=tokenizer.to_str(), src_lang="", tgt_lang="")
-        export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, meta, Path(folder))
-        for compute_type in types:
-            log.info("  decoding: ctranslate2 %s", compute_type)
-            translator = ctranslate2.Translator(
-                folder, device=device, compute_type=compute_type, intra_threads=torch.get_num_threads()
-            )
-            run = ct2_fixed_length(translator, sources, d.beam_size, d.length)
-            decoded["seconds"]["ct2_" + compute_type] = seconds = time_call(run, src.device, d.repeats)[0]
-            out[f"ct2_{compute_type}_sent_s"] = src.size(0) / seconds
-            out[f"ours_vs_ct2_{compute_type}"] = _ratio(decoded["ours_sent_s"], out[f"ct2_{compute_type}_sent_s"])
-    return out
-
-
-def _scaling(cfg, ours, src: torch.Tensor, device) -> list[dict]:
-    """ms per generated token (per sentence) at each forced output length, cached and uncached."""
-    if ours is None:
-        return []
-    model = ours.model
-    rows = []
-    for k, length in enumerate(cfg.scaling.lengths, 1):
-        log.info("  length %d (%d/%d)", length, k, len(cfg.scaling.lengths))
-        row = {"length": length}
-        for name, cached in (("cached", True), ("uncached", False)):
-            if cached or cfg.scaling.uncached:
-                fn = ours_fixed_length(model, src, cfg.decode.beam_size, length, cached)
-                seconds = time_call(fn, device, cfg.decode.repeats)[0]
-                row[f"{name}_ms_per_token"] = 1000 * seconds / (length * src.size(0))
-        rows.append(row)
-    return rows
-
-
-def _ratio(a, b):
-    return a / b if a is not None and b else None
 
 
 def _device(name: str) -> torch.device:
