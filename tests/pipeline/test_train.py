@@ -336,6 +336,7 @@ def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     console = r.stdout + r.stderr  # Hydra's log lines go to stdout, Lightning's to stderr
     assert "Warning" not in console and "💡" not in console, console
+    assert "Trainable params" in console and "FLOPs" not in console  # the summary, without a column of zeros
     assert f"run folder: {out}" in r.stdout.splitlines()[0]
     assert "validation at step 8: BLEU" in r.stdout and "training ended at step 8" in r.stdout
     assert "training ended at step 8" in (out / "train.log").read_text()  # the log file has the progress too
