@@ -1,11 +1,10 @@
 """Cross-attention alignments:
-python scripts/align.py ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>
+qkvmt align ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>
+
+The same as `qkvmt align` (qkvmt.commands): this script is its alias in the repository.
 """
 
-from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline.align import align
-
-main = hydra_command(align, "align", __file__, text=TEXT_KEYS)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("align")

@@ -1,9 +1,9 @@
-"""Average checkpoints: python scripts/average.py ckpt_path=<ckpt> average=last5 [output=<file>]"""
+"""Average checkpoints: qkvmt average ckpt_path=<ckpt> average=last5 [output=<file>]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.average import average
+The same as `qkvmt average` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(average, "average", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("average")

@@ -1,9 +1,9 @@
-"""Bundle: python scripts/bundle.py run_dir=<run> name=<name> commit=<sha> [dtype=float16]"""
+"""Bundle: qkvmt bundle run_dir=<run> name=<name> commit=<sha> [dtype=float16]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.bundle import bundle
+The same as `qkvmt bundle` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(bundle, "bundle", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("bundle")

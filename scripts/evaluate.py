@@ -1,9 +1,9 @@
-"""Evaluate a checkpoint: python scripts/evaluate.py ckpt_path=<ckpt> [split=...|src_file=... ref_file=...]"""
+"""Evaluate a checkpoint: qkvmt evaluate ckpt_path=<ckpt> [split=...|src_file=... ref_file=...]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.evaluate import evaluate
+The same as `qkvmt evaluate` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(evaluate, "evaluate", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("evaluate")

@@ -1,11 +1,10 @@
 """The attention explorer in a browser:
-python scripts/explore.py ckpt_path=<ckpt> [reverse_ckpt_path=<ckpt>] [port=8000]
+qkvmt explore ckpt_path=<ckpt> [reverse_ckpt_path=<ckpt>] [port=8000]
+
+The same as `qkvmt explore` (qkvmt.commands): this script is its alias in the repository.
 """
 
-from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline.explore import explore
-
-main = hydra_command(explore, "explore", __file__, text=TEXT_KEYS)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("explore")

@@ -1,9 +1,9 @@
-"""Export: python scripts/export.py ckpt_path=<ckpt> format=ctranslate2|huggingface [output_dir=<dir>]"""
+"""Export: qkvmt export ckpt_path=<ckpt> format=ctranslate2|huggingface [output_dir=<dir>]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.export import export
+The same as `qkvmt export` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(export, "export", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("export")

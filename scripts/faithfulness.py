@@ -1,11 +1,10 @@
 """Which signal describes what the model computed:
-python scripts/faithfulness.py ckpt_path=<ckpt> [split=test_2016_flickr] [n=500]
+qkvmt faithfulness ckpt_path=<ckpt> [split=test_2016_flickr] [n=500]
+
+The same as `qkvmt faithfulness` (qkvmt.commands): this script is its alias in the repository.
 """
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.faithfulness import faithfulness
-
-main = hydra_command(faithfulness, "faithfulness", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("faithfulness")

@@ -1,9 +1,9 @@
-"""Docs figures: python scripts/figures.py [ckpt_path=<model>] [output_dir=<folder>]"""
+"""Docs figures: qkvmt figures [ckpt_path=<model>] [output_dir=<folder>]
 
-from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline.figures import figures
+The same as `qkvmt figures` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(figures, "figures", __file__, text=(*TEXT_KEYS, "explorer.sentence"))
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("figures")

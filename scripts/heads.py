@@ -1,9 +1,9 @@
-"""Each head's effect on BLEU: python scripts/heads.py ckpt_path=<ckpt> [split=val] [gold_dir=<dir>]"""
+"""Each head's effect on BLEU: qkvmt heads ckpt_path=<ckpt> [split=val] [gold_dir=<dir>]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.heads import heads
+The same as `qkvmt heads` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(heads, "heads", __file__)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("heads")

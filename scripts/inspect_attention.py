@@ -1,9 +1,9 @@
-"""Q/K/V of one head: python scripts/inspect_attention.py ckpt_path=<ckpt> sentence='...' kind=cross layer=L head=H"""
+"""Q/K/V of one head: qkvmt inspect ckpt_path=<ckpt> sentence='...' kind=cross layer=L head=H
 
-from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline.inspect_attention import inspect_attention
+The same as `qkvmt inspect` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(inspect_attention, "inspect_attention", __file__, text=TEXT_KEYS)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("inspect")

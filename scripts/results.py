@@ -1,9 +1,9 @@
-"""The results tables from the record of runs: python scripts/results.py [add=<run folder>] [check=true]"""
+"""The results tables from the record of runs: qkvmt results [add=<run folder>] [check=true]
 
-from qkvmt.cli import hydra_command
-from qkvmt.pipeline.results import results
+The same as `qkvmt results` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(results, "results", __file__, text=("hardware", "conditions"))  # free text, spaces and all
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("results")

@@ -1,9 +1,9 @@
-"""Translate: python scripts/translate.py ckpt_path=<ckpt> < in.txt > out.txt, or sentence='...'"""
+"""Translate: qkvmt translate ckpt_path=<ckpt> < in.txt > out.txt, or sentence='...'
 
-from qkvmt.cli import TEXT_KEYS, hydra_command
-from qkvmt.pipeline.translate import translate
+The same as `qkvmt translate` (qkvmt.commands): this script is its alias in the repository.
+"""
 
-main = hydra_command(translate, "translate", __file__, text=TEXT_KEYS)
+from qkvmt.commands import run
 
 if __name__ == "__main__":
-    main()
+    run("translate")

@@ -1,14 +1,19 @@
-"""What every scripts/*.py shares: the Hydra main around a pipeline function, free text on the
-command line, and train.py's choice of recipe."""
+"""What every subcommand shares (qkvmt.commands): the Hydra main around a pipeline function over
+the packaged configuration, free text on the command line, and train's choice of recipe."""
 
+import functools
 import os
 import re
 import sys
 from pathlib import Path
 
-import hydra
+from omegaconf import OmegaConf
 
-from qkvmt.errors import report_user_errors
+from qkvmt.errors import UserError, report_user_errors
+
+# The configuration ships inside the package, so an installed qkvmt has it wherever it runs; the
+# repository's conf/ is a link to this folder, so the two are one set of files.
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 TEXT_KEYS = ("sentence", "reference")
 
@@ -49,24 +54,75 @@ def with_default_experiment(argv: list[str], has_gpu: bool) -> list[str]:
     return [*argv, f"experiment={CPU_EXPERIMENT}"]
 
 
-def hydra_command(function, config_name: str, script: str, text: tuple[str, ...] = (), argv=None):
-    """The main of a script: `function(cfg)` with conf/<config_name>.yaml beside the script's
-    folder and any override, under `@hydra.main`; a user error is one line, no traceback.
+def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=None, subcommand: str | None = None):
+    """The main of a subcommand: `function(cfg)` with conf/<config_name>.yaml and any override,
+    under `@hydra.main`; a user error is one line, no traceback.
 
     text: the settings that take free text, quoted for Hydra (quote_text_overrides).
-    argv: changes the command line first (train.py's default experiment).
+    argv: changes the command line first (train's default experiment).
+    subcommand: the name that follows the program on the command line (`qkvmt train ...`): Hydra
+    reads the overrides without it, and it is put back while `function` runs, since a DDP
+    launcher starts each worker with this process's command line.
     Hydra names the job after the function's module (qkvmt.pipeline.train -> train, whose log
     is train.log), which unwraps the decorators down to `function`.
     """
-    conf = str(Path(script).resolve().parent.parent / "conf")
-    main = hydra.main(config_path=conf, config_name=config_name, version_base="1.3")(report_user_errors(function))
+    import hydra  # here: `qkvmt --help` lists the subcommands without it
+
+    checked = report_user_errors(function)
+
+    @functools.wraps(checked)
+    def task(cfg):
+        if subcommand is not None:
+            sys.argv[1:1] = [subcommand]
+        return checked(cfg)
+
+    main = hydra.main(config_path=str(CONF_DIR), config_name=config_name, version_base="1.3")(task)
 
     def run(cfg=None):
         if cfg is not None:  # as Hydra's own main: a given config passes straight through
             return main(cfg)
+        if subcommand is not None:
+            del sys.argv[1]
         sys.argv = quote_text_overrides(sys.argv, text)
         if argv is not None:
             sys.argv = argv(sys.argv)
+        if not any(a.startswith("-") for a in sys.argv[1:]):  # flags (--help, -m, --cfg) are Hydra's to read
+            report_user_errors(check_overrides)(config_name, sys.argv[1:])
         return main()
 
     return run
+
+
+def check_overrides(config_name: str, overrides: list[str]) -> None:
+    """A UserError of one line for an override that names no setting, or no option of a group,
+    naming the ones there are; Hydra's own report is several lines and names none."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        try:
+            compose(config_name, overrides=overrides)
+            return
+        except Exception as e:  # Hydra's composition and grammar errors
+            message = str(e).split("Config search path")[0]
+        missing = re.search(r"Could not find '([^'/]+)/([^']+)'", message)
+        if missing:
+            group, option = missing.groups()
+            options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+            raise UserError(f"{group}={option}: no such {group}; use one of {', '.join(options)}")
+        bad = re.match(r"Could not override '([^']+)'", message)
+        if bad:
+            key = bad.group(1)
+            parent = key.rpartition(".")[0]
+            rest = [o for o in overrides if o.partition("=")[0] != key]
+            try:
+                node = compose(config_name, overrides=rest)
+            except Exception:  # another override is wrong too: Hydra's message alone
+                node = None
+            node = OmegaConf.select(node, parent) if node is not None and parent else node
+            if OmegaConf.is_dict(node):
+                where = f"settings under {parent}" if parent else "settings"
+                raise UserError(
+                    f"{key}: no such setting; the {where} are {', '.join(map(str, node.keys()))} "
+                    f"(--cfg job shows them with their values; +{key}=VALUE adds a new one)"
+                )
+        raise UserError(" ".join(line.strip() for line in message.splitlines() if line.strip()))

@@ -1,0 +1,6 @@
+"""python -m qkvmt: the same as the `qkvmt` command."""
+
+from qkvmt.commands import main
+
+if __name__ == "__main__":
+    main()
