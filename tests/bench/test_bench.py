@@ -313,12 +313,12 @@ def test_the_memory_stage_runs_train_py_on_the_recipe_changing_only_its_length(m
         return SimpleNamespace(returncode=1)
 
     monkeypatch.setattr(memory.subprocess, "run", run)
-    r = memory.recipe_memory(ROOT / "scripts" / "train.py", "multi30k_de_en_cpu", 300, 50, ["data.max_tokens=256"])
-    assert commands[0][1:] == [str(ROOT / "scripts" / "train.py"), *commands[0][2:-1], "data.max_tokens=256"]
-    assert commands[0][2:-1] == memory.train_overrides(
-        "multi30k_de_en_cpu", commands[0][3][len("hydra.run.dir=") :], 300, 50
-    )
-    assert r["error"] == "train.py exited with 1: Error: a line"
+    r = memory.recipe_memory("multi30k_de_en_cpu", 300, 50, ["data.max_tokens=256"], ["data.root=/x"])
+    assert commands[0][:4] == [sys.executable, "-m", "qkvmt", "train"]  # the training command itself
+    assert commands[0][-2:] == ["data.root=/x", "data.max_tokens=256"]  # the user's overrides win
+    folder = next(a for a in commands[0] if a.startswith("hydra.run.dir="))[len("hydra.run.dir=") :]
+    assert commands[0][4:-2] == memory.train_overrides("multi30k_de_en_cpu", folder, 300, 50)
+    assert r["error"] == "qkvmt train exited with 1: Error: a line"
 
 
 def test_the_peak_is_placed_in_the_phase_that_set_it():

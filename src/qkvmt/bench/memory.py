@@ -1,7 +1,7 @@
 """A CPU recipe's host memory over training: each process's peak resident set, where the peak
 was set, and how fast the resident set grows per 1,000 steps once warm.
 
-The recipe (e.g. multi30k_de_en_cpu) is trained by scripts/train.py itself, in a process of its
+The recipe (e.g. multi30k_de_en_cpu) is trained by `qkvmt train` itself, in a process of its
 own, for `steps` steps instead of its minutes (`train_overrides`): its processes, precision,
 batches, tokenizer training, id caches, validations, test with beam search and host-memory
 settings are the training command's, so the peak is the one a run's train_metrics.json records
@@ -34,35 +34,30 @@ from qkvmt.training.host_memory import (
 )
 
 SAMPLES = "host_memory_rank{rank}.json"  # what SampleHostMemory writes, one file per process
+TRAIN = [sys.executable, "-m", "qkvmt", "train"]  # the training command, as a user runs it
 
 
 def recipe_memory(
-    train_script: Path, experiment: str, steps: int, every: int, overrides: list[str], paths: list[str] = ()
+    experiment: str, steps: int, every: int, overrides: list[str], paths: list[str] = (), train: list[str] = TRAIN
 ) -> dict:
-    """Runs `train_script` (scripts/train.py) for `steps` steps of `experiment` in a fresh
-    process, its resident set read every `every` steps; `overrides` as on train.py's command line,
+    """Runs the training command (`train`: qkvmt train) for `steps` steps of `experiment` in a
+    fresh process, its resident set read every `every` steps; `overrides` as on its command line,
     recorded with the result, after `paths` (data.root=...: this machine's folders, not recorded)."""
     if not RSS_READABLE:
         return {"experiment": experiment, "error": "no /proc/self/statm: memory is measured on Linux only"}
     with tempfile.TemporaryDirectory() as out:
         log = Path(out) / "stderr.txt"
-        command = [
-            sys.executable,
-            str(train_script),
-            *train_overrides(experiment, out, steps, every),
-            *overrides,
-            *paths,
-        ]
+        command = [*train, *train_overrides(experiment, out, steps, every), *paths, *overrides]
         with open(log, "w") as f:
             code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=f).returncode
         if code != 0:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return {"experiment": experiment, "error": f"train.py exited with {code}: " + " / ".join(tail)}
+            return {"experiment": experiment, "error": f"qkvmt train exited with {code}: " + " / ".join(tail)}
         return {"experiment": experiment, "overrides": list(overrides), **read_run(Path(out))}
 
 
 def train_overrides(experiment: str, out: str, steps: int, every: int) -> list[str]:
-    """What the measured run changes in train.py's command: its folder, its length (steps instead
+    """What the measured run changes in the training command: its folder, its length (steps instead
     of the recipe's minutes: the learning rate then falls over those steps), no progress bar,
     and the sampling callback. Everything else is the recipe's."""
     sample = f"{{_target_:{SampleHostMemory.__module__}.SampleHostMemory,every:{every},folder:'{out}'}}"

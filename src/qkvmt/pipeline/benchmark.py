@@ -1,11 +1,11 @@
-"""benchmark(cfg): the function behind scripts/benchmark.py.
+"""benchmark(cfg): the function behind qkvmt benchmark (scripts/benchmark.py).
 
 Ours, the same model built from torch.nn.Transformer, and Hugging Face's MarianMTModel are
 measured side by side in one process, on the same batches and sentences: training tokens/s,
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
 default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU, the last
-stage runs train.py on the CPU recipe for its host memory (qkvmt.bench.memory). Writes
+stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory). Writes
 benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt,
 where N steps of ours spent their time (qkvmt.bench.profile).
 """
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -186,17 +185,13 @@ def _train(cfg, model_cfg, models: dict, batches: list[dict], device, dtype, out
 
 
 def _memory(cfg, device) -> dict | None:
-    """The CPU recipe's host memory as train.py trains it (qkvmt.bench.memory), on a CPU run only."""
+    """The CPU recipe's host memory as qkvmt train trains it (qkvmt.bench.memory), on a CPU run only."""
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 6/6, host memory: train.py on %s for %d steps, in a process of its own", m.experiment, m.steps)
-    if not HydraConfig.initialized():  # benchmark() called from Python: no conf/ beside a scripts/train.py
-        return {"experiment": m.experiment, "error": "run scripts/benchmark.py: the stage runs scripts/train.py"}
-    main = next(s for s in HydraConfig.get().runtime.config_sources if s.provider == "main")  # our conf/
-    script = Path(main.path).parent / "scripts" / "train.py"
+    log.info("stage 6/6, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
     paths = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}"]
-    return recipe_memory(script, m.experiment, m.steps, m.every, list(m.overrides), paths)
+    return recipe_memory(m.experiment, m.steps, m.every, list(m.overrides), paths)
 
 
 def _compiled(model, backend: str | Callable = "inductor"):
