@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from qkvmt.commands import COMMANDS
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -154,5 +155,15 @@ def test_every_link_in_the_user_docs_leads_somewhere():
 
 def test_the_readme_shows_every_command_with_an_example():
     readme = README.read_text(encoding="utf-8")
-    for script in sorted((ROOT / "scripts").glob("*.py")):
-        assert f"python scripts/{script.name}" in readme, f"README has no example of scripts/{script.name}"
+    for name in COMMANDS:
+        assert re.search(rf"`qkvmt {name}( [^`]*)?`", readme), f"README has no example of qkvmt {name}"
+
+
+def test_the_user_docs_run_every_command_as_a_qkvmt_subcommand():
+    """One form throughout: `qkvmt <subcommand>`. A generated table keeps the command its recorded run ran."""
+    found = []
+    for path in [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "tour.ipynb"]:
+        text = "\n".join(doc_lines(path))
+        text = re.sub(r"<!-- results:(\S*?)begin -->.*?<!-- results:\1end -->", "", text, flags=re.S)
+        found += [f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r"python scripts/\w+\.py", text)]
+    assert not found, "write these as `qkvmt <subcommand>`:\n" + "\n".join(found)

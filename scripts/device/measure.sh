@@ -11,16 +11,16 @@ usage() {
 Usage: bash scripts/device/measure.sh [--out DIR] STAGE [ARGS...]
 
 Stages (each sized to finish in about ten minutes on one recent GPU):
-  en_de | de_en  train the GPU recipe multi30k_<stage>_gpu (tokenizer to test), then evaluate.py on
+  en_de | de_en  train the GPU recipe multi30k_<stage>_gpu (tokenizer to test), then qkvmt evaluate on
                  test_2016_flickr with the tokenized references (bleu_tok_lc): metrics.json,
-                 report.html, curve.png. ARGS: overrides for train.py.
-  bench          scripts/benchmark.py model=base, bf16, 25k-token batches: training tokens/s and
+                 report.html, curve.png. ARGS: overrides for qkvmt train.
+  bench          qkvmt benchmark model=base, bf16, 25k-token batches: training tokens/s and
                  MFU of ours, nn.Transformer and HF Marian, beam-5 decoding of 1,000 validation
                  sentences in one batch, 10 of our steps under torch.profiler (profile.txt); ours
                  with each other attention kernel (sdpa_efficient.json, sdpa_math.json); then ours
                  alone with compile=true, lengths padded to multiples of 8 and 20 warm-up steps
                  to compile in, 10 of its steps profiled (profile_compiled.txt). ARGS: overrides
-                 for benchmark.py.
+                 for qkvmt benchmark.
   sweep          variants of a GPU recipe trained side by side on the one GPU, to choose one by
                  validation BLEU: sweep.tsv. Each ARG is one variant's overrides, quoted:
                    measure.sh sweep 'model.dropout=0.2' 'model.dropout=0.3 module.optimizer.lr=7e-4'

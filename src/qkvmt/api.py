@@ -42,10 +42,10 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
 
     - the name of a model that ships with qkvmt, or an entry of `qkvmt.pretrained()` (which lists
       them) -> `Model`;
-    - a folder from `scripts/export.py format=safetensors` -> `Model`;
-    - a checkpoint (.ckpt, from scripts/train.py or scripts/average.py) -> `Model`;
+    - a folder from `qkvmt export format=safetensors` -> `Model`;
+    - a checkpoint (.ckpt, from qkvmt train or qkvmt average) -> `Model`;
     - a training run's folder -> `Model` of its checkpoints/best.ckpt;
-    - a folder from `scripts/export.py format=ctranslate2` -> a CTranslate2Model, which translates.
+    - a folder from `qkvmt export format=ctranslate2` -> a CTranslate2Model, which translates.
 
     average: more checkpoint files; the model is then the average of `path` and them.
     device: where Lightning Fabric puts the model ("auto": a GPU when there is one, or "cpu").

@@ -33,7 +33,7 @@ def test_the_recorded_score_is_the_stored_folders_and_the_recipe_is_recorded(tra
     meta = json.loads((folder / "qkvmt.json").read_text())
     p = meta["provenance"]
     assert meta["dtype"] == "float16" and p["commit"] == "0123abc" and p["experiment"] == "multi30k_de_en"
-    assert p["command"].startswith("python scripts/train.py") and "hydra.run.dir" not in p["command"]
+    assert p["command"].startswith("qkvmt train") and "hydra.run.dir" not in p["command"]
     trained = json.loads((trained_run["run"] / "train_metrics.json").read_text())
     assert (p["steps"], p["run"]["test_bleu"]) == (trained["steps"], trained["test_bleu"])
     # decoded again as a user would, with the folder's own settings (the run's test decoding)

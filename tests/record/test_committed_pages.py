@@ -1,5 +1,5 @@
 """README.md's, docs/results.md's and docs/attention.md's tables are what docs/runs.json gives: a figure changed by
-hand, or a run added without regenerating, fails here (python scripts/results.py rewrites them). docs/analysis.md's
+hand, or a run added without regenerating, fails here (qkvmt results rewrites them). docs/analysis.md's
 tables of signals, kinds and alignment settings are what the registries give, checked the same way."""
 
 import pytest
@@ -23,7 +23,7 @@ RECORD = ROOT / "docs" / "runs.json"
 def test_the_committed_tables_agree_with_the_record(page, required):
     text = (ROOT / page).read_text(encoding="utf-8")
     wanted = pages.render(text, runs.load(RECORD), page, required)
-    assert text == wanted, f"{page}'s tables differ from {RECORD.name}: run python scripts/results.py"
+    assert text == wanted, f"{page}'s tables differ from {RECORD.name}: run qkvmt results"
 
 
 def test_every_counted_run_ran_at_its_recipes_settings_as_they_are_now():

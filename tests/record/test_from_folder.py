@@ -60,7 +60,7 @@ def test_a_run_folder_becomes_an_entry_the_record_accepts(tmp_path):
     )
     entry, classes = from_folder.entry(folder, HERE)
     assert entry["overrides"] == ["model.positions=rotary"]  # not where files were, not the seed
-    assert entry["command"] == "python scripts/train.py experiment=multi30k_de_en_cpu seed=7 model.positions=rotary"
+    assert entry["command"] == "qkvmt train experiment=multi30k_de_en_cpu seed=7 model.positions=rotary"
     assert (entry["seed"], entry["steps"], entry["wall_s"], entry["peak_rss_mib"]) == (7, 7001, 3380, [1465, 1446])
     assert entry["settings"] == {"model.d_model": 192, "model.dropout": 0.2}  # what decides the figures, no paths
     assert entry["test"] == {

@@ -19,7 +19,7 @@ def test_the_glance_table_has_one_row_a_recipe_and_hardware_with_mean_range_and_
 
 def test_the_recipes_table_adds_the_variants(record):
     commands = [r[0] for r in rows(tables.recipes(record))]
-    assert "`python scripts/train.py experiment=recipe_a model.positions=rotary`" in commands
+    assert "`qkvmt train experiment=recipe_a model.positions=rotary`" in commands
 
 
 def test_runs_not_counted_are_listed_with_the_reason(record):

@@ -91,7 +91,7 @@ def memory_line(m: dict) -> str:
         return f"  host memory of {m['experiment']}: {m['error']}"
     per_process = ", ".join(f"{mb:,.0f}" for mb in m["peak_rss_mb_per_process"])
     return (
-        f"  host memory of {m['experiment']} (train.py, {m['processes']} process(es), {m['precision']}, "
+        f"  host memory of {m['experiment']} (qkvmt train, {m['processes']} process(es), {m['precision']}, "
         f"{m['threads']} thread(s) each, {m['steps']} steps): peak RSS {per_process} MB a process, "
         f"set during {m['peak_set_in']}; growth {fmt(m['growth_mb_per_1k_steps'])} MB per 1,000 steps"
     )

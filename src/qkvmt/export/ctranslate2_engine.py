@@ -64,15 +64,15 @@ def is_ctranslate2_folder(folder: Path) -> bool:
 def load_ctranslate2(
     model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ) -> CTranslate2Model:
-    """A folder written by `scripts/export.py format=ctranslate2`."""
+    """A folder written by `qkvmt export format=ctranslate2`."""
     ct2 = require_ctranslate2()
     folder = Path(model_dir) if model_dir else None
     if folder is None:
-        raise UserError("engine=ctranslate2 needs model_dir=<folder written by scripts/export.py format=ctranslate2>")
+        raise UserError("engine=ctranslate2 needs model_dir=<folder written by qkvmt export format=ctranslate2>")
     missing = [n for n in FILES if not (folder / n).is_file()]
     if not folder.is_dir() or missing:
         what = "is not a folder" if not folder.is_dir() else f"has no {', '.join(missing)}"
-        raise UserError(f"model_dir={folder} {what}: give a folder written by scripts/export.py format=ctranslate2")
+        raise UserError(f"model_dir={folder} {what}: give a folder written by qkvmt export format=ctranslate2")
     try:
         translator = ct2.Translator(str(folder), device=device, compute_type=compute_type, intra_threads=threads)
     except (RuntimeError, ValueError) as e:

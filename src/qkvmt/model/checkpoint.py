@@ -18,7 +18,7 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
 
-USE_ANOTHER = "use a checkpoint written by scripts/train.py or scripts/average.py"
+USE_ANOTHER = "use a checkpoint written by qkvmt train or qkvmt average"
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def read_weights_folder(folder) -> dict:
     ) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise UserError(
             f"{folder} is not a readable model folder ({type(e).__name__}: {e}); use a "
-            f"folder written by scripts/export.py format=safetensors, or a checkpoint"
+            f"folder written by qkvmt export format=safetensors, or a checkpoint"
         ) from None
     meta["tokenizer"] = tokenizer
     return {"state_dict": {f"model.{k}": v.float() for k, v in weights.items()}, "qkvmt": meta}

@@ -84,7 +84,7 @@ def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
         if not aer_file.is_file():
             raise UserError(
                 f"alignment.head=best needs {aer_file}: "
-                "run align.py gold_dir=... with this checkpoint first, or set alignment.aer_file"
+                "run qkvmt align gold_dir=... with this checkpoint first, or set alignment.aer_file"
             )
         best = json.loads(aer_file.read_text())["best"]
         if best["layer"] >= c.decoder_layers or (best["head"] != "mean" and best["head"] >= c.n_heads):
@@ -119,7 +119,7 @@ def training_pairs_of(ckpt: Path) -> tuple[list[str], list[str]]:
     if data is None:
         record = run_folder(ckpt) / "run.json"
         raise UserError(
-            f"reference_aligner needs the run's training data, recorded in {record} by scripts/train.py, "
+            f"reference_aligner needs the run's training data, recorded in {record} by qkvmt train, "
             "which is missing or older: use a checkpoint inside its training run folder"
         )
     return instantiate(OmegaConf.create(data)).training_pairs()

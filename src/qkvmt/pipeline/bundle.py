@@ -40,7 +40,7 @@ def bundle(cfg: DictConfig) -> dict:
         scores = score(stored.translate(src, progress=True), refs)
         provenance = {
             "experiment": record["experiment"],
-            "command": " ".join(["python scripts/train.py", *overrides(run)]),
+            "command": " ".join(["qkvmt train", *overrides(run)]),
             "commit": cfg.commit,
             "seed": record["data"]["seed"],
             "machine": machine(record["hardware"]),

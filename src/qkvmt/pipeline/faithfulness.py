@@ -52,16 +52,16 @@ def settings(cfg: DictConfig) -> tuple[list[str], list[float]]:
 
 
 def read_leaderboard(path: str | None) -> list[dict] | None:
-    """The leaderboard of an aer.json that `scripts/align.py gold_dir=... leaderboard=true` wrote."""
+    """The leaderboard of an aer.json that `qkvmt align gold_dir=... leaderboard=true` wrote."""
     if path is None:
         return None
     try:
         board = json.loads(Path(path).read_text(encoding="utf-8")).get("leaderboard")
     except (OSError, ValueError, AttributeError) as e:
-        raise UserError(f"aer_file={path} is not readable as align.py's aer.json ({e})") from None
+        raise UserError(f"aer_file={path} is not readable as the aer.json of qkvmt align ({e})") from None
     if not isinstance(board, list):
         raise UserError(
-            f"aer_file={path} has no leaderboard: write it with scripts/align.py gold_dir=<dir> leaderboard=true"
+            f"aer_file={path} has no leaderboard: write it with qkvmt align gold_dir=<dir> leaderboard=true"
         )
     return board
 
@@ -199,9 +199,7 @@ def markdown(result: dict) -> str:
         f"Random order ({result['random_draws']} draws a sentence): deletion AOPC {_mean_ci(result['random_aopc'])}.",
     ]
     if not with_aer:
-        lines.append(
-            "AER: give aer_file=<aer.json of scripts/align.py gold_dir=<dir> leaderboard=true> for this model."
-        )
+        lines.append("AER: give aer_file=<aer.json of qkvmt align gold_dir=<dir> leaderboard=true> for this model.")
     return "\n".join(lines) + "\n"
 
 

@@ -74,8 +74,7 @@ def results(cfg: DictConfig) -> dict:
     if cfg.check:
         if stale:
             raise UserError(
-                f"{' and '.join(stale)}: the tables are not what {record_path} gives; "
-                "run python scripts/results.py to write them"
+                f"{' and '.join(stale)}: the tables are not what {record_path} gives; run qkvmt results to write them"
             )
         print(f"the tables agree with {record_path} ({len(record['runs'])} runs)")
         return {"runs": len(record["runs"]), "stale": []}

@@ -45,7 +45,7 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
         if cfg.ckpt_path or cfg.average:
             raise UserError(
                 "engine=ctranslate2 reads model_dir=, not ckpt_path= or average=: "
-                "export the checkpoint first (scripts/export.py)"
+                "export the checkpoint first (qkvmt export)"
             )
         engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
         return lambda lines: engine.translate(lines, decode_cfg)

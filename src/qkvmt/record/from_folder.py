@@ -36,9 +36,7 @@ def hydra_record(folder: Path) -> tuple[list[str], list[str], int | None, dict]:
     run used and its settings (qkvmt.record.settings), from what Hydra kept in <run>/.hydra/."""
     hydra = folder / ".hydra"
     if not (hydra / "config.yaml").is_file():
-        raise UserError(
-            f"{hydra / 'config.yaml'} not found: give add= a folder that scripts/train.py made (hydra.run.dir)"
-        )
+        raise UserError(f"{hydra / 'config.yaml'} not found: give add= a folder that qkvmt train made (hydra.run.dir)")
     given = (
         OmegaConf.to_container(OmegaConf.load(hydra / "overrides.yaml")) if (hydra / "overrides.yaml").is_file() else []
     )
@@ -93,7 +91,7 @@ def scores_of(metrics: dict, evaluation: Path | None) -> tuple[dict, str]:
             "chrf": round(metrics["test_chrf"], 2),
             "signatures": {"bleu": sig["bleu"], "chrf": sig["chrf"]},
         }, "train"
-    ev = read_json(evaluation / "metrics.json", "give evaluation= an evaluate.py output folder")
+    ev = read_json(evaluation / "metrics.json", "give evaluation= an output folder of qkvmt evaluate")
     keys = [k for k in ("bleu", "chrf", "bleu_tok_lc") if k in ev]
     return {
         "split": ev["source"],
@@ -138,7 +136,7 @@ def entry(
     folder = Path(folder)
     metrics = read_json(
         folder / "train_metrics.json",
-        "give add= the folder of a training run that finished (train.py writes this after its test)",
+        "give add= the folder of a training run that finished (qkvmt train writes this after its test)",
     )
     hw = metrics["hardware"]
     machine = machine_of(folder, hw, this_machine, cores, torch)
@@ -153,7 +151,7 @@ def entry(
         "experiment": experiment,
         "overrides": overrides,
         "settings": ran_with,
-        "command": " ".join(["python scripts/train.py", f"experiment={experiment}", *map(quoted, on_command_line)]),
+        "command": " ".join(["qkvmt train", f"experiment={experiment}", *map(quoted, on_command_line)]),
         "hardware": hardware or text,
         "hardware_class": cls,
         "cores": machine["cores"],

@@ -35,9 +35,7 @@ def render(text: str, record: dict, where: str, required: tuple = ()) -> str:
     missing = [n for n in required if n not in {name for name, _, _ in found}]
     if missing:
         lines = ", ".join(f"{marker(n, 'begin')} ... {marker(n, 'end')}" for n in missing)
-        raise UserError(
-            f"{where} has no lines {lines}: add them where the table goes, then run scripts/results.py again"
-        )
+        raise UserError(f"{where} has no lines {lines}: add them where the table goes, then run qkvmt results again")
     out, at = [], 0
     for name, start, end in found:
         out += [text[at:start], "\n\n", TABLES[name](record), "\n\n"]

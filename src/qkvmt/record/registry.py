@@ -11,7 +11,7 @@ from qkvmt.record.markdown import code, table
 
 COST = {
     "pass": "about one forced pass",
-    "passes": "many passes: left out unless named (`attention(signals=...)`, align.py's `leaderboard_signals`)",
+    "passes": "many passes: left out unless named (`attention(signals=...)`, `qkvmt align leaderboard_signals=`)",
 }
 KIND_WHAT = {
     "encoder": "the encoder's self-attention: source tokens attend to source tokens",
