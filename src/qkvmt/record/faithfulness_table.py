@@ -3,7 +3,7 @@ their ranks, and how alike two models rank them (Spearman's rho)."""
 
 import statistics
 
-from qkvmt.record.markdown import code, duration, optional, table
+from qkvmt.record.markdown import command, duration, optional, table
 from qkvmt.record.runs import DELETION
 from qkvmt.record.summary import counted
 
@@ -80,7 +80,7 @@ def faithfulness(record: dict) -> str:
         [RANDOM] + [x for r in latest.values() for x in (optional(value(r, DELETION + RANDOM), "{:.3f}".format), "")]
     )
     sources = [
-        f"- **{model}**: {r['what']}: {code(r['command'])} ({r['hardware']}; {r['date']}"
+        f"- **{model}**: {r['what']}: {command(r['command'])} ({r['hardware']}; {r['date']}"
         + optional(value(r, WALL), lambda s: f"; {duration(s)} in all", "")
         + f"; record {r['id']})"
         for model, r in latest.items()

@@ -1,4 +1,9 @@
-"""Markdown pieces the record's tables are made of: a table, code, a duration, an optional value."""
+"""Markdown pieces the record's tables are made of: a table, code, a command, a duration, an
+optional value."""
+
+import re
+
+from qkvmt.commands import COMMANDS
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -18,3 +23,13 @@ def duration(seconds: float) -> str:
 
 def optional(value, fmt=lambda x: f"{x:.2f}", missing: str = "—") -> str:
     return missing if value is None else fmt(value)
+
+
+SCRIPT = re.compile(r"\bpython3? scripts/(\w+)\.py\b")
+SUBCOMMAND = {c.config: c.name for c in COMMANDS.values()}  # scripts/<config>.py is qkvmt <name>'s alias
+
+
+def command(text: str) -> str:
+    """A recorded command as code, written as it is typed now: `python scripts/<name>.py` ran the
+    alias of `qkvmt <subcommand>`, the same program."""
+    return code(SCRIPT.sub(lambda m: f"qkvmt {SUBCOMMAND.get(m.group(1), m.group(1))}", text))

@@ -5,7 +5,7 @@ README's `<!-- results:begin -->`)."""
 
 from qkvmt.record import registry
 from qkvmt.record.faithfulness_table import faithfulness
-from qkvmt.record.markdown import code, duration, optional, table
+from qkvmt.record.markdown import code, command, duration, optional, table
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
@@ -66,7 +66,7 @@ def glance(record: dict) -> str:
                 time,
                 bleu,
                 str(len(g.runs)),
-                code(g.runs[0]["command"]),
+                command(g.runs[0]["command"]),
             ]
         )
     return table(["recipe", "hardware", "time", "test BLEU", "runs", "command"], rows)
@@ -81,7 +81,7 @@ def recipes(record: dict) -> str:
         chrf = spread(g.stat(lambda r: r["test"].get("chrf")))
         rows.append(
             [
-                code(g.runs[0]["command"]),
+                command(g.runs[0]["command"]),
                 hardware(record, g.hardware_class, g.cores),
                 steps,
                 time,
@@ -125,7 +125,7 @@ def not_counted(record: dict) -> str:
     rows = [
         [
             r["id"],
-            code(r["command"]),
+            command(r["command"]),
             r["hardware"],
             f"{r['steps']:,}",
             optional(r.get("wall_s"), duration),
@@ -167,7 +167,7 @@ def alignment(record: dict) -> str:
                     block["reading"],
                     aer_cell(block["aer"]),
                     optional(block["aer"].get("eflomal"), lambda x: f"{x:.1f}"),
-                    code(block["command"]),
+                    command(block["command"]),
                 ]
             )
     return table(["model (run)", "gold pairs", "reading", "AER", "eflomal", "command"], rows)
@@ -199,7 +199,7 @@ def figures(record: dict, kind: str) -> str:
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
         head = (
             f"**{g.recipe}** ({machines}; {runs_text}; "
-            f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}): {code(g.runs[0]['command'])}"
+            f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}): {command(g.runs[0]['command'])}"
         )
         rows = []
         for label in g.labels():
