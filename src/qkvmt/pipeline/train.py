@@ -33,6 +33,7 @@ from qkvmt.training.faults import (
     SaveOnInterrupt,
     StopOnNonFiniteLoss,
     last_checkpoint_path,
+    stop_on_lost_process,
 )
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import (
@@ -82,9 +83,10 @@ def train(cfg: DictConfig) -> dict:
     if trainer.is_global_zero:
         write_json(out / "run.json", run | data_config)
     module = build_module(cfg, plan, tokenizer)
-    fit(trainer, module, plan.dm, resume)
-    metrics = run_test(trainer, module, plan.dm, last, plan.n_average)
-    host_memory = memory.summary(trainer)  # collective: every rank
+    with stop_on_lost_process(trainer):  # another node or rank died: one line on every other one
+        fit(trainer, module, plan.dm, resume)
+        metrics = run_test(trainer, module, plan.dm, last, plan.n_average)
+        host_memory = memory.summary(trainer)  # collective: every rank
     metrics |= {"steps": trainer.global_step, **run, "host_memory": host_memory}
     metrics["wall_s"] = round(time.time() - start, 1)
     if trainer.is_global_zero:

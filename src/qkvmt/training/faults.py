@@ -11,10 +11,14 @@ plugins and callbacks, so the LightningModule holds only the model's own work.
   first resumed step. (The data position is the DataModule's own state: qkvmt.data.datamodule.)
 - StopOnNonFiniteLoss stops at a NaN or infinite loss before any validation or checkpoint holds
   an update made after it, on every rank, without making a GPU step wait.
+- stop_on_lost_process turns torch.distributed's error when another process of the run dies
+  (another node, or another rank) into one line that says so and how to resume.
 """
 
 import logging
+import re
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -223,6 +227,34 @@ class StopOnNonFiniteLoss(Callback):
             f"training loss is {what} at step {step}: stopped; {last}lower module.optimizer.lr, "
             "raise module.warmup_steps or set trainer.gradient_clip_val, then rerun"
         )
+
+
+class LostProcess(UserError):
+    """Another process of a distributed run died or became unreachable."""
+
+
+# gloo's transport errors reach Python as plain RuntimeErrors (from the gradient all-reduce,
+# through autograd); the other backends' as torch.distributed.DistError.
+_BACKEND_ERROR = re.compile(r"gloo/transport|NCCL error|Connection (closed|reset) by peer")
+
+
+@contextmanager
+def stop_on_lost_process(trainer):
+    """In a run of several processes, the error torch.distributed raises when another one dies
+    (gloo: "Connection closed by peer", in the next collective) or a collective times out becomes
+    LostProcess: one line, naming the step and the backend's reason, instead of a traceback. Every
+    process of the run meets it in its next collective, so every one stops."""
+    try:
+        yield
+    except RuntimeError as e:
+        if trainer.world_size < 2 or not (isinstance(e, torch.distributed.DistError) or _BACKEND_ERROR.search(str(e))):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without the source file and advice
+        raise LostProcess(
+            f"lost another process of this distributed run at step {trainer.global_step} ({reason}): every "
+            "process stops; rerun the same command on every node to resume from the last checkpoint"
+        ) from None
 
 
 def last_checkpoint_path(trainer) -> Path | None:
