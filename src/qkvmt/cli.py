@@ -111,18 +111,20 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
             raise UserError(f"{group}={option}: no such {group}; use one of {', '.join(options)}")
         bad = re.match(r"Could not override '([^']+)'", message)
         if bad:
-            key = bad.group(1)
-            parent = key.rpartition(".")[0]
-            rest = [o for o in overrides if o.partition("=")[0] != key]
+            rest = [o for o in overrides if o.partition("=")[0] != bad.group(1)]
             try:
                 node = compose(config_name, overrides=rest)
             except Exception:  # another override is wrong too: Hydra's message alone
                 node = None
-            node = OmegaConf.select(node, parent) if node is not None and parent else node
+            parts = bad.group(1).split(".")
+            depth = 0  # the first part of the key that the configuration lacks
+            while node is not None and OmegaConf.is_dict(node) and depth < len(parts) - 1 and parts[depth] in node:
+                node, depth = node[parts[depth]], depth + 1
             if OmegaConf.is_dict(node):
+                key, parent = ".".join(parts[: depth + 1]), ".".join(parts[:depth])
                 where = f"settings under {parent}" if parent else "settings"
                 raise UserError(
                     f"{key}: no such setting; the {where} are {', '.join(map(str, node.keys()))} "
-                    f"(--cfg job shows them with their values; +{key}=VALUE adds a new one)"
+                    f"(--cfg job shows them with their values; +{bad.group(1)}=VALUE adds a new one)"
                 )
         raise UserError(" ".join(line.strip() for line in message.splitlines() if line.strip()))

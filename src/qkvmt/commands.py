@@ -151,24 +151,36 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-def run(name: str, subcommand_in_argv: bool = False) -> None:
-    """Run subcommand `name` on this process's command line (sys.argv[1:] its overrides, after the
-    subcommand's own name where `subcommand_in_argv`)."""
+def load(name: str):
+    """The pipeline function of subcommand `name`, imported as the subcommand runs it: where it
+    trains, triton is skipped first, before Lightning imports torch._dynamo."""
     command = COMMANDS[name]
     if command.before_torch:
         from qkvmt.training.torch_build import skip_idle_triton
 
         skip_idle_triton()  # 78 MB a process without a GPU, for a module it cannot use
-
     module, _, attr = command.function.partition(":")
-    function = getattr(importlib.import_module(module), attr)
-    hydra_command(
-        function,
+    return getattr(importlib.import_module(module), attr)
+
+
+def app(name: str, subcommand_in_argv: bool = False):
+    """Subcommand `name` as a Hydra main: called with no argument it reads this process's command
+    line (sys.argv[1:] its overrides, after the subcommand's own name where `subcommand_in_argv`);
+    called with a config, it runs on that config and returns the function's value, as a sweeper's
+    job does."""
+    command = COMMANDS[name]
+    return hydra_command(
+        load(name),
         command.config,
         text=command.text,
         argv=default_experiment if name == "train" else None,
         subcommand=name if subcommand_in_argv else None,
-    )()
+    )
+
+
+def run(name: str, subcommand_in_argv: bool = False) -> None:
+    """Run subcommand `name` on this process's command line (scripts/<name>.py call this)."""
+    app(name, subcommand_in_argv)()
 
 
 def default_experiment(argv: list[str]) -> list[str]:

@@ -2,7 +2,6 @@
 
 import csv
 import functools
-import importlib.util
 import json
 import logging
 import os
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from qkvmt.commands import app
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
 from qkvmt.pipeline.train import train
@@ -91,11 +91,8 @@ def test_rerun_in_the_same_folder_resumes_with_the_saved_tokenizer(corpus, tmp_p
 
 @pytest.mark.slow
 def test_train_script_returns_the_optimized_metric_for_hydra_sweepers(corpus, tmp_path):
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     cfg = compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=4), "optimized_metric=best_val_bleu")
-    value = script.main(cfg)  # Hydra passes a given config straight through, as a sweeper's job does
+    value = app("train")(cfg)  # Hydra passes a given config straight through, as a sweeper's job does
     assert value == json.loads((tmp_path / "run" / "train_metrics.json").read_text())["best_val_bleu"]
     with pytest.raises(UserError, match=r"optimized_metric=bleu: use one of test_bleu, test_chrf, best_val_bleu"):
         train(compose_train(*tiny_overrides(corpus, tmp_path / "typo", steps=4), "optimized_metric=bleu"))

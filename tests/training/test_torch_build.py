@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import qkvmt.training.torch_build as torch_build
+from qkvmt.commands import COMMANDS
 from qkvmt.training.host_memory import ReleaseFreedHostMemory
 from qkvmt.training.torch_build import skip_idle_triton
 from tests.conftest import ROOT
@@ -24,16 +25,17 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 # without its GPU libraries would, so that torch goes on without it.
 FAKE_TRITON = "import os\nopen(os.environ['TRITON_IMPORTED'], 'w').close()\nraise ImportError('a stand-in')\n"
 
-# What scripts/train.py's process imports, in its order, up to Lightning and torch._dynamo.
-TRAIN_IMPORTS = """
-import runpy, sys
-runpy.run_path(sys.argv[1], run_name="not_main")
+# What a subcommand's process imports, in its order, up to Lightning and torch._dynamo: argv[1]
+# is Python that imports what the command does before it runs.
+IMPORTS = """
+import sys
+exec(sys.argv[1])
 import lightning, torch._dynamo
 print("skipped" if sys.modules.get("triton", "absent") is None else "not skipped")
 """
 
 
-def _run(tmp_path, script):
+def _run(tmp_path, code: str):
     (tmp_path / "triton").mkdir(exist_ok=True)
     (tmp_path / "triton" / "__init__.py").write_text(FAKE_TRITON)
     marker = tmp_path / "imported"
@@ -43,22 +45,19 @@ def _run(tmp_path, script):
         "TRITON_IMPORTED": str(marker),
         "CUDA_VISIBLE_DEVICES": "",
     }
-    r = subprocess.run(
-        [sys.executable, "-c", TRAIN_IMPORTS, str(script)], capture_output=True, text=True, env=env, timeout=300
-    )
+    r = subprocess.run([sys.executable, "-c", IMPORTS, code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout.strip(), marker.exists()
 
 
-@pytest.mark.slow(reason="two fresh Pythons per script, each importing Lightning and torch._dynamo")
-@pytest.mark.parametrize("script", ["train.py", "benchmark.py"])  # the benchmark measures the recipe's process
-def test_the_training_scripts_skip_triton_before_lightning_imports_it(tmp_path, script):
-    """With a triton installed and no GPU, scripts/train.py's process never imports it; a script
-    that imports Lightning without the skip does (the probe sees an import)."""
-    assert _run(tmp_path, ROOT / "scripts" / script) == ("skipped", False)
-    plain = tmp_path / "plain.py"
-    plain.write_text("import lightning\n")
-    assert _run(tmp_path, plain) == ("not skipped", True)
+@pytest.mark.slow(reason="two fresh Pythons per subcommand, each importing Lightning and torch._dynamo")
+@pytest.mark.parametrize("name", [c.name for c in COMMANDS.values() if c.before_torch])  # train, benchmark
+def test_the_training_subcommands_skip_triton_before_lightning_imports_it(tmp_path, name):
+    """With a triton installed and no GPU, `qkvmt train`'s process never imports it (the benchmark
+    measures the recipe's process, so it skips it too); a process that imports Lightning without
+    the skip does (the probe sees an import)."""
+    assert _run(tmp_path, f"from qkvmt.commands import load; load({name!r})") == ("skipped", False)
+    assert _run(tmp_path, "import lightning") == ("not skipped", True)
 
 
 def test_triton_is_kept_with_a_gpu_or_once_imported(monkeypatch):
