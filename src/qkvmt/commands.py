@@ -12,9 +12,18 @@ Lightning: a subcommand imports its pipeline only when it runs, so `qkvmt --help
 
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from qkvmt.cli import TEXT_KEYS, hydra_command, with_default_experiment
+
+
+def default_experiment(argv: list[str]) -> list[str]:
+    """train's command line with the CPU recipe where there is no GPU (torch imported only as train
+    runs, so `qkvmt --help` stays quick)."""
+    import torch
+
+    return with_default_experiment(argv, torch.cuda.is_available())
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,7 @@ class Command:
     example: str  # its overrides in a typical call
     text: tuple[str, ...] = ()  # settings that take free text
     before_torch: bool = False  # skip triton where no GPU runs it, before Lightning imports torch._dynamo
+    argv: Callable[[list[str]], list[str]] | None = None  # changes the command line first
 
 
 COMMANDS = {
@@ -38,6 +48,7 @@ COMMANDS = {
             "train a model on a recipe (the CPU recipe where there is no GPU)",
             "experiment=multi30k_de_en_cpu",
             before_torch=True,
+            argv=default_experiment,
         ),
         Command(
             "evaluate",
@@ -173,7 +184,7 @@ def app(name: str, subcommand_in_argv: bool = False):
         load(name),
         command.config,
         text=command.text,
-        argv=default_experiment if name == "train" else None,
+        argv=command.argv,
         subcommand=name if subcommand_in_argv else None,
     )
 
@@ -181,12 +192,6 @@ def app(name: str, subcommand_in_argv: bool = False):
 def run(name: str, subcommand_in_argv: bool = False) -> None:
     """Run subcommand `name` on this process's command line (scripts/<name>.py call this)."""
     app(name, subcommand_in_argv)()
-
-
-def default_experiment(argv: list[str]) -> list[str]:
-    import torch
-
-    return with_default_experiment(argv, torch.cuda.is_available())
 
 
 def main(argv: list[str] | None = None) -> None:

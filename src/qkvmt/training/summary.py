@@ -5,7 +5,7 @@ input through the model (they read 0 for ours)."""
 import logging
 
 from lightning.pytorch.callbacks import ModelSummary
-from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
+from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +37,8 @@ def parameter_table(
     model_size: float,
     total_training_modes: dict[str, int],
 ) -> str:
+    """Lightning's own table (the one its summary prints) without the FLOPs column, and without
+    its last line, the FLOPs total."""
     columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
-    widths = [max([len(name), *(len(str(v)) for v in values)]) for name, values in columns]
-    rows = [[name for name, _ in columns], *zip(*(values for _, values in columns))]
-    lines = [" | ".join(f"{str(v):<{w}}" for v, w in zip(row, widths)).rstrip() for row in rows]
-    rule = "-" * max(len(line) for line in lines)
-    totals = [
-        (get_human_readable_count(trainable_parameters), "Trainable params"),
-        (get_human_readable_count(total_parameters - trainable_parameters), "Non-trainable params"),
-        (get_human_readable_count(total_parameters), "Total params"),
-        (get_formatted_model_size(model_size), "Total estimated model params size (MB)"),
-        (str(total_training_modes["train"]), "Modules in train mode"),
-        (str(total_training_modes["eval"]), "Modules in eval mode"),
-    ]
-    return "\n".join([lines[0], rule, *lines[1:], rule, *(f"{n:<10}{what}" for n, what in totals)])
+    table = _format_summary_table(total_parameters, trainable_parameters, model_size, total_training_modes, 0, *columns)
+    return table.rsplit("\n", 1)[0]
