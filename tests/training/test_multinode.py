@@ -81,7 +81,33 @@ class Nodes:
     def folder(self, rank: int) -> Path:
         return self.base / f"node{rank}"
 
-    def start(self) -> None:
+    def start(self, tries: int = 2, timeout: float = 300) -> None:
+        """Launch both nodes and wait until each has begun training. Forming the process group
+        over TCP can fail on a loaded machine before any step (gloo aborts with "terminate called
+        without an active exception" while connecting): that, and only that, is retried on a
+        fresh port and folders, saying so. Anything once training has begun fails the test."""
+        for attempt in range(1, tries + 1):
+            self.launch()
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if all(self.record(rank) or proc.poll() == 0 for rank, proc in enumerate(self.procs)):
+                    return
+                failed = [rank for rank, proc in enumerate(self.procs) if proc.poll() not in (None, 0)]
+                if failed:
+                    break
+                time.sleep(0.2)
+            else:
+                pytest.fail(f"the nodes did not begin training in {timeout:.0f} s:\n{self.output(0)[-3000:]}")
+            rank = failed[0]
+            if attempt == tries or self.record(rank):
+                pytest.fail(f"node {rank} exited {self.procs[rank].poll()}:\n{self.output(rank)[-3000:]}")
+            print(f"the process group did not form (try {attempt}), node {rank}:\n{self.output(rank)[-1500:]}")
+            self.stop()
+            for folder in (self.folder(0), self.folder(1), *self.base.glob("rank*.json")):
+                shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+            self.procs, self.port = [], free_port()
+
+    def launch(self) -> None:
         for rank in (0, 1):
             node = self.folder(rank)
             node.mkdir()
