@@ -1,12 +1,13 @@
 """The trace: each site holds what the model computed there, an edit replaces a site's tensor and
-leaves no hook behind, a `heads` edit reaches the search's fast path too, and grad_of's gradients
-are those of autograd on a pass nobody traced."""
+leaves no hook behind, every edit reaches search too (one of an explicit-path site switches its
+layer to that path), and grad_of's gradients are those of autograd on a pass nobody traced."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.errors import UserError
 from qkvmt.model.attention import attention_scores
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
@@ -148,7 +149,7 @@ def search_logits(model: Transformer, src, tgt) -> torch.Tensor:
     return torch.cat(steps, dim=1)
 
 
-def test_an_edit_of_the_heads_reaches_search_and_one_of_the_weights_does_not():
+def test_an_edit_of_the_heads_reaches_search():
     model = noisy_model()
     src, tgt = pair(model)
     d_k = model.cfg.d_model // model.cfg.n_heads
@@ -164,9 +165,54 @@ def test_an_edit_of_the_heads_reaches_search_and_one_of_the_weights_does_not():
     with edited(model, masked):
         close(search_logits(model, src, tgt), forced.logits)
     assert not torch.allclose(forced.logits, plain.logits)
-    # `weights` is a site of the explicit path alone: search never passes it
-    with edited(model, {("cross", 2, "weights"): torch.zeros_like}):
-        close(search_logits(model, src, tgt), plain.logits)
+    assert no_hooks(model)
+
+
+# An edit of each explicit-path site that means the same one step at a time as in one pass:
+# elementwise, or over the source's positions, which a cached search sees whole at every step.
+EXPLICIT_EDITS = {
+    "q": (("decoder", 1, "q"), lambda t: 1.5 * t),
+    "k": (("encoder", 0, "k"), lambda t: t.flip(2)),
+    "v": (("cross", 2, "v"), lambda t: t.roll(1, dims=2)),
+    "scores": (("cross", 0, "scores"), lambda t: t / 2),
+    "weights": (("decoder", 2, "weights"), lambda t: t**2),
+    "mask": (("cross", 1, "mask"), lambda m: m & (torch.arange(m.size(-1)) != 1)),  # no query reads key 1
+}
+
+
+@pytest.mark.parametrize("site", EXPLICIT_EDITS)
+def test_an_edit_of_an_explicit_path_site_switches_search_to_that_path_and_takes_effect(site):
+    model = noisy_model()
+    src, tgt = pair(model)
+    where, edit = EXPLICIT_EDITS[site]
+    plain, forced = trace(model, src, tgt), trace(model, src, tgt, edits={where: edit})
+    assert not torch.allclose(forced.logits, plain.logits, atol=1e-3)
+    with edited(model, {where: edit}):
+        close(search_logits(model, src, tgt), forced.logits)  # the fused kernel would have ignored it
+    close(search_logits(model, src, tgt), plain.logits)
+    assert no_hooks(model)
+
+
+def test_an_edit_of_query_positions_is_refused_under_the_cache_and_taken_without_it():
+    model = noisy_model()
+    src, tgt = pair(model)
+
+    def knockout(mask):  # query 2 may not read key 3
+        mask = mask.clone()
+        mask[..., 2, 3] = False
+        return mask
+
+    knockout.query_positions = True
+    where = ("cross", 1, "mask")
+    forced = trace(model, src, tgt, edits={where: knockout})
+    with edited(model, {where: knockout}):
+        with pytest.raises(UserError, match="use_cache=False"):
+            search_logits(model, src, tgt)
+        with torch.no_grad():
+            memory, src_mask, _ = model.encode(src)
+            close(model.decode(tgt, memory, src_mask)[0], forced.logits)
+    assert not torch.allclose(forced.logits[:, 2], trace(model, src, tgt).logits[:, 2], atol=1e-3)
+    close(forced.logits[:, :2], trace(model, src, tgt).logits[:, :2])  # earlier queries are untouched
     assert no_hooks(model)
 
 

@@ -1,44 +1,34 @@
 """One teacher-forced pass, traced: what every attention layer computed, at named sites.
 
-The sites of each (kind, layer), kind one of KINDS:
-
-    x, y        (B, T_q, D), (B, T_k, D)   the attention's query input and, in cross-attention,
-                                           its key and value input (None in self-attention)
-    q, k, v     (B, H, T, d_k)             per head, positions applied, as the kernel used them
-    scores      (B, H, T_q, T_k)           QKᵀ/√d_k, -inf where a key is masked
-    weights     (B, H, T_q, T_k)           their softmax
-    heads       (B, T_q, D)                the heads' outputs side by side: W_O's input
-    attention   (B, T_q, D)                W_O(heads) + b_O, the attention's output
-    residual    (B, T_q, D)                the residual stream entering the block
-    block_out   (B, T_q, D)                what leaves the block (after its layer norm, post-LN)
-
-and of the model: `src_embedded` (B, S, D) and `tgt_embedded` (B, T, D), the embeddings with
-their positions, and the logits (B, T, V).
+The sites of each (kind, layer), kind one of KINDS, and of the model are qkvmt.model.sites.SITES
+and MODEL_SITE_SPECS: their names, shapes, where each is reached and whether it may be written.
+A trace also keeps the logits (B, T, V).
 
 `trace()` reads every site in one pass; `edited()` replaces the tensor at any writable site
-(WRITABLE) while its block is open: head masking, value zeroing and deleted source tokens all
-write through it, in forced passes and in search alike. Either way a site is reached by a hook
-on its module (qkvmt.model.sites), removed before the function returns: nothing stays on the
-model.
+while its block is open: head masking, value zeroing, deleted source tokens and the
+interventions of qkvmt.analysis.interventions all write through it, in forced passes and in
+search alike. An edit of a site that fires only on the explicit path (Q, K, V, the mask, the
+scores, the weights) switches its layer to that path while the block is open, so it takes effect
+under search's fused kernel too. Either way a site is reached by a hook on its module, removed
+before the function returns: nothing stays on the model.
 """
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
 from torch import Tensor
 
+from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.layers import Residual
-from qkvmt.model.sites import ATTENTION_SITES
+from qkvmt.model.sites import EXPLICIT_ONLY, LAYER_SITES, MODEL_SITES, SITES, WRITABLE
 from qkvmt.model.transformer import AttentionWeights, Transformer
 
 KINDS = ("encoder", "decoder", "cross")
-MODEL_SITES = ("src_embedded", "tgt_embedded")
-WRITABLE = (*ATTENTION_SITES, "heads", "attention", "block_out")  # per (kind, layer); and MODEL_SITES
 
-Edit = Callable[[Tensor], Tensor]
+Edit = Callable[[Tensor], Tensor]  # may set `query_positions = True`: it indexes the queries by position
 Where = tuple[str, int, str] | str  # (kind, layer, site), or a model site
 
 
@@ -56,28 +46,17 @@ def attention_blocks(model: Transformer, kind: str) -> list[Residual]:
     return [layer.self_block if kind == "decoder" else layer.cross_block for layer in model.decoder_layers]
 
 
-@dataclass
-class LayerTrace:
-    """The sites of one attention layer in one pass (the module docstring gives the shapes)."""
+def _tensors(self) -> dict[str, Tensor]:
+    return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), Tensor)}
 
-    kind: str
-    layer: int
-    module: MultiHeadAttention
-    block: Residual  # its residual connection and layer norm
-    x: Tensor = None
-    y: Tensor | None = None
-    q: Tensor = None
-    k: Tensor = None
-    v: Tensor = None
-    scores: Tensor = None
-    weights: Tensor = None
-    heads: Tensor = None
-    attention: Tensor = None
-    residual: Tensor = None
-    block_out: Tensor = None
 
-    def tensors(self) -> dict[str, Tensor]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), Tensor)}
+# The sites of one attention layer in one pass, a field per site of SITES (None where not reached).
+LayerTrace = make_dataclass(
+    "LayerTrace",
+    [("kind", str), ("layer", int), ("module", MultiHeadAttention), ("block", Residual)]
+    + [(name, Tensor | None, field(default=None)) for name in LAYER_SITES],
+    namespace={"tensors": _tensors, "__doc__": "The sites of one attention layer in one pass (SITES gives shapes)."},
+)
 
 
 @dataclass
@@ -101,6 +80,47 @@ class Trace:
         return AttentionWeights(*([t.weights for t in self.layers[kind]] for kind in KINDS))
 
 
+def _layer_hooks(module, block, at, site_value, read, edits) -> list:
+    """The hooks of one attention layer: each site of SITES where its `reached` says."""
+    hooks = []
+    for spec in SITES:
+        w = at(spec.name)
+        if spec.reached == "site":
+            hooks.append(module.sites[spec.name].register_forward_hook(lambda m, a, out, w=w: site_value(w, out)))
+        elif spec.reached == "w_o input":
+            hooks.append(module.w_o.register_forward_pre_hook(lambda m, a, w=w: (site_value(w, a[0]),)))
+        elif spec.reached == "output":
+            hooks.append(module.register_forward_hook(lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
+        elif spec.reached == "block output":
+            hooks.append(block.register_forward_hook(lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
+        elif read is not None and spec.reached == "block input":
+            hooks.append(block.register_forward_pre_hook(lambda m, a, w=w: read(w, a[0])))
+        elif read is not None and spec.reached == "input":  # forward(x, y=None, ...): y is None in self-attention
+            index = ("x", "y").index(spec.name)
+            hooks.append(
+                module.register_forward_pre_hook(
+                    lambda m, a, kw, w=w, i=index: read(w, a[i] if len(a) > i else kw.get("y")), with_kwargs=True
+                )
+            )
+    explicit = [edits[w] for w in map(at, EXPLICIT_ONLY) if w in edits]
+    if explicit:  # these sites fire on the explicit path only: the layer runs it while they are edited
+        positional = any(getattr(e, "query_positions", False) for e in explicit)
+        hooks.append(module.register_forward_pre_hook(_explicit(at("q")[:2], positional), with_kwargs=True))
+    return hooks
+
+
+def _explicit(where: tuple[str, int], positional: bool):
+    def hook(module, args, kwargs):
+        if positional and kwargs.get("cache") is not None:
+            raise UserError(
+                f"an edit of query positions in {where[0]} layer {where[1]} cannot follow cached decoding, "
+                "whose queries arrive one step at a time: decode with use_cache=False"
+            )
+        return args, {**kwargs, "need_weights": True}
+
+    return hook
+
+
 def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edits: dict[Where, Edit]) -> list:
     """Hooks that report each site's tensor to `read` and replace it by its edit, if any."""
 
@@ -115,23 +135,7 @@ def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edi
     for kind in KINDS:
         for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind))):
             at = lambda name, kind=kind, layer=layer: (kind, layer, name)  # noqa: E731
-            for name in ATTENTION_SITES:
-                hooks.append(module.sites[name].register_forward_hook(lambda m, a, out, w=at(name): site_value(w, out)))
-            hooks.append(module.w_o.register_forward_pre_hook(lambda m, a, w=at("heads"): (site_value(w, a[0]),)))
-            if read is not None:
-
-                def inputs(m, a, kw, x=at("x"), y=at("y")):  # forward(x, y=None, ...): y is None in self-attention
-                    read(x, a[0])
-                    read(y, a[1] if len(a) > 1 else kw.get("y"))
-
-                hooks.append(module.register_forward_pre_hook(inputs, with_kwargs=True))
-                hooks.append(block.register_forward_pre_hook(lambda m, a, w=at("residual"): read(w, a[0])))
-            hooks.append(
-                module.register_forward_hook(lambda m, a, out, w=at("attention"): (site_value(w, out[0]), out[1]))
-            )
-            hooks.append(
-                block.register_forward_hook(lambda m, a, out, w=at("block_out"): (site_value(w, out[0]), out[1]))
-            )
+            hooks += _layer_hooks(module, block, at, site_value, read, edits)
     for name, embed in (("src_embedded", model.src_embed), ("tgt_embedded", model.tgt_embed)):
         hooks.append(embed.register_forward_hook(lambda m, a, out, w=name: site_value(w, out)))
     return hooks
@@ -160,9 +164,8 @@ def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:
 
 @contextlib.contextmanager
 def edited(model: Transformer, edits: dict[Where, Edit]):
-    """Within the block, each site's tensor is replaced by edit(tensor). The attention sites of
-    ATTENTION_SITES exist on the explicit path only (a forward that asks for weights); `heads`,
-    `attention`, `block_out` and the embeddings on every path, search included."""
+    """Within the block, each site's tensor is replaced by edit(tensor), on every path, search
+    included: a layer whose explicit-path sites (SITES' explicit_only) are edited runs that path."""
     hooks = _hooks(model, None, _checked(model, edits))
     try:
         yield
@@ -206,10 +209,7 @@ def trace(
                 layer,
                 module,
                 block,
-                **{
-                    name: seen.get((kind, layer, name))
-                    for name in ("x", "y", *ATTENTION_SITES, "heads", "attention", "residual", "block_out")
-                },
+                **{name: seen.get((kind, layer, name)) for name in LAYER_SITES},
             )
             for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind)))
         ]

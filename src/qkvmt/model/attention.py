@@ -87,6 +87,18 @@ def attend(
     return F.dropout(weights, dropout_p) @ v, weights  # (B, H, T_q, d_k)
 
 
+def full_mask(mask: Tensor | None, causal: bool, rows: int, t_q: int, t_k: int, device) -> Tensor:
+    """The explicit path's mask made whole, (rows, 1, T_q, T_k): the given one (broadcastable,
+    or None) and the causal one (as `attend` aligns it) together, so an edit sees every query and
+    key. The heads share it."""
+    whole = torch.ones(rows, 1, t_q, t_k, dtype=torch.bool, device=device)
+    if mask is not None:
+        whole = whole & mask
+    if causal and t_q > 1:
+        whole = whole & causal_mask(t_q, t_k, device)
+    return whole
+
+
 def attention_scores(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """QKᵀ/√d_k with masked keys at -inf: (B, H, T_q, T_k), what the explicit path's softmax takes."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T_q, T_k)
@@ -229,8 +241,11 @@ class MultiHeadAttention(nn.Module):
         if rows % k.size(0):
             raise ValueError(f"{rows} query rows cannot share {k.size(0)} memory rows: give a multiple of them")
         groups = rows // k.size(0)
-        if need_weights:  # the explicit path: Q, K and V pass their sites
+        if need_weights:  # the explicit path: Q, K, V and the whole mask pass their sites
             q, k, v = (self.sites[name](t) for name, t in zip("qkv", (q, k, v)))
+            mask, causal = self.sites["mask"](full_mask(mask, causal, k.size(0), t_q, k.size(2), q.device)), False
+            if groups > 1:
+                mask = mask.repeat(1, 1, groups, 1)  # (B, 1, G*T_q, T_k): each beam's rows, as fold_beams lays them
         if groups > 1:
             q = fold_beams(q, groups)  # (B, H, G*T_q, d_k)
         out, weights = attend(

@@ -1,14 +1,68 @@
 """Named points inside the forward pass where a trace reads a tensor and an edit replaces it.
 
-A `Site` is an identity module: with no hook attached it returns its input untouched, and a
-forward hook on it (qkvmt.analysis.trace) sees the tensor, or returns another one in its place.
-The sites of an attention module are on its explicit path only (the one that returns weights):
-the fast kernel, which training and search run, never calls them.
+SITES is the one table of them: each site's name, shape, where it is reached, whether an edit
+may replace it, and on which path it fires. A trace's fields (qkvmt.analysis.trace.LayerTrace),
+the hooks that read and write them, the identity modules an attention layer carries and the
+checks on an edit are all drawn from it.
+
+A site reached at `sites.<name>` is an identity module (`Site`) inside the attention: with no
+hook attached it returns its input untouched, and a forward hook on it sees the tensor, or
+returns another one in its place. Those sites are on the explicit path only (the one that
+returns weights); the fused kernel, which training and search run, never calls them. An edit of
+one of them switches its layer to the explicit path for as long as the edit is open.
 """
+
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-ATTENTION_SITES = ("q", "k", "v", "scores", "weights")  # per head, positions applied; scores before the softmax
+
+@dataclass(frozen=True)
+class SiteSpec:
+    name: str
+    shape: str
+    reached: str  # "site": a Site module of the attention; "input", "w_o input", "output": the
+    # attention's own input, W_O's input, its output; "block input", "block output": of the residual
+    # block around it; "embedding": the model's embedding module
+    writable: bool
+    explicit_only: bool  # fires only on the explicit path (an edit of it switches its layer there)
+    meaning: str
+
+
+SITES = (
+    SiteSpec("x", "(B, T_q, D)", "input", False, False, "the attention's query input"),
+    SiteSpec("y", "(B, T_k, D)", "input", False, False, "cross-attention's key and value input (None in self)"),
+    SiteSpec("q", "(B, H, T_q, d_k)", "site", True, True, "the queries per head, positions applied"),
+    SiteSpec("k", "(B, H, T_k, d_k)", "site", True, True, "the keys per head, positions applied"),
+    SiteSpec("v", "(B, H, T_k, d_k)", "site", True, True, "the values per head"),
+    SiteSpec("mask", "(B, 1, T_q, T_k)", "site", True, True, "bool, True where a query may attend to a key"),
+    SiteSpec("scores", "(B, H, T_q, T_k)", "site", True, True, "QKᵀ/√d_k, -inf where the mask is False"),
+    SiteSpec("weights", "(B, H, T_q, T_k)", "site", True, True, "the scores' softmax over the keys"),
+    SiteSpec("heads", "(B, T_q, D)", "w_o input", True, False, "the heads' outputs side by side: W_O's input"),
+    SiteSpec("attention", "(B, T_q, D)", "output", True, False, "W_O(heads) + b_O, the attention's output"),
+    SiteSpec("residual", "(B, T_q, D)", "block input", False, False, "the residual stream entering the block"),
+    SiteSpec("block_out", "(B, T_q, D)", "block output", True, False, "what leaves the block (post-LN: normed)"),
+)
+MODEL_SITE_SPECS = (
+    SiteSpec("src_embedded", "(B, S, D)", "embedding", True, False, "the source embeddings with their positions"),
+    SiteSpec("tgt_embedded", "(B, T, D)", "embedding", True, False, "the target embeddings with their positions"),
+)
+
+LAYER_SITES = tuple(s.name for s in SITES)
+ATTENTION_SITES = tuple(s.name for s in SITES if s.reached == "site")  # the attention's Site modules
+WRITABLE = tuple(s.name for s in SITES if s.writable)
+EXPLICIT_ONLY = tuple(s.name for s in SITES if s.explicit_only)
+MODEL_SITES = tuple(s.name for s in MODEL_SITE_SPECS)
+
+
+def site_table() -> str:
+    """The table as Markdown, for the docs and `qkvmt intervene --help`'s readers."""
+    rows = ["| site | shape | reached at | writable | fires on | what it holds |", "|---|---|---|---|---|---|"]
+    for s in (*SITES, *MODEL_SITE_SPECS):
+        path = "the explicit path" if s.explicit_only else "every path"
+        writable = "yes" if s.writable else "no"
+        rows.append(f"| `{s.name}` | {s.shape} | {s.reached} | {writable} | {path} | {s.meaning} |")
+    return "\n".join(rows)
 
 
 class Site(nn.Module):
