@@ -2,12 +2,14 @@
 
 import gzip
 import io
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.inputs import build_inputs
@@ -21,8 +23,9 @@ from tests.conftest import compose_inference, compose_train, tiny_overrides, tra
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
 
 from qkvmt.export.ctranslate2_engine import load_ctranslate2, translate_lines_ctranslate2  # noqa: E402
-from qkvmt.export.to_ctranslate2 import export_ctranslate2  # noqa: E402
+from qkvmt.export.to_ctranslate2 import CTranslate2Format, export_ctranslate2  # noqa: E402
 from qkvmt.model.checkpoint import CheckpointMeta  # noqa: E402
+from tests.model.test_ablations import SINGLE_ABLATIONS  # noqa: E402
 
 META = CheckpointMeta(model_config={}, tokenizer="", src_lang="de", tgt_lang="en")
 
@@ -151,3 +154,16 @@ def test_translate_script_engine_ctranslate2_reads_stdin_like_ours(exported, tra
         )
         outs.append(out.getvalue())
     assert outs[0] == outs[1] and outs[0].split("\n")[1] == ""
+
+
+@pytest.mark.parametrize("ablation", SINGLE_ABLATIONS)
+def test_attention_ablations_are_refused_naming_the_setting(ablation, tmp_path):
+    """As `qkvmt export` checks the model, and when export_ctranslate2 is called directly."""
+    model = Transformer(ModelConfig(vocab_size=10, d_model=8, n_heads=2, **ablation))
+    setting, value = next(iter(ablation.items()))
+    fmt = CTranslate2Format(SimpleNamespace(quantization="float32"))
+    for attempt in (fmt.check, lambda m: export_ctranslate2(m, None, META, tmp_path)):
+        with pytest.raises(UserError, match="format=ctranslate2: its attention has W_Q, W_K, W_V and W_O") as e:
+            attempt(model)
+        assert f"model.{setting}={str(value).lower()}" in str(e.value) and "\n" not in str(e.value)
+    assert not any(tmp_path.iterdir())

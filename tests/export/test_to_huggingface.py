@@ -15,6 +15,7 @@ from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline.export import export
 from qkvmt.text.tokenizer import encode, train_bpe
 from tests.conftest import compose_inference
+from tests.model.test_ablations import SINGLE_ABLATIONS
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
@@ -94,3 +95,11 @@ def test_pre_ln_untied_and_rotary_models_are_refused_with_the_format_that_takes_
             check_exportable(Transformer(ModelConfig(vocab_size=10, d_model=8, n_heads=2, **kw)))
         setting, value = next(iter(kw.items()))
         assert f"model.{setting}={str(value).lower()}" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("ablation", SINGLE_ABLATIONS)
+def test_attention_ablations_are_refused_naming_the_setting(ablation):
+    with pytest.raises(UserError, match="format=huggingface: Marian's attention has W_Q, W_K, W_V and W_O") as e:
+        check_exportable(Transformer(ModelConfig(vocab_size=10, d_model=8, n_heads=2, **ablation)))
+    setting, value = next(iter(ablation.items()))
+    assert f"model.{setting}={str(value).lower()}" in str(e.value) and "\n" not in str(e.value)

@@ -20,7 +20,8 @@ def transformed_values(site: LayerTrace) -> Tensor:
     """W_O^h v_j for every head h and key j: (B, H, T_k, D), what a key adds per unit of weight,
     from the values the layer's kernel used."""
     module = site.module
-    w_o = module.w_o.weight.view(module.w_o.out_features, module.n_heads, module.d_k)  # (D, H, d_k): head slices
+    w_o = module.output_weight()  # the identity in a model without W_O
+    w_o = w_o.view(w_o.size(0), module.n_heads, module.d_k)  # (D, H, d_k): head slices
     return torch.einsum("bhkd,ohd->bhko", site.v.float(), w_o.float())
 
 

@@ -57,8 +57,18 @@ def vocabulary(tokenizer: Tokenizer) -> list[str]:
     return tokens
 
 
+def check_exportable(model: Transformer) -> None:
+    """Refuse, in one line, an attention ablation: CTranslate2's layers have every projection."""
+    if model.cfg.ablations():
+        raise UserError(
+            "format=ctranslate2: its attention has W_Q, W_K, W_V and W_O of its own, this model has "
+            f"{', '.join(model.cfg.ablations())}; use format=safetensors"
+        )
+
+
 def build_spec(model: Transformer, tokenizer: Tokenizer):
     """The `TransformerSpec` of `model`, its weights set, its vocabulary registered."""
+    check_exportable(model)
     ct2 = require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -145,7 +155,8 @@ def _ffn(spec, ffn, norm: torch.nn.LayerNorm) -> None:
 
 class CTranslate2Format:
     """format=ctranslate2 (quantization=...): everything about the format is checked when it is
-    made, before the checkpoint is loaded; it holds any model qkvmt trains."""
+    made, before the checkpoint is loaded; it holds any model qkvmt trains but the attention
+    ablations."""
 
     def __init__(self, cfg):
         require_ctranslate2()
@@ -153,8 +164,9 @@ class CTranslate2Format:
         self.quantization = cfg.quantization
 
     def check(self, model: Transformer) -> None:
-        """Nothing to refuse: CTranslate2 holds every layout qkvmt trains (post- or pre-LN, tied or
-        separate embeddings, sinusoidal or rotary positions)."""
+        """CTranslate2 holds every layout qkvmt trains (post- or pre-LN, tied or separate
+        embeddings, sinusoidal or rotary positions), but no attention ablation."""
+        check_exportable(model)
 
     def write(self, model: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, out: Path) -> None:
         export_ctranslate2(model, tokenizer, meta, out, self.quantization)

@@ -107,6 +107,11 @@ def check_exportable(model: Transformer) -> None:
         )
     if c.d_model % 2:
         raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
+    if c.ablations():
+        raise UserError(
+            "format=huggingface: Marian's attention has W_Q, W_K, W_V and W_O of its own, this model has "
+            f"{', '.join(c.ablations())}; use format=safetensors"
+        )
 
 
 def marian_config(c: ModelConfig):

@@ -6,6 +6,14 @@ Self-attention is `forward(x)` (y = x); cross-attention is `forward(x, memory)`.
 are made in one place, `head_projections`, which also applies the module's position transform
 (RotaryPositions, if the model uses rotary positions) to self-attention's queries and keys.
 
+The classic ablations are options of this class (ModelConfig's query_projection, value_projection,
+shared_key_value, output_projection); a projection left out has no weights:
+
+    no W_Q:           Q = x, split into heads (head h reads x's columns h·d_k .. (h+1)·d_k - 1)
+    no W_V:           V = y, split into heads
+    shared W_K, W_V:  V = y W_K, the keys before any positions
+    no W_O:           the output is the heads' outputs side by side
+
 Masks are boolean and True means "this query may attend to this key", the convention of
 `F.scaled_dot_product_attention`. By default the fused SDPA kernel runs; the explicit
 softmax(QKᵀ/√d_k)·V path runs only when the caller asks for the weights, and returns them
@@ -130,6 +138,9 @@ class MultiHeadAttention(nn.Module):
     nn.MultiheadAttention, so self-attention projects Q, K and V in one matrix product and
     cross-attention K and V in one; w_o (D, D) maps the heads' outputs, side by side, back.
 
+    Ablations (the module docstring): without W_Q or W_V, w_qkv stacks only the blocks in use,
+    (nD, D) in `blocks`' order; w_o=None puts an identity in W_O's place.
+
     positions: a transform of per-head queries and keys, `positions(t, offset)` for rows t
     (B, H, T, d_k) at positions offset.., e.g. RotaryPositions; self-attention only, since it
     relates the rows of one sequence. None where positions come with the inputs (sinusoidal).
@@ -140,35 +151,75 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, n_heads: int, w_qkv: nn.Linear, w_o: nn.Linear, dropout: float = 0.0, positions: nn.Module | None = None
+        self,
+        n_heads: int,
+        w_qkv: nn.Linear,
+        w_o: nn.Linear | None,
+        dropout: float = 0.0,
+        positions: nn.Module | None = None,
+        query_projection: bool = True,
+        value_projection: bool = True,
+        shared_key_value: bool = False,
     ):
         super().__init__()
         d_model = w_qkv.in_features
-        assert w_qkv.out_features == 3 * d_model and w_o.in_features == d_model, "w_qkv must be (3D, D), w_o (·, D)"
+        assert value_projection or not shared_key_value, "shared_key_value needs value_projection"
+        # The projections w_qkv holds, one (D, D) block each, in this order: W_Q, W_K (always), W_V.
+        self.blocks = "q" * query_projection + "k" + "v" * (value_projection and not shared_key_value)
+        self.shared_key_value = shared_key_value
+        assert w_qkv.out_features == len(self.blocks) * d_model, f"w_qkv must be ({len(self.blocks)}D, D)"
+        assert w_o is None or w_o.in_features == d_model, "w_o must be (·, D)"
         assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
         self.n_heads = n_heads
         self.d_k = d_model // n_heads
         self.d_model = d_model
         self.dropout = dropout
-        self.w_qkv = w_qkv  # rows: W_Q, W_K, W_V
-        self.w_o = w_o
+        self.w_qkv = w_qkv  # rows: the blocks of self.blocks
+        # No W_O: an identity module in its place keeps forward's call and W_O's input (the "heads" site) as they are.
+        self.w_o = w_o if w_o is not None else nn.Identity()
         self.positions = positions
         self.sites = nn.ModuleDict({name: Site() for name in ATTENTION_SITES})  # no parameters: checkpoints unchanged
 
-    def _rows(self, first: int, n: int, heads: list[int] | None) -> slice | Tensor:
-        """The rows of w_qkv in its blocks first .. first+n-1 (0 W_Q, 1 W_K, 2 W_V) that `heads`
-        read, in that order; all of them (a slice, so no weight is copied) if heads is None."""
+    def _rows(self, names: str, heads: list[int] | None) -> slice | Tensor:
+        """The rows of w_qkv that project `names` ("q" W_Q, "k" W_K, "v" W_V: blocks it holds, in
+        self.blocks' order) for `heads`, in that order; a slice, so no weight is copied, where
+        every head of consecutive blocks is wanted."""
         d = self.d_model
-        if heads is None:
-            return slice(first * d, (first + n) * d)
-        dims = (torch.tensor(heads)[:, None] * self.d_k + torch.arange(self.d_k)).flatten()
-        return torch.cat([block * d + dims for block in range(first, first + n)]).to(self.w_qkv.weight.device)
+        blocks = [self.blocks.index(name) for name in names]
+        if heads is None and blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            return slice(blocks[0] * d, (blocks[-1] + 1) * d)
+        dims = torch.arange(d) if heads is None else torch.tensor(heads)[:, None] * self.d_k + torch.arange(self.d_k)
+        return torch.cat([block * d + dims.flatten() for block in blocks]).to(self.w_qkv.weight.device)
 
     def _heads(self, x: Tensor, rows: slice | Tensor) -> Tensor:
         """x (B, T, D) times the `rows` of w_qkv, bias added, split into heads: (B, n·H', T, d_k)."""
         bias = self.w_qkv.bias[rows] if self.w_qkv.bias is not None else None
         out = F.linear(x, self.w_qkv.weight[rows], bias)  # (B, T, n·H'·d_k)
         return out.view(out.size(0), out.size(1), -1, self.d_k).transpose(1, 2)
+
+    def _slices(self, x: Tensor, heads: list[int] | None) -> Tensor:
+        """x (B, T, D) split into heads unprojected, (B, H', T, d_k): head h reads x's columns
+        h·d_k .. (h+1)·d_k - 1, what an absent W_Q or W_V leaves it."""
+        out = x.reshape(x.size(0), x.size(1), self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+        return out if heads is None else out[:, heads]
+
+    def _per_head(self, x: Tensor, names: str, heads: list[int] | None) -> list[Tensor]:
+        """Q, K or V (`names`, in that order) per head, each (B, H', T, d_k), from one input x
+        (B, T, D): those w_qkv holds in one matrix product; shared W_K and W_V, the keys' projection
+        again as the values (before any positions); no W_Q or W_V, x's own slices."""
+        projected = "".join(name for name in names if name in self.blocks)
+        made = {}
+        if projected:
+            made = dict(zip(projected, self._heads(x, self._rows(projected, heads)).chunk(len(projected), dim=1)))
+        if self.shared_key_value and "v" in names:
+            made["v"] = made["k"]
+        return [made[name] if name in made else self._slices(x, heads) for name in names]
+
+    def output_weight(self) -> Tensor:
+        """W_O, (D_out, D); the identity where the module has none (its output is the heads' outputs)."""
+        if isinstance(self.w_o, nn.Linear):
+            return self.w_o.weight
+        return torch.eye(self.d_model, dtype=self.w_qkv.weight.dtype, device=self.w_qkv.weight.device)
 
     def head_projections(
         self,
@@ -188,23 +239,22 @@ class MultiHeadAttention(nn.Module):
         values=False: no V (None), and its rows of the projection are not computed.
         Returns q (B, H', T_q, d_k), k and v (B', H', T_k, d_k); H' = len(heads), else n_heads.
         """
-        blocks = 3 if values else 2  # W_Q, W_K[, W_V]
         if y is None:
-            q, k, *v = self._heads(x, self._rows(0, blocks, heads)).chunk(blocks, dim=1)  # one matrix product
+            q, k, *v = self._per_head(x, "qkv" if values else "qk", heads)  # one matrix product
             if self.positions is not None:
                 q, k = self.positions(q, offset), self.positions(k, offset)
             return q, k, (v[0] if v else None)
         if self.positions is not None:
             raise ValueError("positions relate the rows of one sequence: cross-attention takes none")
-        q = self._heads(x, self._rows(0, 1, heads))
+        (q,) = self._per_head(x, "q", heads)
         if not kv:
             return q, None, None
-        k, *v = self._heads(y, self._rows(1, blocks - 1, heads)).chunk(blocks - 1, dim=1)
+        k, *v = self._per_head(y, "kv" if values else "k", heads)
         return q, k, (v[0] if v else None)
 
     def head_weights(self, x: Tensor, y: Tensor | None, heads: list[int], mask: Tensor | None = None) -> Tensor:
-        """The weights (B, len(heads), T_q, T_k) of `heads` alone: only their rows of W_Q and W_K
-        are projected, and no values are read (an alignment loss needs nothing else)."""
+        """The weights (B, len(heads), T_q, T_k) of `heads` alone: only their rows of W_Q (where the
+        model has one) and W_K are projected, and no values are read (an alignment loss needs nothing else)."""
         q, k, _ = self.head_projections(x, y, heads=heads, values=False)
         return attention_weights(q, k, mask)
 

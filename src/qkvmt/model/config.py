@@ -6,6 +6,14 @@ from qkvmt.errors import UserError
 from qkvmt.model.positions import POSITIONS
 from qkvmt.text.tokenizer import Specials
 
+# The attention's ablation settings at their defaults: W_Q, W_K, W_V and W_O each of its own, as in the paper.
+ATTENTION_DEFAULTS = {
+    "query_projection": True,
+    "value_projection": True,
+    "shared_key_value": False,
+    "output_projection": True,
+}
+
 
 @dataclass
 class ModelConfig:
@@ -22,6 +30,11 @@ class ModelConfig:
     tie_embeddings: bool = True  # one joint vocabulary: source, target and output share weights
     max_positions: int = 256  # longest sequence, special tokens included
     positions: str = "sinusoidal"  # or "rotary" (qkvmt.model.positions); checkpoints without it are sinusoidal
+    # Attention ablations (qkvmt.model.attention); the defaults are the paper's, and checkpoints without them:
+    query_projection: bool = True  # False: no W_Q, each head's queries are its slice of the query input
+    value_projection: bool = True  # False: no W_V, each head's values are its slice of the key input
+    shared_key_value: bool = False  # True: one projection, W_K, gives both the keys and the values
+    output_projection: bool = True  # False: no W_O, the heads' outputs side by side are the attention's output
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -31,6 +44,8 @@ class ModelConfig:
             value = getattr(self, f.name)
             if f.type in (int, "int") and (isinstance(value, bool) or not isinstance(value, int)):
                 raise UserError(f"model.{f.name}={value!r}: give a whole number")
+            if f.type in (bool, "bool") and not isinstance(value, bool):
+                raise UserError(f"model.{f.name}={value!r}: give true or false")
         for name in ("vocab_size", "d_model", "n_heads", "encoder_layers", "decoder_layers", "ffn_dim"):
             if getattr(self, name) < 1:
                 raise UserError(f"model.{name}={getattr(self, name)}: give a positive whole number")
@@ -51,6 +66,19 @@ class ModelConfig:
                 f"model.positions=rotary turns pairs of dimensions, but each head has an odd number: "
                 f"model.d_model={self.d_model} / model.n_heads={self.n_heads} = {self.d_model // self.n_heads}"
             )
+        if self.shared_key_value and not self.value_projection:
+            raise UserError(
+                "model.shared_key_value=true gives the values W_K's projection, model.value_projection=false "
+                "gives them none: set one of the two"
+            )
+
+    def ablations(self) -> list[str]:
+        """The attention settings that differ from the paper's, as `model.<name>=<value>` (empty if none)."""
+        return [
+            f"model.{name}={str(getattr(self, name)).lower()}"
+            for name, default in ATTENTION_DEFAULTS.items()
+            if getattr(self, name) != default
+        ]
 
     @property
     def specials(self) -> Specials:

@@ -122,7 +122,7 @@ class Transformer(nn.Module):
         # embedding × √d has unit scale.
         for name, p in self.named_parameters():
             if p.dim() > 1 and "tokens" not in name:
-                # W_Q, W_K, W_V are stacked in w_qkv: each gets the init of its own (D, D) matrix
+                # W_Q, W_K, W_V (those in use) are stacked in w_qkv: each gets the init of its own (D, D) matrix
                 for block in p.split(self.cfg.d_model) if name.endswith("w_qkv.weight") else (p,):
                     nn.init.xavier_uniform_(block)
             elif name.endswith("bias"):
