@@ -5,6 +5,7 @@
     model = qkvmt.load("multi30k-de-en")            # one of them, or a run folder, a .ckpt, a model folder
     model.translate(["Ein Mann fährt Fahrrad ."])
     model.attention("Ein Mann fährt Fahrrad .")     # shows itself in a notebook; .save(folder)
+    model.intervene("Ein Hund rennt .", qkvmt.Swap(1, 2, "keys"))   # the translation with an edit
 
 The names below are imported on first use, so `import qkvmt` stays light for the commands
 whose worker processes only need a submodule.
@@ -24,6 +25,12 @@ _EXPORTS = {
     "AttentionMap": "qkvmt.analysis.forced",
     "SentenceAlignment": "qkvmt.views.sentence_alignment",
     "HeadInspection": "qkvmt.views.inspection",
+    "Intervention": "qkvmt.views.intervention",
+    "Lens": "qkvmt.views.lens",
+    "Swap": "qkvmt.analysis.edits",
+    "Zero": "qkvmt.analysis.edits",
+    "Patch": "qkvmt.analysis.edits",
+    "Knockout": "qkvmt.analysis.edits",
     "UserError": "qkvmt.errors",
 }
 __all__ = sorted(_EXPORTS)

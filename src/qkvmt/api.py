@@ -6,6 +6,8 @@
     model.attention("Ein Mann fährt Fahrrad .")                        # every kind, layer and head
     model.align("Ein Mann fährt Fahrrad .", "A man rides a bike .")    # word links and Pharaoh
     model.inspect("Ein Mann fährt Fahrrad .", kind="cross", layer=-1, head=0)   # one head's Q, K, V
+    model.intervene("Ein Hund rennt .", qkvmt.Swap(1, 2, "keys"))         # the translation with an edit
+    model.lens("Ein Mann fährt Fahrrad .")                             # what each layer already knows
 
 Every result is a typed object that shows itself in a notebook with the page its command
 writes, and saves itself (`result.save(folder)`, or one file: `result.save("x.html")`). The
@@ -22,6 +24,8 @@ from tokenizers import Tokenizer
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
 from qkvmt.analysis.inspection import inspect_head
+from qkvmt.analysis.intervention import intervene
+from qkvmt.analysis.lens import lens
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -32,6 +36,8 @@ from qkvmt.model.transformer import Transformer
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
 from qkvmt.views.inspection import HeadInspection
+from qkvmt.views.intervention import Intervention
+from qkvmt.views.lens import Lens
 from qkvmt.views.sentence_alignment import SentenceAlignment
 from qkvmt.views.sentence_attention import SentenceAttention
 from qkvmt.views.translations import Translations
@@ -187,3 +193,24 @@ class Model:
         return HeadInspection.of(
             inspect_head(self.transformer, self.tokenizer, source, forced, kind, layer, head, top_k)
         )
+
+    def intervene(self, source: str, *edits, **decode) -> Intervention:
+        """`source` translated as it is and with `edits` (qkvmt.Swap, Zero, Patch, Knockout) applied
+        to its attention at every step of the search: both translations, the changed words, each
+        original token's log-probability change, and the cross-attention maps before and after.
+        Decoding: the checkpoint's settings, with any DecodeConfig field given as a keyword."""
+        source = required_text(source, "source")
+        if not edits:
+            raise UserError("intervene needs at least one edit: qkvmt.Swap, qkvmt.Zero, qkvmt.Patch or qkvmt.Knockout")
+        with self.fabric.autocast():
+            result = intervene(self.transformer, self.tokenizer, source, edits, self.decoding(**decode))
+        return Intervention.of(result)
+
+    def lens(self, source: str, top_k: int = 3, **decode) -> Lens:
+        """What each layer already knows: the translation the decoder makes from each encoder depth
+        (DecoderLens), and the top_k tokens each decoder layer would predict at each position of the
+        model's translation (logit lens). Decoding: the checkpoint's settings, with any DecodeConfig
+        field given as a keyword."""
+        source = required_text(source, "source")
+        with self.fabric.autocast():
+            return Lens.of(lens(self.transformer, self.tokenizer, source, self.decoding(**decode), top_k))

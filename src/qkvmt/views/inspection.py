@@ -5,7 +5,7 @@ The head's numbers are qkvmt.analysis.inspection's (HeadPass, computed by `inspe
 module only draws and saves them.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +20,6 @@ from qkvmt.views.result import Result
 class HeadInspection(HeadPass, Result):
     """One head's queries, keys and values for one sentence pair, and what it made of them,
     showing itself as the inspector's page."""
-
-    @classmethod
-    def of(cls, head: HeadPass) -> "HeadInspection":
-        return cls(**{f.name: getattr(head, f.name) for f in fields(head)})
 
     def to_dict(self) -> dict:
         """inspect.json."""

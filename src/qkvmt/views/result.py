@@ -8,6 +8,7 @@ complete: its files are written into a hidden folder beside it and moved into pl
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 from qkvmt.errors import UserError
@@ -16,6 +17,11 @@ from qkvmt.views.html import notebook_frame
 
 
 class Result(ABC):
+    @classmethod
+    def of(cls, computed):
+        """This view of `computed`, the analysis's own dataclass that the view's class extends."""
+        return cls(**{f.name: getattr(computed, f.name) for f in fields(computed)})
+
     @abstractmethod
     def html(self) -> str:
         """The whole page, as the command writes it."""

@@ -23,6 +23,19 @@
     explorer() {
       explorer();
     },
+    intervention() {  // each layer's map before and after the edit, side by side
+      const host = document.getElementById("maps");
+      DATA.before.forEach((before, layer) => {
+        const pair = el("div", { class: "pair" });
+        ["before", "after"].forEach((when) => {
+          const box = el("div"), one = el("div", { "data-map": when + "-" + layer });
+          box.append(el("h3", {}, "layer " + layer + ", " + when), one);
+          pair.appendChild(box);
+          drawHeatmap(one, DATA[when][layer], DATA.rows, DATA.cols);
+        });
+        host.appendChild(pair);
+      });
+    },
   };
   pages[DATA.page]();
   document.body.setAttribute("data-drawn", DATA.page);

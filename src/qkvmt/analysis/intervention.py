@@ -1,0 +1,126 @@
+"""One sentence, translated before and after an edit of its attention (qkvmt.analysis.edits).
+
+The edited translation is a fresh search with the edit applied at every step (the model's own
+decoding settings; without the KV cache only when an edit names query positions). The two
+translations are then compared where they can be: the original translation is forced through
+the model with and without the edit, which gives each of its tokens' log-probability change and
+the cross-attention maps before and after over the same rows.
+"""
+
+import difflib
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from qkvmt.analysis.edits import Donor, Patch, Shape, compiled, query_positional
+from qkvmt.analysis.forced import token_names
+from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.errors import UserError
+from qkvmt.model.inputs import build_inputs
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import decode, encode
+
+
+@dataclass
+class InterventionPass:
+    """What an edit did to one sentence's translation."""
+
+    source: str
+    edits: list  # the edit objects, as given
+    src_tokens: list[str]  # x_1 .. x_n </s>: the key positions
+    original: str  # the translation without the edit
+    edited: str  # the translation with it
+    original_tokens: list[str]  # y_1 .. y_m </s> of the original: the rows of the maps
+    edited_tokens: list[str]
+    changed: list[bool]  # per word of `edited`: not where the original has it
+    log_prob: np.ndarray  # (m+1,) each original token's log-probability without the edit
+    log_prob_edited: np.ndarray  # (m+1,) ... and with it, forced over the same tokens
+    cross_before: np.ndarray  # (L, H, m+1, n+1) cross-attention over the original translation
+    cross_after: np.ndarray  # (L, H, m+1, n+1) the same, with the edit
+
+    @property
+    def log_prob_change(self) -> np.ndarray:
+        return self.log_prob_edited - self.log_prob
+
+
+def changed_words(original: str, edited: str) -> list[bool]:
+    """For each word of `edited`: True unless it is one of the original's, in its order (a diff)."""
+    a, b = original.split(), edited.split()
+    same = [False] * len(b)
+    for block in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks():
+        same[block.b : block.b + block.size] = [True] * block.size
+    return [not s for s in same]
+
+
+def shape_of(model: Transformer, src_len: int, out_len: int) -> Shape:
+    module = attention_modules(model, "cross")[0]
+    layers = {kind: len(attention_modules(model, kind)) for kind in KINDS}
+    return Shape(layers, module.n_heads, module.d_k, src_len, out_len)
+
+
+def donor_of(model: Transformer, tokenizer: Tokenizer, edit: Patch, src_ids: list[int]) -> Donor:
+    """A Patch's second sentence run through the encoder (and every cross-attention's keys and values)."""
+    if not isinstance(edit.donor, str) or not edit.donor.strip():
+        raise UserError("Patch needs a donor: a second source sentence, e.g. Patch('Eine Katze schläft .')")
+    ids = encode(tokenizer, [edit.donor])[0]
+    if len(ids) != len(src_ids):
+        raise UserError(
+            f"the donor {edit.donor!r} splits into {len(ids)} tokens and the sentence into {len(src_ids)}: patching "
+            "needs as many (replace a word by one of as many subwords)"
+        )
+    c, device = model.cfg, next(model.parameters()).device
+    x = build_inputs([ids], [[]], c.specials, c.max_positions)
+    traced = trace(model, x.src.to(device), x.tgt_in.to(device))
+    sites = {
+        (kind, i, s): getattr(traced[kind, i], s)
+        for kind in ("encoder", "cross")
+        for i in range(len(traced.layers[kind]))
+        for s in "kv"
+    }
+    return Donor(sites, [p for p, (a, b) in enumerate(zip(ids, src_ids)) if a != b])
+
+
+def forced_rows(model: Transformer, src, tgt_in, tgt_out, sites) -> tuple[np.ndarray, np.ndarray]:
+    """Each forced token's log-probability (T,) and the cross-attention (L, H, T, S), under `sites`."""
+    traced = trace(model, src, tgt_in, edits=sites)
+    log_prob = traced.logits[0].float().log_softmax(-1).gather(-1, tgt_out[0][:, None])[:, 0]
+    cross = torch.stack([t.weights[0] for t in traced.layers["cross"]])
+    return log_prob.cpu().numpy(), cross.float().cpu().numpy()
+
+
+@torch.no_grad()
+def intervene(model: Transformer, tokenizer: Tokenizer, source: str, edits, cfg: DecodeConfig) -> InterventionPass:
+    """`source` translated with and without `edits` (decoded by `cfg`), and compared."""
+    c, device = model.cfg, next(model.parameters()).device
+    src_ids = encode(tokenizer, [source])[0]
+    src_len = build_inputs([src_ids], None, c.specials, c.max_positions).src.size(1)
+    # Checked before any search: a query position may be any the search could reach.
+    donors = {id(e): donor_of(model, tokenizer, e, src_ids) for e in edits if isinstance(e, Patch)}
+    limit = int(max_lengths(torch.tensor([src_len]), cfg, c.max_positions)[0])
+    sites = compiled(edits, shape_of(model, src_len, limit), donors)
+    original = translate_ids(model, tokenizer, [source], cfg)[0]
+    x = build_inputs([src_ids], [original], c.specials, c.max_positions)
+    src, tgt_in, tgt_out = x.src.to(device), x.tgt_in.to(device), x.tgt_out.to(device)
+    with edited(model, sites):
+        changed = translate_ids(model, tokenizer, [source], replace(cfg, use_cache=not query_positional(sites)))[0]
+    log_prob, before = forced_rows(model, src, tgt_in, tgt_out, {})
+    log_prob_edited, after = forced_rows(model, src, tgt_in, tgt_out, sites)
+    original_text, edited_text = decode(tokenizer, [original, changed])
+    return InterventionPass(
+        source=source,
+        edits=list(edits),
+        src_tokens=token_names(tokenizer, x.src[0]),
+        original=original_text,
+        edited=edited_text,
+        original_tokens=token_names(tokenizer, x.tgt_out[0]),
+        edited_tokens=token_names(tokenizer, [*changed, c.eos_id]),
+        changed=changed_words(original_text, edited_text),
+        log_prob=log_prob,
+        log_prob_edited=log_prob_edited,
+        cross_before=before,
+        cross_after=after,
+    )

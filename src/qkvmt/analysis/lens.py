@@ -1,0 +1,111 @@
+"""What each layer already knows.
+
+DecoderLens (Langedijk et al., 2023): the decoder reads the output of encoder layer k instead of
+the last one's, so each encoder depth gets a translation of its own; where those stop improving,
+the encoder's later layers add little the decoder uses.
+
+The logit lens (nostalgebraist, 2020) for the decoder: each decoder layer's output goes through
+the final layer norm and the output embedding as if it were the last, giving the tokens that
+layer would already predict at each position of the model's translation.
+
+Both are hooks on the model's own layers while a block is open (nothing stays on the model), so
+search, forced passes and every reading of the model see them unchanged.
+"""
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from qkvmt.analysis.forced import token_names
+from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
+from qkvmt.model.inputs import build_inputs
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import decode, encode
+
+
+@contextlib.contextmanager
+def encoder_depth(model: Transformer, depth: int):
+    """Within the block the encoder ends after its first `depth` layers: each later layer hands its
+    input on unchanged, so the final norm (pre-LN) and every cross-attention read layer `depth`'s
+    output."""
+    n = len(model.encoder_layers)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= n:
+        raise UserError(f"encoder depth {depth!r}: the model has encoder layers 1..{n}")
+    hooks = [
+        layer.register_forward_hook(lambda m, args, out: (args[0], out[1])) for layer in model.encoder_layers[depth:]
+    ]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def depth_translations(
+    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
+) -> list[list[str]]:
+    """DecoderLens: the translations of `lines` with the decoder reading each encoder depth,
+    [depth - 1][line]; the last depth is the model itself."""
+    out = []
+    for depth in range(1, len(model.encoder_layers) + 1):
+        with encoder_depth(model, depth):
+            out.append(decode(tokenizer, translate_ids(model, tokenizer, lines, cfg, progress)))
+    return out
+
+
+def decoder_layer_outputs(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
+    """Each decoder layer's output (B, T, D) in a teacher-forced pass."""
+    seen: list[Tensor] = []
+    hooks = [layer.register_forward_hook(lambda m, a, out: seen.append(out[0])) for layer in model.decoder_layers]
+    try:
+        model(src, tgt_in)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+@dataclass
+class LensPass:
+    """One sentence read by both lenses."""
+
+    source: str
+    depths: list[str]  # the translation with the decoder reading encoder layer 1, 2, .. (the last: the model)
+    tokens: list[str]  # y_1 .. y_m </s>: the model's own translation, the logit lens's positions
+    top_tokens: list[list[list[str]]]  # [decoder layer][position][rank]: what that layer would predict
+    top_probs: np.ndarray  # (L_dec, T, k) their probabilities
+    final_rank: np.ndarray  # (L_dec, T): the rank the model's own next token has at that layer (0: top)
+
+
+@torch.no_grad()
+def lens(model: Transformer, tokenizer: Tokenizer, source: str, cfg: DecodeConfig, top_k: int = 3) -> LensPass:
+    """DecoderLens translations of `source` and the logit lens over the model's translation."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.cfg.vocab_size:
+        raise UserError(f"top_k={top_k!r}: give a whole number from 1 to the vocabulary's {model.cfg.vocab_size}")
+    depths = [d[0] for d in depth_translations(model, tokenizer, [source], cfg)]
+    c, device = model.cfg, next(model.parameters()).device
+    ids = translate_ids(model, tokenizer, [source], cfg)[0]
+    x = build_inputs([encode(tokenizer, [source])[0]], [ids], c.specials, c.max_positions)
+    tgt_out = x.tgt_out[0].to(device)
+    probs = torch.stack(
+        [
+            model.output(model.decoder_norm(h))[0].float().softmax(-1)
+            for h in decoder_layer_outputs(model, x.src.to(device), x.tgt_in.to(device))
+        ]
+    )  # (L_dec, T, V)
+    top = probs.topk(top_k, dim=-1)
+    own = probs.gather(-1, tgt_out[None, :, None].expand(probs.size(0), -1, 1))  # (L_dec, T, 1)
+    return LensPass(
+        source=source,
+        depths=depths,
+        tokens=token_names(tokenizer, tgt_out),
+        top_tokens=[[token_names(tokenizer, row) for row in layer] for layer in top.indices.tolist()],
+        top_probs=top.values.cpu().numpy(),
+        final_rank=(probs > own).sum(-1).cpu().numpy(),
+    )
