@@ -90,6 +90,15 @@ COMMANDS = {
             text=TEXT_KEYS,
         ),
         Command(
+            "intervene",
+            "qkvmt.pipeline.intervene:intervene",
+            "intervene",
+            "a sentence's translation with its attention's keys, values or heads edited",
+            "ckpt_path=multi30k-de-en sentence='Ein Hund rennt über eine grüne Wiese .' "
+            "'edits=[{swap: {a: 1, b: 6, what: keys}}]'",
+            text=TEXT_KEYS,
+        ),
+        Command(
             "heads",
             "qkvmt.pipeline.heads:heads",
             "heads",
