@@ -12,6 +12,7 @@ from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
 from qkvmt.model.inputs import build_inputs
+from qkvmt.model.transformer import WeightRequest
 from qkvmt.text.tokenizer import encode
 from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 
@@ -106,12 +107,12 @@ def test_one_trace_gives_every_registered_signal_asked_for(loaded, traces):
         forced_attention(model, tok, SOURCE, TARGET, analyses={"alti2", "nope"})
 
 
-def test_a_full_context_layer_is_read_from_the_same_pass(loaded, traces):
+def test_a_full_context_layer_is_read_from_the_pass_with_its_mask_edited(loaded, traces):
     model, tok = loaded
     with throwaway_signals():
         plain = forced_attention(model, tok, SOURCE, TARGET)
         both = forced_attention(model, tok, SOURCE, TARGET, full_context_layer=1)
-    assert len(traces) == 2  # one each
+    assert len(traces) == 3  # plain's; both's and its twin with the decoder's self-attention masks edited
     assert plain.for_alignment is plain and both.full_context_layer == 1
     for name in both.signals:  # the pass that predicts is the same with or without the full-context reading
         for kind, maps in both.signal_maps[name].items():
@@ -123,7 +124,9 @@ def test_a_full_context_layer_is_read_from_the_same_pass(loaded, traces):
     )
     with torch.no_grad():
         memory, src_mask, _ = model.encode(x.src)
-        full = model.full_context_cross(x.tgt_in, memory, src_mask, 1)[0].numpy()  # a pass without the causal mask
+        read_1 = WeightRequest(cross=(1,))  # decode without the causal mask, as supervision reads the head
+        full = model.decode(x.tgt_in, memory, src_mask, need_weights=read_1, self_mask=model.target_mask(x.tgt_in))
+        full = full[2][1][0].numpy()
     np.testing.assert_allclose(read.cross[1], full, atol=1e-5)
     assert not np.allclose(read.cross[1], plain.cross[1], atol=1e-3)  # its last rows see the whole target
     np.testing.assert_array_equal(read.cross[0], plain.cross[0])  # other layers: the pass that predicts

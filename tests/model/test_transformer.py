@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from qkvmt.analysis.trace import trace
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS, sinusoidal_positions
 from qkvmt.model.transformer import Embedding, Transformer, WeightRequest
@@ -139,6 +140,13 @@ def test_asking_for_one_layers_weights_runs_only_that_layer_on_the_explicit_path
     torch.testing.assert_close(logits, plain, atol=ATOL, rtol=0)
 
 
+def full_context(model, tgt, memory, src_mask, layer):
+    """Cross-attention weights of `layer` as a head supervised with full context reads them
+    (qkvmt.alignment.supervision.forward_with_head): the decoder's layers up to it."""
+    read, whole = WeightRequest(cross=(layer,)), model.target_mask(tgt)
+    return model.decode(tgt, memory, src_mask, need_weights=read, self_mask=whole, depth=layer + 1)[2][layer]
+
+
 @pytest.mark.parametrize("positions", POSITIONS)
 def test_full_context_cross_attention_sees_the_whole_target_but_never_its_padding(positions):
     """Against the causal pass as a reference: layer 0's last row sees the whole target in both
@@ -149,39 +157,35 @@ def test_full_context_cross_attention_sees_the_whole_target_but_never_its_paddin
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
         _, _, causal = model.decode(tgt, memory, src_mask, need_weights=True)
-        full = model.full_context_cross(tgt, memory, src_mask, layer=0)
+        full = full_context(model, tgt, memory, src_mask, layer=0)
         torch.testing.assert_close(full[:, :, -1], causal[0][:, :, -1], atol=ATOL, rtol=0)
         changed = tgt.clone()
         changed[:, -1] = (tgt[:, -1] + 1 - 3) % (V - 3) + 3  # another real token at the end
         for layer in (0, 2):
-            w = model.full_context_cross(tgt, memory, src_mask, layer)
-            w_changed = model.full_context_cross(changed, memory, src_mask, layer)
+            w = full_context(model, tgt, memory, src_mask, layer)
+            w_changed = full_context(model, changed, memory, src_mask, layer)
             _, _, causal_changed = model.decode(changed, memory, src_mask, need_weights=True)
             assert not torch.allclose(w[:, :, 0], w_changed[:, :, 0], atol=1e-4)  # row 0 sees the last token
             torch.testing.assert_close(causal[layer][:, :, 0], causal_changed[layer][:, :, 0], atol=ATOL, rtol=0)
-            padded = model.full_context_cross(pad_right(tgt, 3), memory, src_mask, layer)
+            padded = full_context(model, pad_right(tgt, 3), memory, src_mask, layer)
             torch.testing.assert_close(padded[:, :, :5], w, atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_full_context_heads_alone_equal_the_whole_layers_weights(norm_first, positions):
-    """The alignment pass computes only the asked heads' queries and keys of the last layer it
-    reaches; the reference runs every layer whole, the explicit path returning all heads."""
+def test_training_reads_full_context_as_an_edit_of_the_traced_mask_does(norm_first, positions):
+    """Supervision reads a full-context head from decode with the target's padding mask; the
+    forced pass (qkvmt.analysis.forced) from a trace whose decoder self-attention masks are
+    edited to it. Both are one reading of the one model."""
     model = make_model(8, decoder_layers=3, n_heads=4, norm_first=norm_first, positions=positions)
-    src, tgt = random_ids(2, 6, [6, 4]), random_ids(2, 5)
+    src, tgt = random_ids(2, 6, [6, 4]), pad_right(random_ids(2, 5), 2)
     with torch.no_grad():
         memory, src_mask, _ = model.encode(src)
-        tgt_mask = (tgt != model.cfg.pad_id)[:, None, None, :]
+        whole = model.target_mask(tgt)
         for layer in range(3):
-            x = model.tgt_embed(tgt)
-            for i, dec in enumerate(model.decoder_layers[: layer + 1]):
-                x, _, reference = dec(x, memory, src_mask, (False, i == layer), self_mask=tgt_mask)
-            torch.testing.assert_close(
-                model.full_context_cross(tgt, memory, src_mask, layer), reference, atol=ATOL, rtol=0
-            )
-            picked = model.full_context_cross(tgt, memory, src_mask, layer, heads=[3, 1])
-            torch.testing.assert_close(picked, reference[:, [3, 1]], atol=ATOL, rtol=0)
+            unmasked = {("decoder", i, "mask"): lambda mask: whole.expand_as(mask) for i in range(layer + 1)}
+            traced = trace(model, src, tgt, edits=unmasked)["cross", layer].weights
+            torch.testing.assert_close(full_context(model, tgt, memory, src_mask, layer), traced, atol=ATOL, rtol=0)
 
 
 # --- 4. incremental decoding -------------------------------------------------------------------

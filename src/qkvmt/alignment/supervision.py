@@ -93,12 +93,18 @@ def forward_with_head(
 ) -> tuple[Tensor, Tensor]:
     """Logits (B, T, V) of a teacher-forced pass (its final states (B, T, D) with project=False)
     and the supervised head's weights (B, T, S): from that pass itself (only the head's layer
-    on the explicit path), or from a second, full-context pass through the decoder layers up to
-    it that computes only that head's weights."""
+    on the explicit path), or with full context from a second pass of the decoder over the same
+    encoder output, the target's padding mask in place of the causal one (Transformer.decode's
+    self_mask)."""
     if sup.full_context:
         memory, src_mask, _ = model.encode(src)
         out, _, _ = model.decode(tgt_in, memory, src_mask, project=project)
-        return out, model.full_context_cross(tgt_in, memory, src_mask, sup.layer, heads=[sup.head])[:, 0]
+        read, full = WeightRequest(cross=(sup.layer,)), model.target_mask(tgt_in)
+        # Only the layers up to the head's run: nothing after it is read, and no logits.
+        _, _, cross = model.decode(
+            tgt_in, memory, src_mask, need_weights=read, project=False, self_mask=full, depth=sup.layer + 1
+        )
+        return out, cross[sup.layer][:, sup.head]
     out, att = model(src, tgt_in, need_weights=WeightRequest(cross=(sup.layer,)), project=project)
     return out, att.cross[sup.layer][:, sup.head]  # (B, T, S)
 

@@ -180,8 +180,8 @@ def full_context_maps(
     context: Context, layer: int, signals: list[str], computed: dict[str, dict[str, SignalMaps]]
 ) -> dict[str, SignalMaps]:
     """Each signal's cross maps with decoder `layer` read as a head supervised with full context
-    was trained: from cross-attention weights without the causal mask (a partial pass up to that
-    layer, Transformer.full_context_cross).
+    was trained: from cross-attention weights without the causal mask (the pass traced again with
+    an edit of the decoder's self-attention mask, the target's padding mask for the causal one).
 
     The signals are computed again from the trace with that layer's weights replaced, a reading
     that shares the context's intermediates (Context.reading: W_O v, ALTI+'s contributions, those
@@ -189,11 +189,9 @@ def full_context_maps(
     predicting pass's."""
     model, traced = context.model, context.traced
     layer %= len(traced.layers["cross"])
-    # The encoder's output as the fast kernel computes it, as this reading always had it: the
-    # traced pass's (explicit path) differs in the last bits, and the supervised head's numbers
-    # would move by ~1e-6 for nothing.
-    memory, _, _ = model.encode(traced.src)  # (1, S, D)
-    weights = model.full_context_cross(traced.tgt, memory, model.source_mask(traced.src), layer)
+    whole = model.target_mask(traced.tgt)  # (1, 1, 1, T): every real target token, none later than another
+    unmasked = {("decoder", i, "mask"): lambda mask: whole.expand_as(mask) for i in range(layer + 1)}
+    weights = trace(model, traced.src, traced.tgt, edits=unmasked)["cross", layer].weights
     cross = [replace(site, weights=weights) if site.layer == layer else site for site in traced.layers["cross"]]
     read = context.reading(replace(traced, layers={**traced.layers, "cross": cross}))
 

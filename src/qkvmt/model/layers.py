@@ -156,11 +156,3 @@ class DecoderLayer(nn.Module):
         return self.cross_block(
             x, lambda h: self.cross_attn(h, memory, mask=src_mask, need_weights=need_weights, cache=cache)
         )
-
-    def cross_head_weights(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor, heads: list[int]
-    ) -> Tensor:
-        """Cross-attention weights (B, len(heads), T, S) of `heads` for target states x after a
-        self-attention under `self_mask` (no causal mask): the layer's outputs are not computed."""
-        x, _ = self.self_attention_block(x, self_mask=self_mask)
-        return self.cross_attn.head_weights(self.cross_block.sublayer_input(x), memory, heads, src_mask)

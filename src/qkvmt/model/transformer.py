@@ -154,6 +154,8 @@ class Transformer(nn.Module):
         need_weights: "bool | WeightRequest" = False,
         last_only: bool = False,
         project: bool = True,
+        self_mask: Tensor | None = None,
+        depth: int | None = None,
     ) -> tuple[Tensor, list, list]:
         """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
 
@@ -162,6 +164,10 @@ class Transformer(nn.Module):
         need_weights, per-layer self- and cross-attention weights. With project=False, the
         final states (B, T, D) instead of logits: training's loss applies the output layer
         itself, chunk by chunk (qkvmt.model.loss.output_loss).
+        self_mask: (B, 1, 1, T), True on real target tokens, in place of the causal mask: each row
+        sees the whole target, as a head supervised with full context is read.
+        depth: only the first `depth` layers run, for a reading of their weights that needs no
+        later layer; the states returned are then layer depth-1's, not the model's.
         """
         offset = state.steps if state is not None else 0
         x = self.tgt_embed(tgt, offset)
@@ -171,9 +177,9 @@ class Transformer(nn.Module):
             WeightRequest.wanted(need_weights, "cross", n),
         )
         self_ws, cross_ws = [], []
-        for i, layer in enumerate(self.decoder_layers):
+        for i, layer in enumerate(self.decoder_layers[:depth]):
             cache = state.caches[i] if state is not None else None
-            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache)
+            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache, self_mask)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         self_ws, cross_ws = (self_ws if any(want_self) else []), (cross_ws if any(want_cross) else [])
@@ -184,20 +190,9 @@ class Transformer(nn.Module):
         x = self.decoder_norm(x)
         return (self.output(x) if project else x), self_ws, cross_ws
 
-    def full_context_cross(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor, layer: int, heads: list[int] | None = None
-    ) -> Tensor:
-        """Cross-attention weights (B, H, T, S) of decoder `layer` (only `heads`, in that order,
-        if given) in a teacher-forced pass without the causal mask, so each row sees the whole
-        target (Garg et al.'s full-context alignment). Only the layers before `layer` run whole;
-        of `layer` itself, its self-attention and the asked heads' queries and keys. Nothing is
-        predicted from this pass."""
-        x = self.tgt_embed(tgt)
-        tgt_mask = (tgt != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, T)
-        for dec in self.decoder_layers[:layer]:
-            x, _, _ = dec(x, memory, src_mask, self_mask=tgt_mask)
-        heads = list(range(self.decoder_layers[layer].cross_attn.n_heads)) if heads is None else heads
-        return self.decoder_layers[layer].cross_head_weights(x, memory, src_mask, tgt_mask, heads)
+    def target_mask(self, tgt: Tensor) -> Tensor:
+        """(B, 1, 1, T), True on real target tokens: decode's self_mask for full context."""
+        return (tgt != self.cfg.pad_id)[:, None, None, :]
 
     def new_state(self) -> DecoderState:
         return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
