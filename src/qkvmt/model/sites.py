@@ -55,16 +55,6 @@ EXPLICIT_ONLY = tuple(s.name for s in SITES if s.explicit_only)
 MODEL_SITES = tuple(s.name for s in MODEL_SITE_SPECS)
 
 
-def site_table() -> str:
-    """The table as Markdown, for the docs and `qkvmt intervene --help`'s readers."""
-    rows = ["| site | shape | reached at | writable | fires on | what it holds |", "|---|---|---|---|---|---|"]
-    for s in (*SITES, *MODEL_SITE_SPECS):
-        path = "the explicit path" if s.explicit_only else "every path"
-        writable = "yes" if s.writable else "no"
-        rows.append(f"| `{s.name}` | {s.shape} | {s.reached} | {writable} | {path} | {s.meaning} |")
-    return "\n".join(rows)
-
-
 class Site(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return x

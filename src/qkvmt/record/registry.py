@@ -1,6 +1,7 @@
 """The reference tables generated from the registries rather than the record: the signals
-(qkvmt.analysis.signals.SIGNALS), the kinds of attention (qkvmt.analysis.trace.KINDS) and the
-values an alignment policy accepts (qkvmt.alignment.policy). docs/analysis.md holds them between
+(qkvmt.analysis.signals.SIGNALS), the kinds of attention (qkvmt.analysis.trace.KINDS), the sites
+an edit can read or write (qkvmt.model.sites.SITES) and the values an alignment policy accepts
+(qkvmt.alignment.policy). docs/analysis.md holds them between
 marker lines (qkvmt.record.pages), so a signal registered, renamed or dropped changes the page
 when scripts/results.py runs, and check=true (and the docs tests) fail until it has.
 
@@ -49,6 +50,29 @@ def kinds(record: dict) -> str:
     from qkvmt.analysis.trace import KINDS
 
     return table(["kind", "what"], [[code(k), w] for k, w in described(KINDS, KIND_WHAT, "KINDS")])
+
+
+REACHED = {
+    "site": "inside the attention",
+    "input": "the attention's input",
+    "w_o input": "W_O's input",
+    "output": "the attention's output",
+    "block input": "the residual block's input",
+    "block output": "the residual block's output",
+    "embedding": "the embedding",
+}
+
+
+def sites(record: dict) -> str:
+    from qkvmt.model.sites import MODEL_SITE_SPECS, SITES
+
+    def row(s, scope):
+        reached = described([s.reached], REACHED, f"site {s.name!r}'s place")[0][1]
+        path = "the explicit path (an edit switches its layer there)" if s.explicit_only else "every path"
+        return [code(s.name), scope, s.shape, s.meaning, reached, "yes" if s.writable else "read only", path]
+
+    rows = [row(s, "each layer") for s in SITES] + [row(s, "the model") for s in MODEL_SITE_SPECS]
+    return table(["site", "of", "shape", "what it holds", "reached at", "edit", "fires on"], rows)
 
 
 ROWS_WHAT = {

@@ -232,5 +232,6 @@ TABLES = {
     "methods": methods,
     "signals": registry.signals,
     "kinds": registry.kinds,
+    "sites": registry.sites,
     "policy": registry.policy,
 }
