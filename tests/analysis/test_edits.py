@@ -100,6 +100,18 @@ def test_a_knockout_renormalises_that_querys_weights_without_the_key(setup):
     close(after[:, :, :4], expected[:, :, :4])  # rows after 3 read a decoder changed by it
 
 
+def test_a_number_names_one_layer_head_or_position_as_a_tuple_of_one_does():
+    shape = Shape({"encoder": 3, "decoder": 3, "cross": 3}, heads=4, d_k=4, src_len=7, out_len=5)
+    assert compiled([Zero(layers=1, heads=2)], shape).keys() == compiled([Zero(layers=(1,), heads=(2,))], shape).keys()
+    donor = Donor({("cross", i, s): torch.zeros(1, 4, 7, 4) for i in range(3) for s in "kv"}, [3])
+    one, as_tuple = Patch("x", positions=3), Patch("x", positions=(3,))
+    t = torch.ones(1, 4, 7, 4)
+    close(
+        compiled([one], shape, {id(one): donor})[("cross", 0, "v")](t),
+        compiled([as_tuple], shape, {id(as_tuple): donor})[("cross", 0, "v")](t),
+    )
+
+
 def test_edits_outside_the_model_are_one_line_errors_naming_the_range():
     shape = Shape({"encoder": 3, "decoder": 3, "cross": 3}, heads=4, d_k=4, src_len=7, out_len=5)
     for edit, message in [
