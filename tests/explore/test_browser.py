@@ -1,17 +1,20 @@
 """The explorer in headless Chromium, served by uvicorn on a free port: type a sentence, switch
 maps, click a token and a head, and read the numbers the page shows against the API's; pick a
-target token and see its deletion curves; hostile,
-empty and too long input shows as text or as an error, and the server keeps serving. Served
-beyond this computer, the page works with the printed address's token alone.
+target token and see its deletion curves; pick two source tokens, swap their keys or zero a head,
+and see Model.intervene's translation with its changed words marked; hostile, empty and too long
+input, and a bad edit, show as text or as an error, and the server keeps serving. Served beyond
+this computer, the page works with the printed address's token alone.
 
 With QKVMT_SCREENSHOTS=<folder>, it also saves a screenshot of each view there."""
 
 import os
 import secrets
+from itertools import combinations
 from pathlib import Path
 
 import pytest
 
+import qkvmt
 from qkvmt.alignment.policy import cross_signals
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.explore.session import Explorer
@@ -157,6 +160,86 @@ def test_a_target_tokens_deletion_curves_draw_one_line_per_signal_and_a_dashed_r
     assert lines.evaluate_all("ls => ls.map((l) => l.dataset.label)") == [
         r["label"] for r in curves["readings"] if r["layer"] in (None, 0)
     ] + ["random order (mean)"]
+
+
+def edit(page, button: str, outcome: str = "shown") -> None:
+    page.click(f"#what-if-controls {button}")  # the handler marks the panel busy before the click returns
+    page.wait_for_selector(f"#what-if[data-state={outcome}]", timeout=60_000)
+
+
+@pytest.fixture(scope="module")
+def reverse_url(reverse_model):
+    """The reverse toy model's explorer: its translation changes when two source tokens trade keys."""
+    with serving(Explorer(reverse_model)) as address:
+        yield address
+
+
+def test_pick_two_source_tokens_swap_them_and_see_the_apis_edited_translation(browser, reverse_url, reverse_model):
+    model, source = reverse_model, REFERENCE  # the reverse model's source language
+    src_tokens = model.attention(source).src_tokens
+    swaps = (model.intervene(source, qkvmt.Swap(a, b, "keys")) for a, b in combinations(range(len(src_tokens)), 2))
+    expected = next((r for r in swaps if r.edited != r.original), None)  # the first pair that changes it
+    assert expected is not None, "no two source tokens change the translation when they swap keys"
+    a, b = expected.edits[0].a, expected.edits[0].b
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(reverse_url)
+    ask(page, source)
+    tokens, picked = page.locator("#what-if-tokens .tok"), page.locator("#what-if-picked")
+    assert tokens.all_inner_texts() == src_tokens  # x_1 .. x_n </s>: the keys a swap names
+
+    # Nothing picked: the server's one-line error shows in the panel, and the page goes on.
+    edit(page, "button[data-edit=swap][data-what=keys]", "error")
+    assert page.locator("#what-if-error").inner_text().startswith("error: swap needs two source tokens, a and b")
+    assert page.locator("#what-if-result").is_hidden()
+
+    tokens.nth(a).click()
+    tokens.nth(b).click()
+    assert picked.inner_text() == f"picked: {a} {src_tokens[a]}, {b} {src_tokens[b]}"
+    assert page.locator("#what-if-tokens .tok.picked").count() == 2
+    edit(page, "button[data-edit=swap][data-what=keys]")
+    assert page.locator("#what-if-error").is_hidden()
+    assert page.locator("#what-if-original").inner_text() == expected.original
+    assert page.locator("#what-if-edited").inner_text() == " ".join(expected.edited.split())
+    marks = [w for w, c in zip(expected.edited.split(), expected.changed) if c]
+    assert marks and page.locator("#what-if-edited mark").all_inner_texts() == marks
+    change = page.locator("#what-if-change").inner_text()
+    assert float(change.rsplit("(", 1)[1].rstrip(")")) == pytest.approx(expected.log_prob_change.sum(), abs=2e-3)
+    screenshot(page, "what_if")
+
+    # Keys and values swapped together: the same lookup, reordered, so the same translation.
+    edit(page, "button[data-edit=swap][data-what=both]")
+    assert page.locator("#what-if-edited").inner_text() == expected.original
+    assert page.locator("#what-if-edited mark").count() == 0
+
+    # A position past the sentence, sent as the page sends: a JSON error; then the panel still works.
+    status, error = page.evaluate(
+        """async (body) => { const r = await fetch("api/intervene", {method: "POST",
+        headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+        return [r.status, (await r.json()).error]; }""",
+        {"source": source, "edit": "swap", "what": "keys", "kind": "cross", "a": 0, "b": len(src_tokens)},
+    )
+    assert status == 400 and error.startswith(f"b={len(src_tokens)}: give a whole number among the source tokens'")
+    page.click("#what-if-clear")
+    assert picked.inner_text().startswith("picked: none") and page.locator("#what-if-tokens .tok.picked").count() == 0
+    edit(page, "button[data-edit=swap][data-what=values]", "error")
+    assert "swap needs two source tokens" in page.locator("#what-if-error").inner_text()
+
+    # The head chosen in the viewer, in the layer shown only: zeroed.
+    viewer = page.locator("#viewer")
+    viewer.locator("select.layer").select_option("1")
+    viewer.locator("select.head").select_option("2")
+    page.check("#what-if-layer")
+    assert page.locator("#what-if-scope").inner_text() == "acts on cross attention, layer 1"
+    edit(page, "button[data-edit=zero]")
+    zeroed = model.intervene(source, qkvmt.Zero("output", kind="cross", layers=(1,), heads=(2,)))
+    assert page.locator("#what-if-error").is_hidden()
+    assert page.locator("#what-if-edited").inner_text() == " ".join(zeroed.edited.split())
+    assert page.locator("#what-if-edited mark").all_inner_texts() == [
+        w for w, c in zip(zeroed.edited.split(), zeroed.changed) if c
+    ]
+    viewer.locator("select.kind").select_option("decoder")  # no source keys there: swapping is not offered
+    assert page.locator("#what-if-controls button[data-edit=swap]").evaluate_all("bs => bs.every((b) => b.disabled)")
+    assert page.evaluate("document.body.getAttribute('data-pwned')") is None
 
 
 def test_hostile_empty_and_too_long_input_shows_as_text_or_an_error(browser, url, model):

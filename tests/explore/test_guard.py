@@ -31,7 +31,7 @@ class Echo:
         self.asked.append(body)
         return {"source": body["source"]}
 
-    align = inspect = curves = sentence
+    align = inspect = curves = intervene = sentence
 
 
 def client(access: Access, host: str = OWN):

@@ -24,8 +24,10 @@ from torch import Tensor
 from qkvmt.analysis.trace import KINDS, Where
 from qkvmt.errors import UserError
 
-PARTS = ("keys", "values", "both")
+PARTS = ("keys", "values", "both")  # what a Swap or a Patch exchanges
 SITES_OF = {"keys": ("k",), "values": ("v",), "both": ("k", "v")}
+SOURCE_KINDS = ("cross", "encoder")  # the attention whose keys are source tokens: what a Swap or a Patch acts on
+ZERO_PARTS = ("values", "output")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class Swap(Scope):
     what: str = "both"
 
     def compile(self, shape: Shape) -> dict[Where, Callable]:
-        layers, heads = self.chosen(shape, ("cross", "encoder"))
+        layers, heads = self.chosen(shape, SOURCE_KINDS)
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
 
         def swap(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
@@ -123,7 +125,7 @@ class Zero(Scope):
 
     def compile(self, shape: Shape) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape)
-        if _choice("Zero.what", self.what, ("values", "output")) == "values":
+        if _choice("Zero.what", self.what, ZERO_PARTS) == "values":
 
             def zero(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
                 t = t.clone()
@@ -151,7 +153,7 @@ class Patch(Scope):
     positions: tuple[int, ...] | None = None
 
     def compile(self, shape: Shape, donor: "Donor") -> dict[Where, Callable]:
-        layers, heads = self.chosen(shape, ("cross", "encoder"))
+        layers, heads = self.chosen(shape, SOURCE_KINDS)
         _choice("Patch.what", self.what, PARTS)
         if self.positions is None and not donor.differs:
             raise UserError(f"the donor {self.donor!r} has the sentence's own tokens: nothing to patch")

@@ -1,7 +1,7 @@
 """The explorer's web server: a Starlette application over a `session.Explorer`, served by uvicorn.
 
 Starlette and uvicorn (the `explore` extra) parse HTTP; this module only routes: GET / is the
-page, POST /api/{sentence,align,inspect,curves} take a JSON object and answer JSON. Every failure
+page, POST /api/{sentence,align,inspect,curves,intervene} take a JSON object and answer JSON. Every failure
 is a JSON {"error": message} with a 4xx status for the user's mistakes (a UserError, a body that
 is not JSON, not sent as JSON or too large) or 500 for a fault, logged; either way the server
 keeps serving. `guard` refuses, in the same shape, what did not come from the explorer's own page.
@@ -29,7 +29,7 @@ def error(message: str, status: int):
 
 
 def create_app(explorer, access: Access):
-    """The Starlette application: the page and the four JSON endpoints of `explorer`, answering
+    """The Starlette application: the page and the five JSON endpoints of `explorer`, answering
     only the requests `access` allows (guard.Access.of(host, port) of the server's socket)."""
     optional_import("starlette", INSTALL)  # a clear error when it is missing, before the imports below
     from starlette.applications import Starlette
@@ -71,6 +71,7 @@ def create_app(explorer, access: Access):
             Route("/api/align", endpoint(explorer.align), methods=["POST"]),
             Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
             Route("/api/curves", endpoint(explorer.curves), methods=["POST"]),
+            Route("/api/intervene", endpoint(explorer.intervene), methods=["POST"]),
         ],
         middleware=[Middleware(Guard, access=access, refuse=error)],
     )

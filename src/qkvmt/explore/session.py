@@ -1,12 +1,12 @@
 """What the explorer's server answers, as plain dicts: the page, one sentence's every view, the
-word links of another policy, one head's walk for one query, and each signal's deletion curve
-for one target token. Requests arrive as parsed JSON (anything a browser, or an attacker, can
-send) and every field is checked here: a bad one is a UserError whose one-line message the page
-shows.
+word links of another policy, one head's walk for one query, each signal's deletion curve for
+one target token, and the translation under an edit of its attention (`what_if`). Requests
+arrive as parsed JSON (anything a browser, or an attacker, can send) and every field is checked
+here or in `what_if`: a bad one is a UserError whose one-line message the page shows.
 
 The numbers come from the API's own functions on the model's own translation (the subwords
 decoding generated, forced as `Model.attention` forces them), so the page shows what
-`qkvmt.load(...).attention(source)`, `.align(...)` and `.inspect(...)` return.
+`qkvmt.load(...).attention(source)`, `.align(...)`, `.inspect(...)` and `.intervene(...)` return.
 """
 
 import threading
@@ -23,6 +23,7 @@ from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.explore import what_if
 from qkvmt.model.inputs import fits
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
@@ -32,6 +33,8 @@ from qkvmt.views.sentence_alignment import SentenceAlignment
 
 RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
 DRAWS = 10  # random deletion orders whose mean is a curve's baseline
+# what `inspect` answers of a head's pass, beside the one query's walk
+HEAD = ("kind", "layer", "head", "d_k", "query_tokens", "key_tokens", "weights", "scores", "contributions", "check")
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Sentence:
     attention: ForcedPass
     heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadPass
     curves: dict = field(default_factory=dict)  # target row -> its deletion curves
+    edits: dict = field(default_factory=dict)  # edit -> what_if.answer
 
 
 class Explorer:
@@ -88,11 +92,11 @@ class Explorer:
             "<h2>Deletion curves</h2><p>For one target token: delete the source tokens each signal ranks "
             "highest, a growing fraction of them, and see how much log p of the token drops (dashed: random "
             "orders). The higher a curve, the more the signal found what the prediction used.</p>"
-            '<div id="deletion" class="controls"></div><div id="curves"></div></div>'
+            '<div id="deletion" class="controls"></div><div id="curves"></div>' + what_if.PANEL + "</div>"
         )
         data = {
             "page": "explorer",
-            "api": {"sentence": "api/sentence", "align": "api/align", "inspect": "api/inspect", "curves": "api/curves"},
+            "api": {name: f"api/{name}" for name in ("sentence", "align", "inspect", "curves", "intervene")},
             "policy": m.default_policy.to_dict(),
             "choices": {
                 "layer": list(range(c.decoder_layers)),
@@ -101,6 +105,7 @@ class Explorer:
                 "direction": list(DIRECTIONS),
                 "signal": cross_signals(),
             },
+            "what_if": what_if.choices(),
         }
         return page("Attention explorer", body, data, fetches=True)
 
@@ -152,21 +157,7 @@ class Explorer:
                 m = self.model
                 s.heads[key] = inspect_head(m.transformer, m.tokenizer, source, s.ids, kind, layer, head)
             h = s.heads[key]
-            return plain(
-                {
-                    "kind": h.kind,
-                    "layer": h.layer,
-                    "head": h.head,
-                    "d_k": h.d_k,
-                    "query_tokens": h.query_tokens,
-                    "key_tokens": h.key_tokens,
-                    "weights": h.weights,
-                    "scores": h.scores,
-                    "contributions": h.contributions,
-                    "check": h.check,
-                    "query": h.query(row),
-                }
-            )
+            return plain({name: getattr(h, name) for name in HEAD} | {"query": h.query(row)})
 
     def curves(self, body) -> dict:
         """Each signal's deletion curve for target row `row` (it predicts out_tokens[row]):
@@ -198,6 +189,12 @@ class Explorer:
                     }
                 )
             return s.curves[row]
+
+    def intervene(self, body) -> dict:
+        """The translation under an edit of its attention, as Model.intervene gives it: what_if.answer."""
+        (source,) = fields(body, "source")
+        with self._lock:  # the edited search hooks the model's modules
+            return what_if.answer(self.model, self._sentence(source), body, self.decode)
 
     def _sentence(self, source: str) -> Sentence:
         """The translation and forced passes of `source`, kept for the RECENT latest sources."""

@@ -157,8 +157,103 @@
       const matrix = b.tgt_words.map((_, j) => b.src_words.map((_, i) => (f.has(i + "," + j) + r.has(i + "," + j)) / 2));
       drawAlignment($("both-map"), { matrix: matrix, links: b.links, src_words: b.src_words, tgt_words: b.tgt_words });
     }
+    // The "what if" panel: two source tokens picked in its row, an edit of the attention the
+    // viewer shows (its kind, optionally its layer), sent as the server's edits take it (DATA.what_if:
+    // each edit's parts, kinds and the fields it takes: the picked tokens a, b or the head chosen).
+    // The answer is Model.intervene's: both translations, a <mark> per changed word, the log p change.
+    function whatIf(r) {
+      const host = $("what-if"), tokens = r.attention.cross.cols, picked = [], buttons = [];
+      let shown = null, latest = 0;
+      const only = el("input", { type: "checkbox", id: "what-if-layer" }), onlyText = el("span");
+      const setState = (m) => host.setAttribute("data-state", m);
+      function drawPicked() {
+        document.querySelectorAll("#what-if-tokens .tok").forEach((t) => t.classList.toggle("picked", picked.includes(+t.dataset.pos)));
+        $("what-if-picked").textContent = "picked: " + (picked.length ? picked.map((p) => p + " " + tokens[p]).join(", ") :
+                                                        "none (click two source tokens)");
+      }
+      $("what-if-tokens").replaceChildren(...tokens.flatMap((t, i) => {
+        const span = el("span", { class: "tok", "data-pos": String(i) }, t);
+        span.onclick = () => {  // a second click unpicks; a third token replaces the earlier of the two
+          const at = picked.indexOf(i);
+          if (at >= 0) picked.splice(at, 1);
+          else if (picked.push(i) > 2) picked.shift();
+          drawPicked();
+        };
+        return [span, " "];
+      }));
+      $("what-if-clear").onclick = () => { picked.length = 0; drawPicked(); };
+      const head = () => (shown.head === "mean" ? null : +shown.head);
+      function request(name, what) {
+        const takes = DATA.what_if[name].takes, body = { source: r.source, edit: name, what: what, kind: shown.kind,
+                                                          layer: only.checked ? shown.layer : null };
+        if (takes.includes("a")) { body.a = picked.length > 0 ? picked[0] : null; body.b = picked.length > 1 ? picked[1] : null; }
+        if (takes.includes("head")) body.head = head();
+        return body;
+      }
+      function drawAnswer(a) {
+        const edited = el("dd", { id: "what-if-edited" });
+        a.edited_words.forEach((w, i) => edited.append(...(i ? [" "] : []), a.changed[i] ? el("mark", {}, w) : w));
+        const { edit: type, ...fields } = a.edit;  // describe(edit): its type and fields, null: every one
+        const edit = type + ": " + Object.entries(fields).filter(([, v]) => v !== null).map(([k, v]) => k + " " + v).join(", ");
+        const sign = a.log_prob_change >= 0 ? "+" : "";
+        $("what-if-result").replaceChildren(el("dt", {}, "edit"), el("dd", {}, edit), el("dt", {}, "original"),
+          el("dd", { id: "what-if-original" }, a.original), el("dt", {}, "edited"), edited,
+          el("dt", {}, "log p of the original"), el("dd", { id: "what-if-change" }, a.log_prob_total.toFixed(3) + " → " +
+            a.log_prob_edited_total.toFixed(3) + " (" + sign + a.log_prob_change.toFixed(3) + ")"));
+        $("what-if-result").hidden = false;
+      }
+      async function ask(name, what) {
+        const mine = s, asking = ++latest;
+        $("what-if-error").hidden = true;
+        setState("busy");
+        $("busy").textContent = "translating with the edit…";
+        try {
+          const a = await call(DATA.api.intervene, request(name, what));
+          if (mine !== s || asking !== latest) return;
+          $("busy").textContent = "";
+          drawAnswer(a);
+          setState("shown");
+        } catch (e) {
+          if (mine !== s || asking !== latest) return;
+          $("busy").textContent = "";
+          $("what-if-error").textContent = "error: " + e.message;
+          $("what-if-error").hidden = false;
+          setState("error");
+        }
+      }
+      Object.entries(DATA.what_if).forEach(([name, edit]) => edit.what.forEach((what) => {
+        const b = el("button", { type: "button", class: "what-if-edit", "data-edit": name, "data-what": what });
+        b.onclick = () => ask(name, what);
+        buttons.push([b, name, what]);
+      }));
+      const label = el("label");
+      label.append(only, " ", onlyText);
+      $("what-if-controls").replaceChildren(label, ...buttons.map(([b]) => b));
+      $("what-if-result").hidden = true;
+      $("what-if-error").hidden = true;
+      host.removeAttribute("data-state");
+      drawPicked();
+      function scope(v) {  // the viewer's choice: what the buttons act on
+        shown = v;
+        onlyText.textContent = "only layer " + v.layer + " (the layer shown)";
+        const refused = new Set();
+        buttons.forEach(([b, name, what]) => {
+          const edit = DATA.what_if[name], byHead = edit.takes.includes("head");
+          const kindOk = edit.kind.includes(v.kind), headOk = !byHead || head() !== null;
+          b.disabled = !kindOk || !headOk;
+          b.textContent = name + " " + what + (byHead && headOk ? " of head " + head() : "");
+          if (!kindOk) refused.add(name + ": " + edit.kind.map((k) => LABELS[k]).join(" or ") + " attention only");
+          else if (!headOk) refused.add(name + ": choose one head above");
+        });
+        $("what-if-scope").textContent = "acts on " + LABELS[v.kind] + " attention, " + (only.checked ? "layer " + v.layer : "every layer") +
+          [...refused].map((t) => "; " + t).join("");
+      }
+      only.onchange = () => scope(shown);
+      return { scope: scope };
+    }
     function show(r) {
       s = { r: r, rows: { src: null, tgt: null }, heads: new Map(), curves: new Map(), shown: null, want: null };
+      s.whatIf = whatIf(r);
       const texts = [["source", r.source]].concat(r.reference === null ? [] : [["reference", r.reference]], [["translation", r.translation]]);
       if (r.scores) texts.push(["sentence scores", "BLEU " + r.scores.bleu.toFixed(1) + " · chrF " + r.scores.chrf.toFixed(1) +
                                 "  (" + r.scores.signatures.sentence_bleu + "; " + r.scores.signatures.sentence_chrf + ")"]);
@@ -168,7 +263,7 @@
       $("inspector").removeAttribute("data-shown");
       const p = r.alignment.policy;
       s.viewer = attentionViewer($("viewer"), r.attention, { layer: p.layer, head: p.head, signal: p.signal }, {
-        marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; inspect(); } });
+        marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; s.whatIf.scope(shown); inspect(); } });
       policyControls(p);
       drawPolicy();
       drawBoth(r.symmetrized);
