@@ -19,6 +19,7 @@ FILES = [
     "attention_flow.png",
     "attention_head.png",
     "attention_links.png",
+    "attention_swap.png",
     "attention_values.png",
 ]
 
@@ -33,6 +34,8 @@ def drawn(trained_run, out, *extra):
             f"reference='{REFERENCE}'",
             "head.layer=1",
             "head.head=2",
+            "swap.a=0",
+            "swap.b=1",
             *extra,
         )
     )
@@ -40,7 +43,7 @@ def drawn(trained_run, out, *extra):
 
 def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypatch):
     plotted = {}
-    for name in ("heatmap_grid", "head_figure", "flow_figure", "links_figure"):
+    for name in ("heatmap_grid", "head_figure", "flow_figure", "links_figure", "swap_figure"):
         draw = getattr(module, name)
 
         def record(*args, _draw=draw, **kwargs):  # the path is the last positional argument of each
@@ -71,6 +74,14 @@ def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypa
     np.testing.assert_array_equal(source, alti.layers)
     np.testing.assert_array_equal(share, attention.contributions.source_share)
     assert plotted["attention_cross.png"][1:3] == (rows, cols) == (cross.rows, cross.cols)
+
+    maps, titles, rows, cols, marked = plotted["attention_swap.png"][:5]
+    swapped = {what: model.intervene(SOURCE, qkvmt.Swap(0, 1, what)) for what in ("keys", "values", "both")}
+    np.testing.assert_array_equal(maps[0], swapped["keys"].cross_before[-1].mean(0))
+    for shown, (what, result) in zip(maps[1:], swapped.items()):
+        np.testing.assert_array_equal(shown, result.cross_after[-1].mean(0))
+        assert result.edited in titles[1 + list(swapped).index(what)]
+    assert (rows, cols, marked) == (swapped["keys"].original_tokens, swapped["keys"].src_tokens, (0, 1))
 
     links = model.align(SOURCE, REFERENCE)
     matrix, tgt_words, src_words, pairs = plotted["attention_links.png"][:4]

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from qkvmt.analysis.edits import PARTS, Swap
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.text.sources import required_text
 from qkvmt.views.figures import heatmap_grid
-from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure
+from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure, swap_figure
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def figures(cfg: DictConfig) -> dict:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = load_for_inference(cfg)
-    files = draw(model, sentence, reference, out, dict(cfg.head))
+    files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap))
     left_out = {}
     if cfg.explorer:
         try:
@@ -48,14 +49,17 @@ FIGURES = (
     "attention_values.png",
     "attention_flow.png",
     "attention_links.png",
+    "attention_swap.png",
 )
 
 
-def draw(model: Model, sentence: str, reference: str, out: Path, head: dict) -> dict[str, Path]:
+def draw(model: Model, sentence: str, reference: str, out: Path, head: dict, swap: dict) -> dict[str, Path]:
     """The tutorial's figures of `sentence`, in the order the tutorial shows them:
     one head's Q·K weights and values, every cross-attention head by weights and by value norms,
-    where each prediction's information came from (ALTI+), and the word links against `reference`."""
+    where each prediction's information came from (ALTI+), the word links against `reference`,
+    and what swapping two source words' keys, values or both does."""
     files = {name: out / name for name in FIGURES}
+    draw_swap(model, sentence, swap["a"], swap["b"], files["attention_swap.png"])
     draw_head(model, sentence, head, files["attention_head.png"])
     attention = model.attention(sentence)
     draw_cross(attention, files["attention_cross.png"], files["attention_values.png"])
@@ -122,4 +126,25 @@ def draw_links(model: Model, sentence: str, reference: str, path: Path) -> None:
         path,
         title=f"word links {links.pharaoh}\nlayer {p['layer']}, head {p['head']}, {p['rows']} rows, "
         f"{p['direction'].replace('_', ' ')}, {p['signal'].replace('_', ' ')}",
+    )
+
+
+def draw_swap(model: Model, sentence: str, a: int, b: int, path: Path) -> None:
+    """Source positions a and b's keys, values, then both swapped in every cross-attention layer:
+    the last layer's map (heads averaged) over the original translation, as each leaves it,
+    titled with the translation each gives. Values swapped leave where each query looks; keys
+    swapped give that same map with the two columns exchanged, and the same translation."""
+    results = {what: model.intervene(sentence, Swap(a, b, what)) for what in PARTS}
+    first = next(iter(results.values()))
+    tokens = first.src_tokens
+    maps = [first.cross_before[-1].mean(0)] + [r.cross_after[-1].mean(0) for r in results.values()]
+    titles = [f"original:\n{first.original}"] + [f"{what} swapped:\n{r.edited}" for what, r in results.items()]
+    swap_figure(
+        maps,
+        titles,
+        first.original_tokens,
+        tokens,
+        (a, b),
+        path,
+        title=f"cross-attention, last layer: {tokens[a]} and {tokens[b]} swap keys, values or both in every layer",
     )

@@ -5,7 +5,9 @@ drawn from what the Python API returns:
   ‖W_O^h v_j‖, and their product, what each key hands the query (HeadInspection);
 * `flow_figure`: ALTI+'s source contributions after each decoder layer, and each predicted
   token's source share (the cross map of signal "alti");
-* `links_figure`: the word matrix an alignment policy reads, with its links (SentenceAlignment).
+* `links_figure`: the word matrix an alignment policy reads, with its links (SentenceAlignment);
+* `swap_figure`: one cross-attention map as the original and each edit leave it, titled with the
+  translation each gives (Intervention).
 """
 
 import numpy as np
@@ -78,6 +80,33 @@ def links_figure(matrix, tgt_words: list[str], src_words: list[str], links, path
     for i, j in links:
         ax.add_patch(_box(i, j))
     _save(fig, path, title)
+
+
+def swap_figure(
+    maps, titles: list[str], rows: list[str], cols: list[str], marked: tuple[int, int], path, title=""
+) -> None:
+    """Panels side by side, one map (T, S) each over the same rows and columns, titled with what
+    each is; the two source columns `marked` framed, so the eye finds what moved."""
+    m = np.asarray(maps, dtype=float)
+    for one in m:
+        check_labels(one.shape, rows, cols, "cross-attention")
+    rows, cols = [_clip(t) for t in rows], [_clip(t) for t in cols]
+    pw, ph = _panel(len(cols), len(rows), rows, cols)
+    fig = _figure((len(m) * pw + 1.0, ph + 0.9 + (0.4 if title else 0.0)))
+    for i, (ax, values, name) in enumerate(zip(fig.subplots(1, len(m)), m, titles)):
+        image = ax.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
+        _ticks(ax, rows if i == 0 else [""] * len(rows), cols)
+        ax.set_title(name, fontsize=7, wrap=True)
+        for c in marked:
+            ax.add_patch(_column(c, len(rows)))
+    fig.colorbar(image, ax=fig.axes, shrink=0.8).ax.tick_params(labelsize=6)
+    _save(fig, path, title)
+
+
+def _column(c: int, n_rows: int):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((c - 0.5, -0.5), 1, n_rows, fill=False, edgecolor="white", linewidth=1.2, linestyle="--")
 
 
 def _panel(n_cols: int, n_rows: int, rows: list[str], cols: list[str], cell: float = 0.17) -> tuple[float, float]:
