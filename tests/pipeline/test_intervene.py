@@ -71,6 +71,7 @@ def test_edits_keep_their_order_and_their_values():
         ("edits=[{swap: 3}]", r"^edits\[0\]\.swap=3: give its fields"),
         ("edits={swap: {a: 1}}", r"give a list of edits in brackets"),
         ("edits=[]", r"^no edits given"),
+        ("study=swap", r"^study=swap measures a corpus of its own edits: leave sentence= and edits= unset$"),
     ],
 )
 def test_a_bad_edit_is_refused_before_the_model_is_loaded(setting, message, tmp_path):

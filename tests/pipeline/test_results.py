@@ -11,6 +11,7 @@ from qkvmt.errors import UserError
 from qkvmt.pipeline.results import results, this_machine
 from tests.conftest import CONF, compose_inference, compose_train
 from tests.record.conftest import RECORD
+from tests.record.test_kv_study_table import study_run
 
 
 def setup(tmp_path, readme="# R\n<!-- results:begin -->\n<!-- results:end -->\n", *overrides):
@@ -101,3 +102,40 @@ def test_more_pages_get_their_tables_too(tmp_path):
     page.write_text(page.read_text().replace("multi30k_en_de_cpu-1", "someone-else"))
     with pytest.raises(UserError, match="attention.md"):
         results(compose_inference("results", *paths, f"pages=[{page}]", "check=true"))
+
+
+def test_a_studys_folder_is_recorded_as_a_measurement_and_its_page_gets_its_tables(tmp_path):
+    _, paths = setup(tmp_path)
+    record = json.loads((tmp_path / "runs.json").read_text())
+    record["methods"]["command"] = "the whole command's wall time"
+    (tmp_path / "runs.json").write_text(json.dumps(record))
+    folder, page = tmp_path / "study", tmp_path / "attention.md"
+    folder.mkdir()
+    block = study_run("x", "multi30k-de-en", 0.25)["kv_study"]
+    (folder / "study.json").write_text(
+        json.dumps(
+            {
+                **block,
+                "study": "swap",
+                "substitutes": 5,
+                "machine": this_machine(),
+                "threads": 1,
+                "date": "2000-01-02",
+                "seconds": {"swap": 100.4},
+                "wall_s": 125.3,
+            }
+        )
+    )
+    page.write_text("# A\n<!-- results:kv-study:begin -->\n<!-- results:kv-study:end -->\n")
+    out = results(compose_inference("results", *paths, f"pages=[{page}]", f"add={folder}", "conditions=quiet"))
+    assert out["added"] == "kv-study-multi30k-de-en-1"
+    (entry,) = json.loads((tmp_path / "runs.json").read_text())["runs"]
+    assert (entry["kind"], entry["kv_study_of"], entry["date"], entry["conditions"]) == (
+        "measurement",
+        "multi30k-de-en",
+        "2000-01-02",
+        "quiet",
+    )
+    threads = "OMP_NUM_THREADS=1 " if this_machine()["cores"] > 1 else ""
+    assert entry["command"] == f"{threads}qkvmt intervene study=swap ckpt_path=multi30k-de-en split=test n=10"
+    assert "| keys | every layer | 25% |" in page.read_text() and "2 min 05 s in all" in page.read_text()

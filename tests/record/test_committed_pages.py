@@ -16,7 +16,7 @@ RECORD = ROOT / "docs" / "runs.json"
     [
         ("README.md", (None,)),
         ("docs/results.md", ("recipes", "runs")),
-        ("docs/attention.md", ("faithfulness",)),
+        ("docs/attention.md", ("faithfulness", "kv-study")),
         ("docs/analysis.md", ("signals", "kinds", "policy")),  # from the registries: qkvmt.record.registry
     ],
 )

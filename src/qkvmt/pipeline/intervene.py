@@ -1,4 +1,5 @@
-"""intervene(cfg): one sentence translated as it is and with edits of its attention (Model.intervene).
+"""intervene(cfg): one sentence translated as it is and with edits of its attention (Model.intervene),
+or, with study=, the study of keys and values on a corpus (qkvmt.pipeline.intervene_study).
 
 The edits come from the command line as a list whose items each name one edit type of
 qkvmt.analysis.edits, in lower case, with that dataclass's fields:
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.analysis.edits import EDITS
 from qkvmt.errors import UserError
+from qkvmt.pipeline.intervene_study import study
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.text.sources import required_text
 
@@ -70,7 +72,12 @@ def bracketed(text: str, changed: list[bool]) -> str:
 
 
 def intervene(cfg: DictConfig) -> dict:
-    """`sentence` translated without and with `edits`: both translations printed, the files written."""
+    """`sentence` translated without and with `edits`: both translations printed, the files written.
+    With `study`, the corpus study instead."""
+    if cfg.study is not None:
+        if cfg.sentence is not None or cfg.edits is not None:
+            raise UserError(f"study={cfg.study} measures a corpus of its own edits: leave sentence= and edits= unset")
+        return study(cfg)
     sentence = required_text(cfg.sentence, "sentence")  # the settings first: loading is slow
     edits = edits_of(cfg.edits)
     check_output_dir(cfg)

@@ -1,6 +1,7 @@
-"""results(cfg): the function behind scripts/results.py. Records a run when asked, then writes the
-tables of the README, docs/results.md and the other `pages` from the record, or, with check=true,
-only says whether they are what the record gives."""
+"""results(cfg): the function behind scripts/results.py. Records a run when asked (a training run's
+folder, or a study of keys and values' output folder), then writes the tables of the README,
+docs/results.md and the other `pages` from the record, or, with check=true, only says whether they
+are what the record gives."""
 
 import os
 from pathlib import Path
@@ -9,7 +10,7 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
-from qkvmt.record import from_folder, pages, runs, settings
+from qkvmt.record import from_folder, from_study, pages, runs, settings
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
 
@@ -42,8 +43,14 @@ def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = 
 
 def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
     """The run in cfg.add as a record entry, compared with its recipe as it is now: a run whose
-    settings differ (an older folder) is recorded and listed, never counted for the recipe."""
+    settings differ (an older folder) is recorded and listed, never counted for the recipe. A
+    study's folder (study.json) is recorded as the measurement it is."""
     text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
+    if (Path(cfg.add) / "study.json").is_file():
+        del text["torch"]  # study.json says which torch ran it
+        return from_study.entry(
+            Path(cfg.add), **text, disturbed=cfg.disturbed, taken_ids={r["id"] for r in record["runs"]}
+        )
     entry, classes = from_folder.entry(  # str: Hydra reads id=7 or torch=2.13 as numbers, and they are names
         Path(cfg.add),
         this_machine(),

@@ -8,7 +8,8 @@ a training run adds its recipe (`experiment`, `overrides`, and the `settings` th
 computes: qkvmt.record.settings), steps and test scores, a benchmark
 or measurement a list of labelled `figures`. A faithfulness measurement (figures labelled
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
-the faithfulness table's column."""
+the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
+keeps the figures of its tables in `kv_study` (qkvmt.record.from_study)."""
 
 import json
 from pathlib import Path
@@ -79,6 +80,8 @@ def check(record: dict, where: str) -> None:
                     raise UserError(f"{name}: each figure needs a label and a numeric value")
             if any(f["label"].startswith(DELETION) for f in run["figures"]) and not run.get("faithfulness_of"):
                 raise UserError(f"{name}: a faithfulness measurement needs faithfulness_of, the model it measured")
+            if ("kv_study" in run) != bool(run.get("kv_study_of")):
+                raise UserError(f"{name}: a study of keys and values needs both kv_study and kv_study_of, its model")
     for run in record["runs"]:
         for block in run.get("alignment", []):
             other = block.get("with_run")

@@ -5,6 +5,7 @@ README's `<!-- results:begin -->`)."""
 
 from qkvmt.record import registry
 from qkvmt.record.faithfulness_table import faithfulness
+from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.markdown import code, command, duration, optional, table
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
@@ -192,9 +193,10 @@ def decimals_of(values) -> int:
 
 def figures(record: dict, kind: str) -> str:
     """For each group of benchmarks or measurements: what, where and how, then its figures (a
-    faithfulness measurement's are the faithfulness table's)."""
+    faithfulness measurement's are the faithfulness table's, a study of keys and values' its own)."""
     parts = []
-    for g in groups([r for r in record["runs"] if "faithfulness_of" not in r], kind):
+    own_tables = ("faithfulness_of", "kv_study_of")
+    for g in groups([r for r in record["runs"] if not any(k in r for k in own_tables)], kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
         head = (
@@ -229,6 +231,7 @@ TABLES = {
     "benchmarks": lambda record: figures(record, "benchmark"),
     "measurements": lambda record: figures(record, "measurement"),
     "faithfulness": faithfulness,
+    "kv-study": kv_study,
     "methods": methods,
     "signals": registry.signals,
     "kinds": registry.kinds,

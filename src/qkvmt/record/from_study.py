@@ -1,0 +1,79 @@
+"""A record entry from the output folder of a study of keys and values (`qkvmt intervene
+study=...`, qkvmt.pipeline.intervene_study): its study.json holds the model, the sentences, the
+machine it ran on, the date and the time; the entry keeps the figures docs/attention.md shows
+(`kv_study`, read by qkvmt.record.kv_study_table) and names its model in `kv_study_of`."""
+
+import re
+from pathlib import Path
+
+from qkvmt.record.from_folder import describe, free_id, read_json
+
+DEFAULT_SPLIT, DEFAULT_SUBSTITUTES = "test_2016_flickr", 5  # conf/intervene.yaml's
+KEPT = ("model", "split", "n", "skipped", "substitutes", "swap", "patch")  # what the tables read
+
+
+def rounded(value, digits: int = 6):
+    """The study's numbers to `digits` significant digits, more than a table shows: the record
+    stays small, and a difference of 5e-06 stays 5e-06."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
+def command(study: dict) -> str:
+    """The command that ran it, its settings as study.json has them (a thread count below the
+    machine's cores was set in the environment)."""
+    threads = study["threads"]
+    env = f"OMP_NUM_THREADS={threads} " if threads < (study["machine"]["cores"] or threads) else ""
+    extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
+    extra += [f"substitutes={study['substitutes']}"] if study["substitutes"] != DEFAULT_SUBSTITUTES else []
+    head = f"{env}qkvmt intervene study={study['study']} ckpt_path={study['model']}"
+    return " ".join([head, *extra, f"n={study['n']}"])
+
+
+def entry(
+    folder: Path,
+    *,
+    id: str | None = None,
+    hardware: str | None = None,
+    commit: str | None = None,
+    conditions: str | None = None,
+    disturbed: bool = False,
+    taken_ids=(),
+) -> tuple[dict, dict]:
+    """(entry, the hardware class it needs) for the study in `folder`."""
+    study = read_json(Path(folder) / "study.json", "give add= the output folder of a study (qkvmt intervene study=...)")
+    machine = study["machine"]
+    hw = machine["hardware"]
+    cores = machine["cores"] if hw["device"] == "cpu" else None
+    text, cls, label = describe(hw, cores, machine["amx"])
+    run = {
+        "id": id or free_id("kv-study-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
+        "kind": "measurement",
+        "what": f"the swap and patch studies of keys and values, {study['model']}, {study['split']}",
+        "command": command(study),
+        "hardware": hardware or text,
+        "hardware_class": cls,
+        "cores": cores,
+        "torch": machine["torch"],
+        "threads": study["threads"],
+        "date": study["date"],
+        "commit": commit,
+        "settings_current": True,
+        "disturbed": bool(disturbed),
+        "how_measured": "command",
+        "figures": [
+            {"label": "sentences", "value": study["n"]},
+            {"label": "whole command", "value": round(study["wall_s"]), "unit": "s"},
+            *({"label": f"{k}, time", "value": round(v), "unit": "s"} for k, v in study["seconds"].items()),
+        ],
+        "kv_study_of": study["model"],
+        "kv_study": rounded({k: study[k] for k in KEPT if k in study}),
+    }
+    if conditions:
+        run["conditions"] = conditions
+    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}

@@ -1,0 +1,25 @@
+"""The tables of the study of keys and values generated from the record: for each model, its
+latest study under the current settings (qkvmt.record.from_study), where and how it ran (what else ran beside it
+bears on the time, not on the figures), and its tables as study.md draws them
+(qkvmt.views.kv_study)."""
+
+from qkvmt.record.markdown import command, duration
+from qkvmt.views.kv_study import tables
+
+
+def kv_study(record: dict) -> str:
+    # What shared the machine bears on the time only, so a disturbed study still shows: its line says so.
+    latest = {r["kv_study_of"]: r for r in record["runs"] if "kv_study_of" in r and r["settings_current"]}
+    if not latest:
+        return "No study of keys and values is recorded yet."
+    parts = []
+    for model, r in latest.items():
+        wall = next((f["value"] for f in r["figures"] if f["label"] == "whole command"), None)
+        parts.append(
+            f"**{model}**: {r['what']}: {command(r['command'])} ({r['hardware']}; {r['date']}"
+            + (f"; {duration(wall)} in all" if wall is not None else "")
+            + (f", {r['conditions']}" if r.get("conditions") else "")
+            + f"; record {r['id']})\n\n"
+            + tables(r["kv_study"])
+        )
+    return "\n\n".join(parts)
