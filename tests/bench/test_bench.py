@@ -263,6 +263,8 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert [row["length"] for row in r["scaling"]["decode"]] == [4, 8]
     assert r["scaling"]["tokenize"][0]["pairs"] == 500
     assert r["analysis"]["sentences"] == 3 and 0 < r["analysis"]["alti_ms"] < r["analysis"]["forced_pass_ms"]
+    assert r["analysis"]["intervene_ms"] > r["analysis"]["forced_pass_ms"] > 0  # two searches and two passes
+    assert "an intervention (keys swapped" in proc.stdout
     assert "train ours/torch" in proc.stdout and "ALTI+ alone" in proc.stdout  # the printed table
     memory = r["memory"]  # the CPU recipe trained by train.py, its processes and test included
     assert memory["experiment"] == "multi30k_de_en_cpu" and memory["max_tokens"] == 256

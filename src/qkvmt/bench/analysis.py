@@ -1,15 +1,23 @@
 """How long the analyses of one sentence take (stage 4 of scripts/benchmark.py): a forced pass
 with token scores and every signal of about one pass (qkvmt.analysis.forced.one_pass_signals:
 weights, value norms, ALTI+ and any other so registered), as the API runs it per sentence, and
-ALTI+ alone."""
+ALTI+ alone; and an intervention (Model.intervene, what the explorer's "what if" panel asks):
+two source tokens' keys swapped in every cross-attention layer and the sentence decoded again
+with beam search, on the validation sentences nearest INTERVENE_WORDS words long (the goal: 1 s
+each on 2 CPU cores)."""
 
 import statistics
 import time
 
 from qkvmt.analysis.alti import alti_plus
+from qkvmt.analysis.edits import Swap
 from qkvmt.analysis.forced import forced_attention, pair_ids
+from qkvmt.analysis.intervention import intervene
 from qkvmt.analysis.trace import trace
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs
+
+INTERVENE_WORDS = 20
 
 
 def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int) -> dict | None:
@@ -32,4 +40,20 @@ def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int
         "sentences": len(whole),
         "forced_pass_ms": 1000 * statistics.median(whole),
         "alti_ms": 1000 * statistics.median(alti),
+        **intervention_timings(model, tokenizer, pairs[0], n),
+    }
+
+
+def intervention_timings(model, tokenizer, sources: list[str], n: int, beam_size: int = 5) -> dict:
+    """Median ms of one intervention (both translations, beam search, and the forced passes that
+    compare them) over the n sources nearest INTERVENE_WORDS words long."""
+    nearest = sorted(sources, key=lambda s: abs(len(s.split()) - INTERVENE_WORDS))[:n]
+    cfg, times = DecodeConfig(beam_size=beam_size), []
+    for source in nearest:
+        t0 = time.perf_counter()
+        intervene(model, tokenizer, source, [Swap(0, 1, "keys")], cfg)
+        times.append(time.perf_counter() - t0)
+    return {
+        "intervene_ms": 1000 * statistics.median(times),
+        "intervene_words": statistics.mean(len(s.split()) for s in nearest),
     }

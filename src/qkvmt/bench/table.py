@@ -17,7 +17,9 @@ def table(r: dict) -> str:
     if a:
         lines.append(
             f"  analysis of one sentence ({a['sentences']} pairs, median): forced pass with value norms, "
-            f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms"
+            f"token scores and ALTI+ {a['forced_pass_ms']:.0f} ms, ALTI+ alone {a['alti_ms']:.0f} ms; "
+            f"an intervention (keys swapped, beam search again, {a['intervene_words']:.0f} words) "
+            f"{a['intervene_ms']:.0f} ms"
         )
     if r.get("memory"):
         lines.append(memory_line(r["memory"]))
