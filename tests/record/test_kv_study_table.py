@@ -45,18 +45,20 @@ def study_run(id, model, traded, **extra) -> dict:
     return figure_run(id, figures, kind="measurement", what="the kv study", kv_study_of=model, kv_study=block, **extra)
 
 
-def test_each_models_latest_counted_study_is_shown_with_where_it_ran():
+def test_each_models_latest_study_is_shown_with_where_it_ran_and_what_shared_the_machine():
     record = {
         "runs": [
             study_run("old", "model A", 0.9),  # replaced by A's later record
             study_run("a", "model A", 0.25),
             study_run("b", "model B", 0.5),
-            study_run("busy", "model C", 0.1, disturbed=True),  # not counted
+            study_run("busy", "model C", 0.1, disturbed=True, conditions="beside a test run"),  # shown, saying so
+            study_run("stale", "model D", 0.1, settings_current=False),  # earlier settings: not shown
             figure_run("m", [{"label": "t", "value": 1.0}], kind="measurement", what="something else"),
         ]
     }
     text = kv_study(record)
-    assert "record a)" in text and "record b)" in text and "record old" not in text and "model C" not in text
+    assert "record a)" in text and "record b)" in text and "record old" not in text and "model D" not in text
+    assert "beside a test run; record busy)" in text  # the time was disturbed, the counts are not
     assert "**model A**: the kv study: `qkvmt benchmark` (a test CPU; 2000-01-01; 2 min 05 s in all; record a)" in text
     a_table = next(p for p in text.split("\n\n") if p.startswith("| swapped"))
     assert rows(a_table)[0][:6] == ["keys", "every layer", "25%", "75%", "50%", "71.2"]

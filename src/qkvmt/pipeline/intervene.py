@@ -1,5 +1,6 @@
 """intervene(cfg): one sentence translated as it is and with edits of its attention (Model.intervene),
-or, with study=, the study of keys and values on a corpus (qkvmt.pipeline.intervene_study).
+or, with study=, a study on a corpus: of keys and values (qkvmt.pipeline.intervene_study) or of
+what each encoder layer already knows (study=lens, qkvmt.pipeline.lens_study).
 
 The edits come from the command line as a list whose items each name one edit type of
 qkvmt.analysis.edits, in lower case, with that dataclass's fields:
@@ -17,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.analysis.edits import EDITS
 from qkvmt.errors import UserError
-from qkvmt.pipeline.intervene_study import study
+from qkvmt.pipeline.intervene_study import STUDIES, study
+from qkvmt.pipeline.lens_study import lens_study
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.text.sources import required_text
 
@@ -77,7 +79,9 @@ def intervene(cfg: DictConfig) -> dict:
     if cfg.study is not None:
         if cfg.sentence is not None or cfg.edits is not None:
             raise UserError(f"study={cfg.study} measures a corpus of its own edits: leave sentence= and edits= unset")
-        return study(cfg)
+        if cfg.study not in (*STUDIES, "lens"):
+            raise UserError(f"study={cfg.study!r}: use one of {', '.join((*STUDIES, 'lens'))}")
+        return lens_study(cfg) if cfg.study == "lens" else study(cfg)
     sentence = required_text(cfg.sentence, "sentence")  # the settings first: loading is slow
     edits = edits_of(cfg.edits)
     check_output_dir(cfg)

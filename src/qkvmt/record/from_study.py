@@ -1,7 +1,8 @@
-"""A record entry from the output folder of a study of keys and values (`qkvmt intervene
-study=...`, qkvmt.pipeline.intervene_study): its study.json holds the model, the sentences, the
-machine it ran on, the date and the time; the entry keeps the figures docs/attention.md shows
-(`kv_study`, read by qkvmt.record.kv_study_table) and names its model in `kv_study_of`."""
+"""A record entry from the output folder of a study (`qkvmt intervene study=...`): of keys and
+values (qkvmt.pipeline.intervene_study) or DecoderLens's (study=lens, qkvmt.pipeline.lens_study).
+Its study.json holds the model, the sentences, the machine it ran on, the date and the time; the
+entry keeps the figures docs/attention.md shows (`kv_study`, read by qkvmt.record.kv_study_table,
+or `lens`, read by qkvmt.record.lens_table) and names its model in `kv_study_of` or `lens_of`."""
 
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from qkvmt.record.from_folder import describe, free_id, read_json
 
 DEFAULT_SPLIT, DEFAULT_SUBSTITUTES = "test_2016_flickr", 5  # conf/intervene.yaml's
 KEPT = ("model", "split", "n", "skipped", "substitutes", "swap", "patch")  # what the tables read
+LENS_KEPT = ("model", "split", "n", "depths", "signatures")
 
 
 def rounded(value, digits: int = 6):
@@ -30,7 +32,7 @@ def command(study: dict) -> str:
     threads = study["threads"]
     env = f"OMP_NUM_THREADS={threads} " if threads < (study["machine"]["cores"] or threads) else ""
     extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
-    extra += [f"substitutes={study['substitutes']}"] if study["substitutes"] != DEFAULT_SUBSTITUTES else []
+    extra += [f"substitutes={study['substitutes']}"] if study.get("substitutes", 5) != DEFAULT_SUBSTITUTES else []
     head = f"{env}qkvmt intervene study={study['study']} ckpt_path={study['model']}"
     return " ".join([head, *extra, f"n={study['n']}"])
 
@@ -47,14 +49,18 @@ def entry(
 ) -> tuple[dict, dict]:
     """(entry, the hardware class it needs) for the study in `folder`."""
     study = read_json(Path(folder) / "study.json", "give add= the output folder of a study (qkvmt intervene study=...)")
-    machine = study["machine"]
+    machine, prefix = study["machine"], "lens" if study["study"] == "lens" else "kv-study"
     hw = machine["hardware"]
     cores = machine["cores"] if hw["device"] == "cpu" else None
     text, cls, label = describe(hw, cores, machine["amx"])
     run = {
-        "id": id or free_id("kv-study-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
+        "id": id or free_id(f"{prefix}-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
         "kind": "measurement",
-        "what": f"the swap and patch studies of keys and values, {study['model']}, {study['split']}",
+        "what": (
+            f"DecoderLens, the decoder reading each encoder depth, {study['model']}, {study['split']}"
+            if study["study"] == "lens"
+            else f"the swap and patch studies of keys and values, {study['model']}, {study['split']}"
+        ),
         "command": command(study),
         "hardware": hardware or text,
         "hardware_class": cls,
@@ -71,9 +77,11 @@ def entry(
             {"label": "whole command", "value": round(study["wall_s"]), "unit": "s"},
             *({"label": f"{k}, time", "value": round(v), "unit": "s"} for k, v in study["seconds"].items()),
         ],
-        "kv_study_of": study["model"],
-        "kv_study": rounded({k: study[k] for k in KEPT if k in study}),
     }
+    if study["study"] == "lens":
+        run |= {"lens_of": study["model"], "lens": rounded({k: study[k] for k in LENS_KEPT})}
+    else:
+        run |= {"kv_study_of": study["model"], "kv_study": rounded({k: study[k] for k in KEPT if k in study})}
     if conditions:
         run["conditions"] = conditions
     return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}

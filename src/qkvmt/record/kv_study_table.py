@@ -12,14 +12,15 @@ def kv_study(record: dict) -> str:
     latest = {r["kv_study_of"]: r for r in record["runs"] if "kv_study_of" in r and r["settings_current"]}
     if not latest:
         return "No study of keys and values is recorded yet."
-    parts = []
-    for model, r in latest.items():
-        wall = next((f["value"] for f in r["figures"] if f["label"] == "whole command"), None)
-        parts.append(
-            f"**{model}**: {r['what']}: {command(r['command'])} ({r['hardware']}; {r['date']}"
-            + (f"; {duration(wall)} in all" if wall is not None else "")
-            + (f", {r['conditions']}" if r.get("conditions") else "")
-            + f"; record {r['id']})\n\n"
-            + tables(r["kv_study"])
-        )
-    return "\n\n".join(parts)
+    return "\n\n".join(f"{study_line(model, r)}\n\n{tables(r['kv_study'])}" for model, r in latest.items())
+
+
+def study_line(model: str, r: dict) -> str:
+    """What a recorded study measured, its command, where and when it ran, and its record id."""
+    wall = next((f["value"] for f in r["figures"] if f["label"] == "whole command"), None)
+    return (
+        f"**{model}**: {r['what']}: {command(r['command'])} ({r['hardware']}; {r['date']}"
+        + (f"; {duration(wall)} in all" if wall is not None else "")
+        + (f", {r['conditions']}" if r.get("conditions") else "")
+        + f"; record {r['id']})"
+    )

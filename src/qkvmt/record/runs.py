@@ -9,7 +9,8 @@ computes: qkvmt.record.settings), steps and test scores, a benchmark
 or measurement a list of labelled `figures`. A faithfulness measurement (figures labelled
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
-keeps the figures of its tables in `kv_study` (qkvmt.record.from_study)."""
+keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`
+(qkvmt.record.from_study)."""
 
 import json
 from pathlib import Path
@@ -82,6 +83,8 @@ def check(record: dict, where: str) -> None:
                 raise UserError(f"{name}: a faithfulness measurement needs faithfulness_of, the model it measured")
             if ("kv_study" in run) != bool(run.get("kv_study_of")):
                 raise UserError(f"{name}: a study of keys and values needs both kv_study and kv_study_of, its model")
+            if ("lens" in run) != bool(run.get("lens_of")):
+                raise UserError(f"{name}: a DecoderLens study needs both lens and lens_of, its model")
     for run in record["runs"]:
         for block in run.get("alignment", []):
             other = block.get("with_run")

@@ -6,6 +6,7 @@ README's `<!-- results:begin -->`)."""
 from qkvmt.record import registry
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
+from qkvmt.record.lens_table import lens
 from qkvmt.record.markdown import code, command, duration, optional, table
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
@@ -195,7 +196,7 @@ def figures(record: dict, kind: str) -> str:
     """For each group of benchmarks or measurements: what, where and how, then its figures (a
     faithfulness measurement's are the faithfulness table's, a study of keys and values' its own)."""
     parts = []
-    own_tables = ("faithfulness_of", "kv_study_of")
+    own_tables = ("faithfulness_of", "kv_study_of", "lens_of")
     for g in groups([r for r in record["runs"] if not any(k in r for k in own_tables)], kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
@@ -232,6 +233,7 @@ TABLES = {
     "measurements": lambda record: figures(record, "measurement"),
     "faithfulness": faithfulness,
     "kv-study": kv_study,
+    "lens": lens,
     "methods": methods,
     "signals": registry.signals,
     "kinds": registry.kinds,
