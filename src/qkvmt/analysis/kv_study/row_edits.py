@@ -12,9 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from qkvmt.analysis.edits import SITES_OF
 from qkvmt.analysis.trace import Edit, Where
-
-SITES_OF = {"keys": ("k",), "values": ("v",), "both": ("k", "v")}
 
 
 def _rows(t: Tensor, positions: Tensor) -> Tensor:
