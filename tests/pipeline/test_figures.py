@@ -1,9 +1,11 @@
 """scripts/figures.py: docs/attention.md's figures drawn from a model through the Python API:
 each file written, each plotting what the API returns for the sentence, the same files on a
-rerun, and the explorer's screenshot left out, saying why, where no Chromium is installed."""
+rerun, the explorer's screenshot left out, saying why, where no Chromium is installed, and the
+tour notebook run again and saved with its outputs."""
 
 import hashlib
 
+import nbformat
 import numpy as np
 import pytest
 
@@ -36,6 +38,8 @@ def drawn(trained_run, out, *extra):
             "head.head=2",
             "swap.a=0",
             "swap.b=1",
+            "tour=null",
+            "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
             *extra,
         )
     )
@@ -109,3 +113,17 @@ def test_a_missing_sentence_is_one_line_before_the_model_loads(tmp_path, monkeyp
     monkeypatch.setattr(module, "load_for_inference", lambda cfg: pytest.fail("loaded the model"))
     with pytest.raises(UserError, match="reference is empty"):
         figures(compose_inference("figures", f"output_dir={tmp_path}", "reference=' '"))
+
+
+def test_the_tour_notebook_is_run_again_and_saved_with_its_outputs(trained_run, tmp_path):
+    notebook = tmp_path / "tour.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, notebook)
+    result = drawn(trained_run, tmp_path / "figures", "explorer=null", f"tour={notebook}")
+    assert result["files"]["tour.ipynb"] == str(notebook) and result["left_out"] == {}
+    cell = nbformat.read(notebook, as_version=4).cells[0]
+    assert cell.execution_count == 1 and [o.text for o in cell.outputs] == ["42\n"]
+
+    result = drawn(trained_run, tmp_path / "again", "explorer=null", f"tour={tmp_path / 'missing.ipynb'}")
+    assert "tour.ipynb" not in result["files"] and "no notebook at" in result["left_out"]["tour.ipynb"]

@@ -1,7 +1,8 @@
 """figures(cfg): every figure docs/attention.md shows and the explorer's screenshot the README
 shows, drawn from one model (the bundled multi30k-de-en by default) for the tutorial's sentence
 through the Python API, so a reader's own `model.attention(...)` gives the numbers they plot.
-Rerun it after the bundled model or a view changes: on one machine it writes the same files."""
+Rerun it after the bundled model or a view changes: on one machine it writes the same files.
+It also runs the tour notebook (`tour=`) again and saves it with its outputs (qkvmt.pipeline.tour)."""
 
 import logging
 from pathlib import Path
@@ -12,9 +13,11 @@ from qkvmt.analysis.edits import PARTS, Swap
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
+from qkvmt.pipeline import tour
 from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.record import runs
 from qkvmt.text.sources import required_text
-from qkvmt.views.figures import heatmap_grid
+from qkvmt.views.figures import depth_plot, heatmap_grid
 from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure, swap_figure
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,14 @@ def figures(cfg: DictConfig) -> dict:
         except Unavailable as e:
             left_out["explorer.png"] = str(e)
             log.warning("left out explorer.png: %s", e)
+    if cfg.lens_record:
+        files["decoder_lens.png"] = draw_lens(Path(cfg.lens_record), out / "decoder_lens.png")
+    if cfg.tour:
+        try:
+            files["tour.ipynb"] = tour.run_tour(cfg.tour)
+        except tour.Unavailable as e:
+            left_out["tour.ipynb"] = str(e)
+            log.warning("left out tour.ipynb: %s", e)
     for path in files.values():
         print(f"wrote {path}")
     return {"output_dir": str(out), "files": {name: str(path) for name, path in files.items()}, "left_out": left_out}
@@ -148,3 +159,16 @@ def draw_swap(model: Model, sentence: str, a: int, b: int, path: Path) -> None:
         path,
         title=f"cross-attention, last layer: {tokens[a]} and {tokens[b]} swap keys, values or both in every layer",
     )
+
+
+def draw_lens(record_path: Path, path: Path) -> Path:
+    """chrF per encoder depth of every model's latest DecoderLens study in the record."""
+    if not record_path.is_file():
+        raise UserError(f"lens_record={record_path}: no such file; give the record of runs (docs/runs.json) or null")
+    record = runs.load(record_path)
+    studies = {r["lens_of"]: r["lens"] for r in record["runs"] if "lens_of" in r and r["settings_current"]}
+    if not studies:
+        raise UserError(f"{record_path} records no DecoderLens study: run qkvmt intervene study=lens, then add it")
+    split = next(iter(studies.values()))["split"]
+    depth_plot(studies, path, title=f"DecoderLens, {split}")
+    return path
