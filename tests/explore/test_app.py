@@ -107,7 +107,7 @@ def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
         def inspect(self, body):
             return {"fine": body["n"]}
 
-        curves = intervene = inspect
+        curves = intervene = lens = inspect
 
     client = client_of(Broken())
     r = client.post("/api/sentence", json={"source": "x"})

@@ -2,8 +2,9 @@
 maps, click a token and a head, and read the numbers the page shows against the API's; pick a
 target token and see its deletion curves; pick two source tokens, swap their keys or zero a head,
 and see Model.intervene's translation with its changed words marked; hostile, empty and too long
-input, and a bad edit, show as text or as an error, and the server keeps serving. Served beyond
-this computer, the page works with the printed address's token alone.
+input, and a bad edit, show as text or as an error, and the server keeps serving (the layers
+panel's: test_lens_panel.py). Served beyond this computer, the page works with the printed
+address's token alone.
 
 With QKVMT_SCREENSHOTS=<folder>, it also saves a screenshot of each view there."""
 
@@ -90,7 +91,7 @@ def test_type_a_sentence_click_a_token_and_a_head_and_read_the_apis_numbers(brow
         m = attention.map(kind, signal)
         expected = m.layers[int(layer)] if head == "mean" else m.weights[int(layer), int(head)]
         assert first.get_attribute("title") == f"{m.rows[0]} → {m.cols[0]}: {round(float(expected[0, 0]), 4):.3f}"
-    assert asked == ["", "sentence"]
+    assert asked == ["", "sentence", "lens"]  # and the layers panel's one request
 
     # The policy's word links dot the cross map; another policy asks for its links.
     links = model.align(SOURCE)

@@ -15,7 +15,7 @@ from qkvmt.analysis.faithfulness import FRACTIONS, cuts, forced_inputs
 from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
-from qkvmt.explore import session
+from qkvmt.explore import deletion, session
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align import align
 from qkvmt.text.metrics import sentence_scores
@@ -194,7 +194,7 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
     )
     np.testing.assert_allclose(weights["drops"], drops, atol=1e-4)
 
-    monkeypatch.setattr(session, "deletion_curves", lambda *a, **k: pytest.fail("asked twice, computed twice"))
+    monkeypatch.setattr(deletion, "deletion_curves", lambda *a, **k: pytest.fail("asked twice, computed twice"))
     assert json.loads(json.dumps(explorer.curves({"source": SOURCE, "row": row}))) == shown
 
 

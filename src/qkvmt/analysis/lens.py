@@ -47,16 +47,23 @@ def encoder_depth(model: Transformer, depth: int):
             h.remove()
 
 
-def depth_translations(
+def depth_ids(
     model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
-) -> list[list[str]]:
-    """DecoderLens: the translations of `lines` with the decoder reading each encoder depth,
-    [depth - 1][line]; the last depth is the model itself."""
+) -> list[list[list[int]]]:
+    """DecoderLens: the subword ids of each line's translation with the decoder reading each
+    encoder depth, [depth - 1][line]; the last depth is the model itself."""
     out = []
     for depth in range(1, len(model.encoder_layers) + 1):
         with encoder_depth(model, depth):
-            out.append(decode(tokenizer, translate_ids(model, tokenizer, lines, cfg, progress)))
+            out.append(translate_ids(model, tokenizer, lines, cfg, progress))
     return out
+
+
+def depth_translations(
+    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
+) -> list[list[str]]:
+    """depth_ids' translations as text, [depth - 1][line]."""
+    return [decode(tokenizer, ids) for ids in depth_ids(model, tokenizer, lines, cfg, progress)]
 
 
 def decoder_layer_outputs(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
@@ -88,9 +95,9 @@ def lens(model: Transformer, tokenizer: Tokenizer, source: str, cfg: DecodeConfi
     """DecoderLens translations of `source` and the logit lens over the model's translation."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.cfg.vocab_size:
         raise UserError(f"top_k={top_k!r}: give a whole number from 1 to the vocabulary's {model.cfg.vocab_size}")
-    depths = [d[0] for d in depth_translations(model, tokenizer, [source], cfg)]
+    per_depth = [d[0] for d in depth_ids(model, tokenizer, [source], cfg)]
+    depths, ids = decode(tokenizer, per_depth), per_depth[-1]  # the last depth is the model's own translation
     c, device = model.cfg, next(model.parameters()).device
-    ids = translate_ids(model, tokenizer, [source], cfg)[0]
     x = build_inputs([encode(tokenizer, [source])[0]], [ids], c.specials, c.max_positions)
     tgt_out = x.tgt_out[0].to(device)
     probs = torch.stack(

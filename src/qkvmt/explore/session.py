@@ -1,12 +1,14 @@
 """What the explorer's server answers, as plain dicts: the page, one sentence's every view, the
 word links of another policy, one head's walk for one query, each signal's deletion curve for
-one target token, and the translation under an edit of its attention (`what_if`). Requests
-arrive as parsed JSON (anything a browser, or an attacker, can send) and every field is checked
-here or in `what_if`: a bad one is a UserError whose one-line message the page shows.
+one target token (`deletion`), the translation under an edit of its attention (`what_if`) and
+what each layer already knows (`lens_panel`). Requests arrive as parsed JSON (anything a
+browser, or an attacker, can send) and every field is checked here or in those modules: a bad
+one is a UserError whose one-line message the page shows.
 
 The numbers come from the API's own functions on the model's own translation (the subwords
 decoding generated, forced as `Model.attention` forces them), so the page shows what
-`qkvmt.load(...).attention(source)`, `.align(...)`, `.inspect(...)` and `.intervene(...)` return.
+`qkvmt.load(...).attention(source)`, `.align(...)`, `.inspect(...)`, `.intervene(...)` and
+`.lens(...)` return.
 """
 
 import threading
@@ -16,14 +18,13 @@ from dataclasses import dataclass, field
 from qkvmt.alignment.directions import Direction, both_ways, check_pair
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
-from qkvmt.analysis.faithfulness import Reading, deletion_curves
-from qkvmt.analysis.forced import ForcedPass, forced_attention, pair_ids
+from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.explore import what_if
+from qkvmt.explore import deletion, lens_panel, what_if
 from qkvmt.model.inputs import fits
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
@@ -32,7 +33,6 @@ from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
 RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
-DRAWS = 10  # random deletion orders whose mean is a curve's baseline
 # what `inspect` answers of a head's pass, beside the one query's walk
 HEAD = ("kind", "layer", "head", "d_k", "query_tokens", "key_tokens", "weights", "scores", "contributions", "check")
 
@@ -47,6 +47,7 @@ class Sentence:
     heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadPass
     curves: dict = field(default_factory=dict)  # target row -> its deletion curves
     edits: dict = field(default_factory=dict)  # edit -> what_if.answer
+    lenses: dict = field(default_factory=dict)  # top_k -> lens_panel.answer
 
 
 class Explorer:
@@ -92,11 +93,12 @@ class Explorer:
             "<h2>Deletion curves</h2><p>For one target token: delete the source tokens each signal ranks "
             "highest, a growing fraction of them, and see how much log p of the token drops (dashed: random "
             "orders). The higher a curve, the more the signal found what the prediction used.</p>"
-            '<div id="deletion" class="controls"></div><div id="curves"></div>' + what_if.PANEL + "</div>"
+            '<div id="deletion" class="controls"></div><div id="curves"></div>'
+            f"{what_if.PANEL}{lens_panel.PANEL}</div>"
         )
         data = {
             "page": "explorer",
-            "api": {name: f"api/{name}" for name in ("sentence", "align", "inspect", "curves", "intervene")},
+            "api": {name: f"api/{name}" for name in ("sentence", "align", "inspect", "curves", "intervene", "lens")},
             "policy": m.default_policy.to_dict(),
             "choices": {
                 "layer": list(range(c.decoder_layers)),
@@ -160,41 +162,22 @@ class Explorer:
             return plain({name: getattr(h, name) for name in HEAD} | {"query": h.query(row)})
 
     def curves(self, body) -> dict:
-        """Each signal's deletion curve for target row `row` (it predicts out_tokens[row]):
-        {row, token, fractions, ks, readings: [{signal, label, layer, drops}], random}; computed
-        on request (a batched forced pass per row, and every signal again on the cut pair)."""
-        (source,) = fields(body, "source")
-        row = body.get("row")
-        if isinstance(row, bool) or not isinstance(row, int):
-            raise UserError(f"row={row!r}: give a whole number, the target token's position")
+        """Each signal's deletion curve for one target token, computed on request: deletion.answer."""
+        (source,), row = fields(body, "source"), deletion.row_of(body)
         with self._lock:
-            s = self._sentence(source)
-            tokens = s.attention.out_tokens
-            if not 0 <= row < len(tokens):
-                raise UserError(
-                    f"row={row}: the translation has {len(tokens)} target tokens (rows 0..{len(tokens) - 1})"
-                )
-            if row not in s.curves:
-                m = self.model
-                src, tgt = pair_ids(m.tokenizer, source, s.ids)
-                c = deletion_curves(m.transformer, src, tgt, row=row, draws=DRAWS)
-                s.curves[row] = plain(
-                    {
-                        "row": row,
-                        "token": tokens[row],
-                        "fractions": c["fractions"],
-                        "ks": c["ks"],
-                        "readings": readings(c["curves"]),
-                        "random": c["random"],
-                    }
-                )
-            return s.curves[row]
+            return deletion.answer(self.model, self._sentence(source), row)
 
     def intervene(self, body) -> dict:
         """The translation under an edit of its attention, as Model.intervene gives it: what_if.answer."""
         (source,) = fields(body, "source")
         with self._lock:  # the edited search hooks the model's modules
             return what_if.answer(self.model, self._sentence(source), body, self.decode)
+
+    def lens(self, body) -> dict:
+        """What each layer already knows, as Model.lens gives it: lens_panel.answer."""
+        (source,), top_k = fields(body, "source"), lens_panel.top_k_of(body)
+        with self._lock:  # the lens hooks the model's layers
+            return lens_panel.answer(self.model, self._sentence(source), top_k, self.decode)
 
     def _sentence(self, source: str) -> Sentence:
         """The translation and forced passes of `source`, kept for the RECENT latest sources."""
@@ -257,28 +240,6 @@ class Explorer:
             "reverse_links": sorted(r),
             "links": sorted(links),
         }
-
-
-def readings(curves: dict[str, list]) -> list[dict]:
-    """deletion_curves' {reading label: drops} as [{signal, label, layer, drops}], labelled as the
-    registry labels the signals, in registry and layer order."""
-    out = []
-    for name, signal in SIGNALS.items():
-        whole = Reading(name, None).label
-        if whole in curves:
-            out.append({"signal": name, "label": signal.label, "layer": None, "drops": curves[whole]})
-        layer = 0
-        while Reading(name, layer).label in curves:
-            out.append(
-                {
-                    "signal": name,
-                    "label": f"{signal.label}, layer {layer}",
-                    "layer": layer,
-                    "drops": curves[Reading(name, layer).label],
-                }
-            )
-            layer += 1
-    return out
 
 
 def fields(body, *names: str) -> list[str | None]:

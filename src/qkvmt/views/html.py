@@ -18,9 +18,9 @@ import numpy as np
 
 # The template's one script, in this order: the files are parts of one closure, and each uses
 # what the ones before it define (draw.js: colours, heatmaps, viewers, alignments, curves, the
-# inspector's maps; explorer.js: the explorer page; pages.js: what each page draws, chosen by
-# data["page"]).
-SCRIPTS = ("draw.js", "explorer.js", "pages.js")
+# inspector's maps; lens_panel.js: the explorer's layers panel; explorer.js: the explorer page;
+# pages.js: what each page draws, chosen by data["page"]).
+SCRIPTS = ("draw.js", "lens_panel.js", "explorer.js", "pages.js")
 DECIMALS = 4  # numbers in a page's JSON: enough to read, small enough to keep pages light
 NOTEBOOK_HEIGHT = 640  # pixels of a result's frame in a notebook; the frame can be resized
 

@@ -1,6 +1,7 @@
   // The explorer (scripts/explore.py): the page asks its server (DATA.api) for one sentence's
   // every view, then draws them with the functions above; heads and signals switch in the page,
-  // and only a new policy, a (query, head) or a target token's deletion curves ask again. Errors come back as {error} and show.
+  // and only a new policy, a (query, head), a target token's deletion curves or an edit ask again;
+  // the layers panel (lens_panel.js) asks once per sentence. Errors come back as {error} and show.
   function explorer() {
     const $ = (id) => document.getElementById(id);
     const side = (kind) => (kind === "encoder" ? "src" : "tgt");
@@ -269,6 +270,7 @@
       drawBoth(r.symmetrized);
       deletionControls(r.attention.cross.rows, r.attention.cross.layers.length);
       $("result").hidden = false;
+      lensPanel(r.source, call);
     }
     $("ask").onsubmit = async (ev) => {
       ev.preventDefault();
