@@ -155,6 +155,21 @@ def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("model.positions=rotary", "model.positions=rotary: the peers torch and hf have sinusoidal positions only"),
+        ("model.value_projection=false", "model.value_projection=false: the peers torch and hf have every projection"),
+    ],
+)
+def test_a_model_the_peers_cannot_be_is_refused_naming_the_setting(tmp_path, setting, message):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", setting]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and message in proc.stderr and "systems=[ours]" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
 def test_device_busy_time_counts_each_kernel_once():
     """The profiler lists a kernel's time on its own row and again under the operator that
     launched it; the busy time is the kernels' rows alone."""

@@ -35,6 +35,7 @@ from qkvmt.bench.timing import TrainTimer, ratio, time_training, timed_batches
 from qkvmt.decoding.lines import encode_sources
 from qkvmt.errors import UserError
 from qkvmt.files import write_json, write_text
+from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.model.inputs import build_inputs
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.hardware import choose_precision, detect
@@ -103,6 +104,14 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
         raise UserError(
             f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
             "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])"
+        )
+    ablated = [
+        f"model.{k}={str(cfg.model[k]).lower()}" for k, v in ATTENTION_DEFAULTS.items() if cfg.model.get(k, v) != v
+    ]
+    if ablated and peers:
+        raise UserError(
+            f"{', '.join(ablated)}: the peers {' and '.join(peers)} have every projection of the paper's attention; "
+            "benchmark it with 'systems=[ours]' (or [ours,ours_align])"
         )
     log.info("%s (CPU capability %s); precision %s: %s", hardware.name, hardware.cpu_capability, precision, why)
     return device, hardware, precision, why
