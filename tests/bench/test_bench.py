@@ -195,10 +195,12 @@ def test_hf_fixed_length_generates_exactly_n_tokens():
 
 
 def test_peak_memory_sees_what_is_allocated():
+    # A block large beside what the rest of the process may free meanwhile (a CI run once saw a
+    # 64 MiB block as 43 MiB: freed pages elsewhere offset part of it), so the margin is real.
     with PeakMemory() as mem:
-        block = np.ones(64 * 2**20, dtype=np.uint8)  # touched, so resident
+        block = np.ones(256 * 2**20, dtype=np.uint8)  # touched, so resident
     del block
-    assert mem.delta >= 48 * 2**20
+    assert mem.delta >= 192 * 2**20
 
 
 def test_tokenize_scaling_caches_every_token(tmp_path):
