@@ -194,16 +194,19 @@ class Model:
             inspect_head(self.transformer, self.tokenizer, source, forced, kind, layer, head, top_k)
         )
 
-    def intervene(self, source: str, *edits, **decode) -> Intervention:
+    def intervene(self, source: str, *edits, original: list[int] | None = None, **decode) -> Intervention:
         """`source` translated as it is and with `edits` (qkvmt.Swap, Zero, Patch, Knockout) applied
         to its attention at every step of the search: both translations, the changed words, each
         original token's log-probability change, and the cross-attention maps before and after.
-        Decoding: the checkpoint's settings, with any DecodeConfig field given as a keyword."""
+        Decoding: the checkpoint's settings, with any DecodeConfig field given as a keyword.
+        `original`: the unedited translation's subword ids (`Model.forced(source, None, **decode)`)
+        where they are at hand, which saves its search."""
         source = required_text(source, "source")
         if not edits:
             raise UserError("intervene needs at least one edit: qkvmt.Swap, qkvmt.Zero, qkvmt.Patch or qkvmt.Knockout")
         with self.fabric.autocast():
-            result = intervene(self.transformer, self.tokenizer, source, edits, self.decoding(**decode))
+            cfg = self.decoding(**decode)
+            result = intervene(self.transformer, self.tokenizer, source, edits, cfg, original)
         return Intervention.of(result)
 
     def lens(self, source: str, top_k: int = 3, **decode) -> Lens:

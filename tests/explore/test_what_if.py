@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import qkvmt
+from qkvmt.analysis import intervention
 from qkvmt.analysis.edits import PARTS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
@@ -82,6 +83,18 @@ def test_an_edit_asked_again_is_not_computed_again(explorer, model, monkeypatch)
     first = asked(explorer, **fields)
     monkeypatch.setattr(model, "intervene", lambda *a, **k: pytest.fail("asked twice, computed twice"))
     assert asked(explorer, **fields) == first
+
+
+def test_the_sentences_translation_is_not_searched_again(explorer, model, monkeypatch):
+    """Only the edited translation is a new search: the original is the sentence the page shows."""
+    explorer.sentence({"source": SOURCE})
+    searched = []
+    search = intervention.translate_ids
+    monkeypatch.setattr(intervention, "translate_ids", lambda *a, **k: searched.append(a[2]) or search(*a, **k))
+    shown = asked(explorer, edit="swap", what="keys", kind="cross", a=0, b=2)
+    assert searched == [[SOURCE]]
+    same(shown, model.intervene(SOURCE, qkvmt.Swap(0, 2, "keys")))
+    assert len(searched) == 3  # Model.intervene alone searches the original too
 
 
 def test_the_page_offers_the_edits_parts_and_kinds_and_asks_the_intervene_endpoint(explorer):

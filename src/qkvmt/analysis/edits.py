@@ -64,6 +64,17 @@ def _choice(name: str, value: str, choices) -> str:
     return value
 
 
+def exchanged(t: Tensor, a: int | Tensor, b: int | Tensor, heads: list[int] | None = None) -> Tensor:
+    """A copy of a site t (B, H, T_k, d_k) whose key positions a and b trade places in `heads`
+    (None: every head). a and b: one position for every row, or one per row, (B,) each."""
+    rows = torch.arange(t.size(0), device=t.device)[:, None]  # (B, 1)
+    a, b = (torch.as_tensor(p, device=t.device).expand(t.size(0))[:, None] for p in (a, b))  # (B, 1) each
+    h = torch.arange(t.size(1), device=t.device) if heads is None else torch.tensor(heads, device=t.device)
+    out = t.clone()
+    out[rows, h, a], out[rows, h, b] = t[rows, h, b], t[rows, h, a]  # each (B, heads, d_k)
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scope:
     """Which layers and heads of which kind of attention an edit touches (keywords only, so an
@@ -109,9 +120,7 @@ class Swap(Scope):
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
 
         def swap(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
-            t = t.clone()
-            t[:, heads, a], t[:, heads, b] = t[:, heads, b], t[:, heads, a].clone()
-            return t
+            return exchanged(t, a, b, heads)
 
         return {(self.kind, i, s): swap for i in layers for s in SITES_OF[_choice("Swap.what", self.what, PARTS)]}
 

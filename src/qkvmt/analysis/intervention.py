@@ -93,8 +93,11 @@ def forced_rows(model: Transformer, src, tgt_in, tgt_out, sites) -> tuple[np.nda
 
 
 @torch.no_grad()
-def intervene(model: Transformer, tokenizer: Tokenizer, source: str, edits, cfg: DecodeConfig) -> InterventionPass:
-    """`source` translated with and without `edits` (decoded by `cfg`), and compared."""
+def intervene(
+    model: Transformer, tokenizer: Tokenizer, source: str, edits, cfg: DecodeConfig, original: list[int] | None = None
+) -> InterventionPass:
+    """`source` translated with and without `edits` (decoded by `cfg`), and compared. `original`:
+    the unedited translation's subword ids where the caller already has them from `cfg`'s search."""
     c, device = model.cfg, next(model.parameters()).device
     src_ids = encode(tokenizer, [source])[0]
     src_len = build_inputs([src_ids], None, c.specials, c.max_positions).src.size(1)
@@ -102,7 +105,8 @@ def intervene(model: Transformer, tokenizer: Tokenizer, source: str, edits, cfg:
     donors = {id(e): donor_of(model, tokenizer, e, src_ids) for e in edits if isinstance(e, Patch)}
     limit = int(max_lengths(torch.tensor([src_len]), cfg, c.max_positions)[0])
     sites = compiled(edits, shape_of(model, src_len, limit), donors)
-    original = translate_ids(model, tokenizer, [source], cfg)[0]
+    if original is None:
+        original = translate_ids(model, tokenizer, [source], cfg)[0]
     x = build_inputs([src_ids], [original], c.specials, c.max_positions)
     src, tgt_in, tgt_out = x.src.to(device), x.tgt_in.to(device), x.tgt_out.to(device)
     with edited(model, sites):

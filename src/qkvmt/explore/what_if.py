@@ -92,14 +92,15 @@ def edit_of(body: dict, model: Model, src_tokens: list[str]):
 
 def answer(model: Model, sentence, body: dict, decode: dict) -> dict:
     """The edit `body` asks of `sentence` (session.Sentence: a source and its forced pass), by
-    `Model.intervene(source, edit, **decode)`, as the page draws it: both translations, which
-    words of the edited one changed, each original token's log-probability with and without the
-    edit, and their total change. Kept per sentence and edit (KEPT): asked again, nothing is recomputed."""
+    `Model.intervene(source, edit, **decode)` given the sentence's translation (not searched
+    again), as the page draws it: both translations, which words of the edited one changed, each
+    original token's log-probability with and without the edit, and their total change. Kept per
+    sentence and edit (KEPT): asked again, nothing is recomputed."""
     edit = edit_of(body, model, sentence.attention.src_tokens)
     if edit not in sentence.edits:
         if len(sentence.edits) >= KEPT:
             del sentence.edits[next(iter(sentence.edits))]
-        r = model.intervene(sentence.attention.source, edit, **decode)
+        r = model.intervene(sentence.attention.source, edit, original=sentence.ids, **decode)
         sentence.edits[edit] = plain(
             {
                 "source": r.source,

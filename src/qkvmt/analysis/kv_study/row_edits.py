@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.edits import SITES_OF
+from qkvmt.analysis.edits import SITES_OF, exchanged
 from qkvmt.analysis.trace import Edit, Where
 
 
@@ -26,10 +26,8 @@ def swap_rows(a: Tensor, b: Tensor) -> Edit:
     """Row i's source positions a[i] and b[i] trade places, every head: a (B,), b (B,)."""
 
     def swap(t: Tensor) -> Tensor:  # (B, H, S, d_k)
-        rows = _rows(t, a)
-        out = t.clone()
-        out[rows, :, a], out[rows, :, b] = t[rows, :, b], t[rows, :, a]  # each (B, H, d_k)
-        return out
+        _rows(t, a)
+        return exchanged(t, a, b)
 
     return swap
 
