@@ -51,6 +51,8 @@ def test_train_writes_checkpoints_logs_and_test_scores(corpus, tmp_path):
     assert logged(rows, "train/tgt_tok_s") and logged(rows, "train/lr")
     assert metrics["steps"] == 8 and "nrefs:1|case:mixed" in metrics["signatures"]["bleu"]
     assert 0.0 <= metrics["test_bleu"] <= 100.0
+    model, _, _ = load_model(out / "checkpoints" / "last.ckpt")
+    assert metrics["parameters"] == sum(p.numel() for p in model.parameters())  # the tied embedding once
     memory = metrics["host_memory"]  # one process: one figure each, at both validations
     assert list(memory["rss_mb_at_step"]) == ["4", "8"]
     assert len(memory["peak_rss_mb"]) == len(memory["end_rss_mb"]) == 1

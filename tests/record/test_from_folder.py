@@ -41,6 +41,7 @@ def run_folder(tmp_path, overrides=("experiment=multi30k_de_en_cpu",)):
                 "test_chrf": 61.1612,
                 "signatures": {"bleu": "BLEU-SIG", "chrf": "CHRF-SIG", "bleu_lc": "LC-SIG"},
                 "host_memory": {"peak_rss_mb": [1465, 1446]},
+                "parameters": 4_300_000,
             }
         )
     )
@@ -62,6 +63,7 @@ def test_a_run_folder_becomes_an_entry_the_record_accepts(tmp_path):
     assert entry["overrides"] == ["model.positions=rotary"]  # not where files were, not the seed
     assert entry["command"] == "qkvmt train experiment=multi30k_de_en_cpu seed=7 model.positions=rotary"
     assert (entry["seed"], entry["steps"], entry["wall_s"], entry["peak_rss_mib"]) == (7, 7001, 3380, [1465, 1446])
+    assert entry["parameters"] == 4_300_000
     assert entry["settings"] == {"model.d_model": 192, "model.dropout": 0.2}  # what decides the figures, no paths
     assert entry["test"] == {
         "split": "test_2016_flickr",

@@ -87,7 +87,8 @@ def train(cfg: DictConfig) -> dict:
         fit(trainer, module, plan.dm, resume)
         metrics = run_test(trainer, module, plan.dm, last, plan.n_average)
         host_memory = memory.summary(trainer)  # collective: every rank
-    metrics |= {"steps": trainer.global_step, **run, "host_memory": host_memory}
+    parameters = sum(p.numel() for p in module.model.parameters())
+    metrics |= {"steps": trainer.global_step, "parameters": parameters, **run, "host_memory": host_memory}
     metrics["wall_s"] = round(time.time() - start, 1)
     if trainer.is_global_zero:
         for lg in trainer.loggers:

@@ -169,6 +169,8 @@ def entry(
     }
     if conditions:
         run["conditions"] = conditions
+    if "parameters" in metrics:
+        run["parameters"] = metrics["parameters"]
     peak = metrics.get("host_memory", {}).get("peak_rss_mb")
     if peak:
         run["peak_rss_mib"] = peak

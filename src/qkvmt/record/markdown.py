@@ -1,9 +1,10 @@
 """Markdown pieces the record's tables are made of: a table, code, a command, a duration, an
-optional value."""
+optional value, a figure over runs, a class of hardware."""
 
 import re
 
 from qkvmt.commands import COMMANDS
+from qkvmt.record.summary import Stat
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -33,3 +34,19 @@ def command(text: str) -> str:
     """A recorded command as code, written as it is typed now: `python scripts/<name>.py` ran the
     alias of `qkvmt <subcommand>`, the same program."""
     return code(SCRIPT.sub(lambda m: f"qkvmt {SUBCOMMAND.get(m.group(1), m.group(1))}", text))
+
+
+def hardware(record: dict, cls: str, cores: int | None) -> str:
+    c = record["hardware_classes"][cls]
+    return f"{cores} CPU cores, {c['label']}" if c["cpu"] and cores else c["label"]
+
+
+def spread(st: Stat | None, fmt=lambda x: f"{x:.2f}", show_n: bool = False) -> str:
+    """One value, or the mean with the range (and the count) of several."""
+    if st is None:
+        return "—"
+    if st.n == 1:
+        return fmt(st.mean)
+    if st.low == st.high:
+        return fmt(st.mean) + (f" ({st.n} runs)" if show_n else "")
+    return f"{fmt(st.mean)} ({fmt(st.low)}–{fmt(st.high)}" + (f"; {st.n} runs)" if show_n else ")")

@@ -5,7 +5,7 @@ The record is one JSON object: `hardware_classes` (what a run's `hardware_class`
 entries. Every entry names its command, its machine, whether it ran at the recipe's current
 settings (`settings_current`) and whether other work on the machine disturbed it (`disturbed`);
 a training run adds its recipe (`experiment`, `overrides`, and the `settings` that decide what it
-computes: qkvmt.record.settings), steps and test scores, a benchmark
+computes: qkvmt.record.settings), steps, test scores and, where counted, its model's `parameters`; a benchmark
 or measurement a list of labelled `figures`. A faithfulness measurement (figures labelled
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and

@@ -4,18 +4,14 @@ whole record and returns Markdown; TABLES names them as the pages' marker lines 
 README's `<!-- results:begin -->`)."""
 
 from qkvmt.record import registry
+from qkvmt.record.ablation_table import ablations
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
-from qkvmt.record.markdown import code, command, duration, optional, table
+from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, table
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
-
-
-def hardware(record: dict, cls: str, cores: int | None) -> str:
-    c = record["hardware_classes"][cls]
-    return f"{cores} CPU cores, {c['label']}" if c["cpu"] and cores else c["label"]
 
 
 def minutes(st: Stat | None) -> str:
@@ -25,17 +21,6 @@ def minutes(st: Stat | None) -> str:
         return duration(st.mean)
     low, high = round(st.low / 60), round(st.high / 60)
     return f"{low} min" if low == high else f"{low}–{high} min"
-
-
-def spread(st: Stat | None, fmt=lambda x: f"{x:.2f}", show_n: bool = False) -> str:
-    """One value, or the mean with the range (and the count) of several."""
-    if st is None:
-        return "—"
-    if st.n == 1:
-        return fmt(st.mean)
-    if st.low == st.high:
-        return fmt(st.mean) + (f" ({st.n} runs)" if show_n else "")
-    return f"{fmt(st.mean)} ({fmt(st.low)}–{fmt(st.high)}" + (f"; {st.n} runs)" if show_n else ")")
 
 
 def recipe(run: dict) -> str:
@@ -234,6 +219,7 @@ TABLES = {
     "faithfulness": faithfulness,
     "kv-study": kv_study,
     "lens": lens,
+    "ablations": ablations,
     "methods": methods,
     "signals": registry.signals,
     "kinds": registry.kinds,
