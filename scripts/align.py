@@ -1,5 +1,5 @@
 """Cross-attention alignments:
-qkvmt align ckpt_path=<ckpt> sentence='...' [reference='...'] | gold_dir=<dir>
+qkvmt align ckpt_path=<ckpt> sentence='...' [reference='...'] | src_file=<path> tgt_file=<path> | gold_dir=<dir>
 
 The same as `qkvmt align` (qkvmt.commands): this script is its alias in the repository.
 """

@@ -101,6 +101,39 @@ def test_parallel_files_of_different_length_name_both_counts(ckpt, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ({"src_file": "nope.de", "tgt_file": "x.en"}, "file not found: {tmp}/nope.de; check the path"),
+        (
+            {"src_file": "x.de", "tgt_file": "short.en"},
+            "src_file={tmp}/x.de has 3 lines but tgt_file={tmp}/short.en has 2: they must be line-parallel",
+        ),
+        ({"src_file": "x.de"}, "src_file= needs tgt_file=: give both src_file=<path> and tgt_file=<path>"),
+        ({"tgt_file": "x.en"}, "tgt_file= needs src_file=: give both src_file=<path> and tgt_file=<path>"),
+        (
+            {"src_file": "x.de", "tgt_file": "x.en", "sentence": "w1"},
+            "src_file= and tgt_file= align a corpus, and sentence= aligns one sentence: drop sentence=",
+        ),
+        (
+            {"src_file": "x.de", "tgt_file": "x.en", "gold_dir": "gold"},
+            "and gold_dir= scores every head against gold links: drop gold_dir= to align the files",
+        ),
+        ({"src_file": "x.de", "tgt_file": "bad.en"}, "{tmp}/bad.en, line 2: not valid UTF-8"),
+    ],
+)
+def test_a_corpus_that_cannot_be_aligned_is_one_line_before_any_output(given, expected, tmp_path):
+    # The files are checked before the model loads: the bundled one serves, and nothing trains.
+    (tmp_path / "x.de").write_text("w1\nw2\nw3\n")
+    (tmp_path / "x.en").write_text("t1\nt2\nt3\n")
+    (tmp_path / "short.en").write_text("t1\nt2\n")
+    (tmp_path / "bad.en").write_bytes(b"t1\nt2 \xff\nt3\n")
+    args = [f"{k}={tmp_path / v}" if k != "sentence" else f"{k}={v}" for k, v in given.items()]
+    r = run_script("align", "ckpt_path=multi30k-de-en", *args, f"output_dir={tmp_path / 'out'}")
+    assert expected.format(tmp=tmp_path) in user_error(r)
+    assert r.stdout == "" and not (tmp_path / "out").exists()
+
+
 @training_fixture(scope="module")
 def dropping_run(tmp_path_factory):
     """One training run whose corpus has 3 pairs with an empty side and many longer than

@@ -77,7 +77,7 @@ COMMANDS = {
             "align",
             "qkvmt.pipeline.align:align",
             "align",
-            "word alignments from cross-attention, for a sentence or against gold links (AER)",
+            "word alignments from cross-attention, for a sentence, a corpus or against gold links (AER)",
             "ckpt_path=multi30k-de-en sentence='Ein Hund rennt .'",
             text=TEXT_KEYS,
         ),

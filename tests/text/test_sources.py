@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.text.sources import HFDataset, TextFiles, read_lines, read_parallel
+from qkvmt.text.sources import HFDataset, TextFiles, read_lines, read_parallel, stream_lines
 from tests.conftest import write_corpus
 
 
@@ -31,6 +31,25 @@ def test_non_utf8_names_file_and_line(tmp_path):
     p.write_bytes(gzip.compress(b"gut\nauch gut\nschlecht \xff\xfe\n"))
     with pytest.raises(UserError, match=r"bad\.de\.gz, line 3"):
         read_lines(p)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("text", [b"a b\n\n  c \r\nd\xe2\x80\xa8e\n", b"a\nlast without newline", b"", b"\n"])
+def test_streamed_lines_are_the_lines_read_whole(text, gz, tmp_path):
+    path = tmp_path / ("f.gz" if gz else "f")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert list(stream_lines(path)) == read_lines(path)
+
+
+def test_streamed_lines_name_a_non_utf8_line_and_a_missing_file(tmp_path):
+    p = tmp_path / "bad.de.gz"
+    p.write_bytes(gzip.compress(b"gut\nschlecht \xff\n"))
+    lines = stream_lines(p)
+    assert next(lines) == "gut"  # read as they come, not all first
+    with pytest.raises(UserError, match=r"bad\.de\.gz, line 2: not valid UTF-8"):
+        next(lines)
+    with pytest.raises(UserError, match=f"file not found: {tmp_path / 'nope'}"):
+        list(stream_lines(tmp_path / "nope"))
 
 
 def test_missing_split_says_which_setting_to_change(tmp_path):

@@ -1,4 +1,5 @@
-"""align(cfg): cross-attention alignments of one sentence, or AER against gold alignments for
+"""align(cfg): cross-attention alignments of one sentence, of a corpus (src_file=, tgt_file=:
+qkvmt.pipeline.align_corpus), or AER against gold alignments for
 every decoder layer × head and every layer's head average, and with leaderboard=true for every
 signal's (qkvmt.analysis.signals) own layers and heads. The extraction itself (layer, head,
 rows, direction, signal) is qkvmt.alignment.policy, the search over every extraction against gold
@@ -22,6 +23,7 @@ from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
 from qkvmt.pipeline.align_both import align_both
+from qkvmt.pipeline.align_corpus import align_corpus, corpus_files
 from qkvmt.pipeline.runs import (
     StagedOutput,
     beside_checkpoint,
@@ -155,14 +157,18 @@ def _scores(s: dict) -> str:
 
 
 def align(cfg: DictConfig) -> dict:
-    if not cfg.gold_dir and cfg.sentence is None:
+    corpus = corpus_files(cfg)  # before the slow load, as every check of the settings
+    if corpus is None and not cfg.gold_dir and cfg.sentence is None:
         raise UserError(
-            'give sentence="..." to align one sentence, or gold_dir=<folder> to score every head against gold links'
+            'give sentence="..." to align one sentence, src_file=<path> tgt_file=<path> to align a corpus, '
+            "or gold_dir=<folder> to score every head against gold links"
         )
-    sentence = None if cfg.gold_dir else required_text(cfg.sentence, "sentence")  # before the slow load
+    sentence = None if cfg.gold_dir or corpus else required_text(cfg.sentence, "sentence")
     reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
     check_output_dir(cfg)
     model = load_for_inference(cfg)
+    if corpus:
+        return align_corpus(cfg, model, corpus, None if cfg.reverse_ckpt_path else policy(cfg, model))
     if cfg.reverse_ckpt_path:
         return align_both(cfg, model)
     if cfg.gold_dir:

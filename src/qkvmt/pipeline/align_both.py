@@ -22,13 +22,21 @@ from qkvmt.text.sources import required_text
 log = logging.getLogger(__name__)
 
 
-def align_both(cfg: DictConfig, model: Model) -> dict:
+def both_directions(cfg: DictConfig, model: Model) -> tuple[Direction, Direction]:
+    """`model` and the model of reverse_ckpt_path, each with the policy it links by; a bad
+    symmetrize= or a reverse model that does not pair with `model` is a UserError."""
     if cfg.symmetrize not in METHODS:
         raise UserError(f"symmetrize={cfg.symmetrize!r}: use one of {', '.join(METHODS)}")
-    paths, reverse_path = model.paths, resolve(cfg.reverse_ckpt_path)
+    reverse_path = resolve(cfg.reverse_ckpt_path)
     forward = Direction(model)
     reverse = Direction(Model.from_checkpoints([reverse_path], model.fabric))
-    check_pair(forward, reverse, (paths[0], reverse_path))
+    check_pair(forward, reverse, (model.paths[0], reverse_path))
+    return forward, reverse
+
+
+def align_both(cfg: DictConfig, model: Model) -> dict:
+    paths = model.paths
+    forward, reverse = both_directions(cfg, model)
     policies = {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()}
     if cfg.gold_dir:
         return gold(cfg, forward, reverse, policies, paths)

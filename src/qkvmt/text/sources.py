@@ -8,22 +8,32 @@ import contextlib
 import gzip
 import shutil
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from qkvmt.errors import UserError
 
 
-def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
+def checked_file(path) -> Path:
+    """`path` as a Path, if it names a text file; a folder or a missing file is a UserError naming it."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{path} is a folder: give the path of a text file (plain or .gz) in it")
     if not path.is_file():
         where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
         raise UserError(f"file not found: {path}{where}; check the path")
-    opener = gzip.open if path.suffix == ".gz" else open
+    return path
+
+
+def _opener(path: Path):
+    return gzip.open if path.suffix == ".gz" else open
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
+    path = checked_file(path)
     try:
-        with opener(path, "rb") as f:
+        with _opener(path)(path, "rb") as f:
             raw = f.read()
     except (OSError, EOFError) as e:
         raise UserError(f"cannot read {path}: {e}") from None
@@ -32,6 +42,18 @@ def read_lines(path: Path) -> list[str]:
     if lines and lines[-1] == b"":
         lines.pop()
     return [decode_line(line, path, i).strip() for i, line in enumerate(lines, 1)]
+
+
+def stream_lines(path: Path) -> Iterator[str]:
+    """The lines read_lines gives, one at a time, never the whole file in memory: for a corpus
+    of any size (plain or .gz; split on "\\n" only, as read_lines splits)."""
+    path = checked_file(path)
+    try:
+        with _opener(path)(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, path, number).strip()
+    except (OSError, EOFError) as e:  # a .gz cut short is found only as it is read
+        raise UserError(f"cannot read {path}: {e}") from None
 
 
 def required_text(value, name: str) -> str:
