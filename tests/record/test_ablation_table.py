@@ -13,7 +13,8 @@ BUDGET = ["trainer.max_steps=1000", "module.warmup_steps=300"]
 
 def run(id, bleu, variant=None, budget=BUDGET, steps=1000, seed=1234, **extra):
     overrides = [*budget, *([variant] if variant else [])]
-    return train_run(id, bleu, experiment=RECIPE, overrides=overrides, steps=steps, seed=seed, **extra)
+    command = " ".join(["qkvmt train", f"experiment={RECIPE}", *budget, f"seed={seed}", *overrides[len(budget) :]])
+    return train_run(id, bleu, experiment=RECIPE, overrides=overrides, steps=steps, seed=seed, command=command, **extra)
 
 
 def record_of(*runs) -> dict:
@@ -47,7 +48,7 @@ def test_each_variant_is_a_row_beside_the_recipe_at_the_same_budget():
     assert recipe[2:6] == ["4.30 M", "2 (seeds 1, 2)", "34.50 (34.00–35.00)", ""]
     assert no_wv[2:6] == ["3.97 M", "2 (seeds 1, 2)", "30.50 (30.00–31.00)", "-4.00"]
     assert rotary[2:6] == ["—", "1 (seed 1)", "36.00", "+1.50"]
-    assert rotary[-1] == f"`qkvmt train experiment={RECIPE} {' '.join(BUDGET)} model.positions=rotary`"
+    assert rotary[-1] == f"`qkvmt train experiment={RECIPE} {' '.join(BUDGET)} model.positions=rotary`"  # no seed
 
 
 def test_a_budget_without_the_recipes_own_runs_or_without_variants_has_no_table():
@@ -67,4 +68,5 @@ def test_budgets_are_tables_of_their_own():
         )
     )
     assert len(tables_of(text)) == 2
-    assert "`multi30k_de_en_cpu` as it is" in text and "5,000 to 6,000 steps (time-bound)" in text
+    shared, hour = text.split("\n\n`multi30k_de_en_cpu` as it is")  # a shared budget first, the recipe's hour last
+    assert "1,000 steps each" in shared and "5,000 to 6,000 steps (time-bound)" in hour

@@ -55,11 +55,21 @@ def budget_table(record: dict, rows: dict[str | None, Group]) -> str:
                 spread(bleu),
                 "" if override is None else f"{bleu.mean - base:+.2f}",
                 spread(g.stat(lambda r: r["test"].get("chrf"))),
-                command(g.runs[0]["command"]),
+                command(" ".join(w for w in g.runs[0]["command"].split() if not w.startswith("seed="))),
             ]
         )
     return table(
-        ["variant", "what changes", "parameters", "runs", "test BLEU", "against the recipe", "chrF", "command"], out
+        [
+            "variant",
+            "what changes",
+            "parameters",
+            "runs",
+            "test BLEU",
+            "against the recipe",
+            "chrF",
+            "command (and seed=)",
+        ],
+        out,
     )
 
 
@@ -71,7 +81,8 @@ def ablations(record: dict) -> str:
             override, budget = made
             by_budget.setdefault((budget, g.hardware_class, g.cores), {})[override] = g
     shown = []
-    for (budget, cls, cores), rows in by_budget.items():
+    # The shared budgets first (their runs are the comparison), the recipe's own time-bound one last.
+    for (budget, cls, cores), rows in sorted(by_budget.items(), key=lambda item: not item[0][0]):
         if None not in rows or len(rows) < 2:
             continue
         steps = sorted({r["steps"] for g in rows.values() for r in g.runs})
