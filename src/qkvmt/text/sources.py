@@ -31,22 +31,12 @@ def _opener(path: Path):
 
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
-    path = checked_file(path)
-    try:
-        with _opener(path)(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as e:
-        raise UserError(f"cannot read {path}: {e}") from None
-    # Split on "\n" only: str.splitlines would also break at U+2028 and similar inside a sentence.
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [decode_line(line, path, i).strip() for i, line in enumerate(lines, 1)]
+    return list(stream_lines(path))
 
 
 def stream_lines(path: Path) -> Iterator[str]:
-    """The lines read_lines gives, one at a time, never the whole file in memory: for a corpus
-    of any size (plain or .gz; split on "\\n" only, as read_lines splits)."""
+    """A text file's lines one at a time, never the whole file in memory (read_lines lists them).
+    Split on "\\n" only: str.splitlines would also break at U+2028 and similar inside a sentence."""
     path = checked_file(path)
     try:
         with _opener(path)(path, "rb") as f:
