@@ -7,10 +7,9 @@ import torch
 
 import qkvmt
 from qkvmt.alignment.corpus import EMPTY, TOO_LONG, UNGROUPED, LayerReader, corpus_links
-from qkvmt.alignment.directions import Direction, both_ways
+from qkvmt.alignment.directions import SOFT_THRESHOLD, Direction, both_ways
 from qkvmt.alignment.links import to_pharaoh
 from qkvmt.alignment.supervision import AlignmentSupervision
-from qkvmt.alignment.symmetrize import symmetrize
 from qkvmt.errors import UserError
 from qkvmt.text.sources import read_lines
 
@@ -34,8 +33,10 @@ def one_by_one(model, policy, src: list[str], tgt: list[str]) -> list[str]:
     return [model.align(s, t, policy).pharaoh for s, t in zip(src, tgt)]
 
 
-def batched(src, tgt, forward, reverse=None, method="grow-diag-final-and", max_tokens=100_000) -> list[str]:
-    found = corpus_links(src, tgt, forward, reverse, method, max_tokens)
+def batched(
+    src, tgt, forward, reverse=None, method="grow-diag-final-and", max_tokens=100_000, threshold=SOFT_THRESHOLD
+) -> list[str]:
+    found = corpus_links(src, tgt, forward, reverse, method, threshold, max_tokens)
     assert not any(isinstance(links, str) for links in found)
     return [to_pharaoh(links) for links in found]
 
@@ -96,10 +97,11 @@ def test_two_models_give_the_symmetrized_links_of_each_pair(trained_run, reverse
     f, r = Direction(forward), Direction(reverse)
     src, tgt = pairs_of(trained_run)
     readers = LayerReader(forward, f.policy), LayerReader(reverse, r.policy)
-    for method in ("grow-diag-final-and", "union"):
-        expected = [to_pharaoh(symmetrize(*both_ways(f, r, s, t, t), method)) for s, t in zip(src, tgt)]
-        assert batched(src, tgt, *readers, method) == expected
-        assert batched(src, tgt, *readers, method, max_tokens=1) == expected
+    methods = (("grow-diag-final-and", 0.3), ("union", 0.3), ("soft-mean", 0.2), ("soft-intersection", 0.1))
+    for method, threshold in methods:
+        expected = [to_pharaoh(both_ways(f, r, s, t, t).links(method, threshold)) for s, t in zip(src, tgt)]
+        assert batched(src, tgt, *readers, method, threshold=threshold) == expected
+        assert batched(src, tgt, *readers, method, max_tokens=1, threshold=threshold) == expected
 
 
 def test_pairs_without_links_keep_their_place_with_the_reason(model, trained_run):

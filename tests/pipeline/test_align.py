@@ -8,9 +8,12 @@ import sys
 import pytest
 import torch
 
-from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.alignment.directions import SOFT, SOFT_THRESHOLD
+from qkvmt.alignment.links import alignment_scores, read_gold
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.errors import UserError
 from qkvmt.pipeline.align import align, training_pairs_of
+from qkvmt.pipeline.align_both import THRESHOLDS
 from qkvmt.text.tokenizer import train_bpe
 from tests.conftest import ROOT, compose_inference
 
@@ -340,18 +343,51 @@ def test_two_models_one_per_direction_give_symmetrized_links(trained_run, revers
         compose_inference("align", *both, f"gold_dir={gold}", "symmetrize=intersection", f"output_dir={out}")
     )
     written = json.loads((out / "aer.json").read_text())
-    assert set(written["by_method"]) == {
-        "forward",
-        "reverse",
-        "intersection",
-        "union",
-        "grow-diag",
-        "grow-diag-final",
-        "grow-diag-final-and",
-    }
+    soft = {f"{m}@{x:g}" for m in SOFT for x in {*THRESHOLDS, SOFT_THRESHOLD}}
+    assert set(written["by_method"]) == {"forward", "reverse", *METHODS} | soft
     assert written["symmetrized"] == written["by_method"]["intersection"] == scored["symmetrized"]
     assert len((out / "alignment.pharaoh").read_text().splitlines()) == written["n"] == 2
     assert "intersection: AER" in capsys.readouterr().out
+
+
+def test_two_models_choose_their_symmetrization_on_the_dev_pairs_and_score_the_rest(trained_run, reverse_run, tmp_path):
+    both = [
+        f"ckpt_path={trained_run['run'] / 'checkpoints' / 'last.ckpt'}",
+        f"reverse_ckpt_path={reverse_run['run'] / 'checkpoints' / 'last.ckpt'}",
+    ]
+    gold = write_gold(
+        tmp_path / "gold",
+        [
+            (["w1", "w2", "w3"], ["t3", "t2", "t1"], "1-3 2-2 3-1"),
+            (["w4", "w5"], ["t5", "t4"], "1-2 2p1"),
+            (["w6", "w7", "w8", "w9"], ["t9", "t8", "t7", "t6"], "1-4 2-3 3-2 4-1"),
+        ],
+    )
+    out = tmp_path / "aer"
+    result = align(
+        compose_inference(
+            "align",
+            *both,
+            f"gold_dir={gold}",
+            "gold_dev=1",
+            "symmetrize=soft-mean",
+            "symmetrize_threshold=0.25",
+            f"output_dir={out}",
+        )
+    )
+    table = result["by_method"]
+    assert result["n"] == 2 and result["dev"] == {"first_pairs": 1, "n": 1}
+    assert result["symmetrized"] == table["soft-mean@0.25"] and result["symmetrize_threshold"] == 0.25
+    best = result["best"]["reading"]
+    assert table[best]["dev_aer"] == min(t["dev_aer"] for t in table.values())
+    # every figure is of the pairs after the dev pair: alignment.pharaoh's links of them, scored
+    g = read_gold(gold, "de", "en", "de")
+    lines = (out / "alignment.pharaoh").read_text().splitlines()
+    links = [{tuple(map(int, x.split("-"))) for x in line.split()} for line in lines[1:]]
+    assert (
+        alignment_scores(links, g.sure[1:], g.possible[1:]) | {"dev_aer": table["soft-mean@0.25"]["dev_aer"]}
+        == (result["symmetrized"])
+    )
 
 
 def test_symmetrized_links_of_a_pair_whose_sides_differ_in_length(trained_run, reverse_run, tmp_path):

@@ -10,12 +10,12 @@ import pytest
 
 import qkvmt
 from qkvmt.alignment.directions import Direction, both_ways
-from qkvmt.alignment.links import to_pharaoh
-from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.alignment.links import alignment_scores, to_pharaoh
 from qkvmt.errors import UserError
 from qkvmt.pipeline import align_corpus
 from qkvmt.pipeline.align import align
 from qkvmt.text.sources import read_lines
+from tests.alignment.test_reference import reversed_pairs
 from tests.conftest import compose_inference
 
 LONG = " ".join(f"w{i % 40}" for i in range(300))  # over the tiny model's 256 positions
@@ -97,7 +97,7 @@ def test_two_models_give_each_pairs_symmetrized_links(trained_run, reverse_run, 
     f = Direction(qkvmt.load(forward_ckpt, device="cpu"))
     r = Direction(qkvmt.load(reverse_ckpt, device="cpu"))
     for i, (s, t) in enumerate(zip(src, tgt)):
-        expected = "" if i in (3, 7, 12) else to_pharaoh(symmetrize(*both_ways(f, r, s, t, t), "union"))
+        expected = "" if i in (3, 7, 12) else to_pharaoh(both_ways(f, r, s, t, t).links("union"))
         assert lines[i] == expected, i
     summary = json.loads((out / "corpus.json").read_text())
     assert summary["policies"] == {"forward": f.policy.to_dict(), "reverse": r.policy.to_dict()}
@@ -151,3 +151,45 @@ def test_files_that_change_while_they_are_read_are_refused(tmp_path):
     assert next(read) == (["w1", "w2"], ["t1", "t2"])
     with pytest.raises(UserError, match="changed while being aligned"):
         next(read)
+
+
+def test_eflomal_beside_aligns_the_same_pairs_line_for_line(trained_run, tmp_path):
+    src, tgt, truth = reversed_pairs(400)
+    src.insert(5, "")  # an empty side keeps its line, empty, in both outputs
+    tgt.insert(5, "t1 t2")
+    (tmp_path / "c.de").write_text("".join(s + "\n" for s in src))
+    (tmp_path / "c.en").write_text("".join(t + "\n" for t in tgt))
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    out = tmp_path / "out"
+    summary = align(corpus_cfg(ckpt, tmp_path / "c.de", tmp_path / "c.en", out, "reference_aligner=eflomal"))
+    lines = (out / "reference.pharaoh").read_text().split("\n")
+    assert len(lines) == len(src) + 1 and lines[-1] == "" and lines[5] == ""
+    del lines[5]
+    # a line shifted by one pair would link words its pair does not have
+    found = [{tuple(map(int, x.split("-"))) for x in line.split()} for line in lines[:-1]]
+    scores = alignment_scores(found, truth, truth)
+    assert scores["precision"] > 0.9 and scores["recall"] > 0.9, scores
+    reference = json.loads((out / "corpus.json").read_text())["reference"]
+    assert reference == summary["reference"] and reference["aligner"] == "eflomal" and reference["pairs_per_second"] > 0
+    assert reference["symmetrization"] == "grow-diag-final-and"
+
+
+@pytest.mark.parametrize(
+    "mode, setting",
+    [
+        ("src_file", "leaderboard=true"),
+        ("src_file", "gold_dev=100"),
+        ("sentence", "reference_aligner=eflomal"),
+        ("sentence", "leaderboard=true"),
+    ],
+)
+def test_a_setting_of_scoring_against_gold_links_is_refused_without_them(mode, setting, tmp_path):
+    (tmp_path / "a").write_text("w1\n")
+    (tmp_path / "b").write_text("t1\n")
+    given = [f"src_file={tmp_path / 'a'}", f"tgt_file={tmp_path / 'b'}"] if mode == "src_file" else ["sentence=w1"]
+    cfg = compose_inference("align", "ckpt_path=nope", *given, setting, f"output_dir={tmp_path / 'out'}")
+    with pytest.raises(
+        UserError, match=rf"^{setting.split('=')[0]}=.* belongs to scoring against gold links: add gold_dir"
+    ):
+        align(cfg)
+    assert not (tmp_path / "out").exists()

@@ -27,10 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from qkvmt.alignment.directions import flip
+from qkvmt.alignment.directions import SOFT_THRESHOLD, TwoWay
 from qkvmt.alignment.links import Link, pair_word_groups
-from qkvmt.alignment.policy import AlignmentPolicy
-from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.alignment.policy import AlignmentPolicy, directed_links
 from qkvmt.analysis.forced import AttentionMap, token_names
 from qkvmt.data.batching import token_budget_batches
 from qkvmt.errors import UserError
@@ -110,16 +109,20 @@ class LayerReader:
         )  # the layers after the policy's, and the output layer, are never run: nothing reads them
         return cross[self.policy.layer].float().cpu().numpy()  # (B, H, T, S)
 
-    def links(self, batch: list[Prepared]) -> list[set[Link]]:
-        """The links of each pair of the batch, as (source word, target word)."""
+    def matrices(self, batch: list[Prepared]) -> list[np.ndarray]:
+        """The (target words, source words) weights of each pair of the batch, by the policy."""
         weights = self.layer_weights(batch)  # (B, H, T, S)
         out = []
         for w, p in zip(weights, batch):
             # This pair's rows and columns, contiguous as the one-sentence path holds them: (1, H, T_p, S_p)
             own = np.ascontiguousarray(w[None, :, : len(p.out_tokens), : len(p.src_tokens)])
             cross = AttentionMap("cross", own, p.out_tokens, p.src_tokens)
-            out.append(self.reading.links(cross, p.tgt_groups, p.src_groups))
+            out.append(self.reading.word_matrix(cross, p.tgt_groups, p.src_groups))
         return out
+
+    def links(self, batch: list[Prepared]) -> list[set[Link]]:
+        """The links of each pair of the batch, as (source word, target word)."""
+        return [directed_links(m, self.reading.direction) for m in self.matrices(batch)]
 
 
 def corpus_links(
@@ -128,12 +131,14 @@ def corpus_links(
     forward: LayerReader,
     reverse: LayerReader | None = None,
     symmetrization: str = "grow-diag-final-and",
+    threshold: float = SOFT_THRESHOLD,
     max_tokens: int = 16384,
     done: Callable[[int], object] = lambda n: None,
 ) -> list[set[Link] | str]:
     """Each pair's links (source word, target word), in input order, or the reason it has none
-    (REASONS). With `reverse`, a model of the other direction reading (target, source): its
-    links are flipped and symmetrized with the forward model's, as align_both does.
+    (REASONS). With `reverse`, a model of the other direction reading (target, source): the two
+    readings are symmetrized (qkvmt.alignment.directions.TwoWay; `threshold` for a soft method),
+    as align_both does.
 
     Pairs are sorted by length and cut into batches of at most max_tokens padded tokens (both
     sides together), so little of a pass is padding. done(n) is called as n more pairs are done."""
@@ -155,9 +160,14 @@ def corpus_links(
     sizes = np.array(sizes, dtype=np.int64)
     order = np.argsort(sizes, kind="stable")  # positions in `ready`
     for batch in token_budget_batches(sizes, max_tokens, order):
-        found = [r.links([p[ready[b]] for b in batch]) for (r, _, _), p in zip(readers, prepared)]
-        for n, b in enumerate(batch):
-            one = found[0][n] if reverse is None else symmetrize(found[0][n], flip(found[1][n]), symmetrization)
+        if reverse is None:
+            found = forward.links([prepared[0][ready[b]] for b in batch])
+        else:
+            f, r = ([p[ready[b]] for b in batch] for p in prepared)
+            found = [
+                TwoWay(*two).links(symmetrization, threshold) for two in zip(forward.matrices(f), reverse.matrices(r))
+            ]
+        for one, b in zip(found, batch):
             links[todo[ready[b]]] = one
         done(len(batch))
     return links

@@ -3,12 +3,35 @@ by its default layer and head in its own direction (target→source), as a stati
 forward and reverse runs do, for qkvmt.alignment.symmetrize to combine (align.py with
 reverse_ckpt_path=, and the explorer)."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from qkvmt.alignment.links import Link, pair_word_groups
-from qkvmt.alignment.policy import AlignmentPolicy
+import numpy as np
+
+from qkvmt.alignment.links import Link, hard_links, pair_word_groups
+from qkvmt.alignment.policy import AlignmentPolicy, directed_links
+from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.errors import UserError
+
+# Read from the two models' weights themselves, not their argmax links: a link (i, j) where the
+# smaller (soft-intersection) or the mean (soft-mean) of the forward model's weight of source
+# word i for target word j and the reverse model's of target word j for source word i reaches a
+# threshold. Unlike the hard methods, a word may take several links (as awesome-align's
+# probability-threshold extraction).
+SOFT = {"soft-intersection": np.minimum, "soft-mean": lambda a, b: (a + b) / 2}
+TWO_MODEL_METHODS = (*METHODS, *SOFT)
+SOFT_THRESHOLD = 0.3  # the soft methods' default threshold (symmetrize_threshold in conf/)
+
+
+def checked_method(method: str, threshold: float, setting: str = "symmetrize") -> tuple[str, float]:
+    """A symmetrization of two models and its threshold (read by the soft methods only, but
+    checked whatever the method), or a UserError naming the setting."""
+    if method not in TWO_MODEL_METHODS:
+        raise UserError(f"{setting}={method!r}: use one of {', '.join(TWO_MODEL_METHODS)}")
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
+        raise UserError(f"{setting}_threshold={threshold!r}: give a weight in (0, 1], the least a soft link needs")
+    return method, float(threshold)
 
 
 class Direction:
@@ -20,17 +43,48 @@ class Direction:
         self.model, self.meta = model, model.meta
         self.policy = policy or model.default_policy.one_way()
 
-    def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
-        """(source word, target word) links; None when the subwords do not group into the
-        whitespace words (a pair cut at the model's positions)."""
+    def matrix(self, source: str, target: str | list[int], target_text: str) -> np.ndarray | None:
+        """(target words, source words) weights by the policy; None when the subwords do not
+        group into the whitespace words (a pair cut at the model's positions)."""
         m, signal = self.model, self.policy.signal
         sa = forced_attention(
             m.transformer, m.tokenizer, source, target, self.meta.full_context_layer, analyses={signal}
         )
         groups = pair_word_groups(sa.src_tokens, sa.out_tokens, source, target_text)
         return (
-            None if groups is None else self.policy.links(sa.for_alignment.map("cross", signal), groups[1], groups[0])
+            None
+            if groups is None
+            else self.policy.word_matrix(sa.for_alignment.map("cross", signal), groups[1], groups[0])
         )
+
+    def links(self, source: str, target: str | list[int], target_text: str) -> set[Link] | None:
+        """(source word, target word) links; None where `matrix` is."""
+        m = self.matrix(source, target, target_text)
+        return None if m is None else directed_links(m, self.policy.direction)
+
+
+@dataclass(frozen=True)
+class TwoWay:
+    """One sentence pair as two models read it, each in its own direction (target→source)."""
+
+    forward: np.ndarray  # (target words, source words): the forward model's weights
+    reverse: np.ndarray  # (source words, target words): the reverse model's, its target our source
+
+    @property
+    def forward_links(self) -> set[Link]:
+        return hard_links(self.forward)
+
+    @property
+    def reverse_links(self) -> set[Link]:
+        """The reverse model's links, as (source word, target word)."""
+        return flip(hard_links(self.reverse))
+
+    def links(self, method: str = "grow-diag-final-and", threshold: float = SOFT_THRESHOLD) -> set[Link]:
+        """(source word, target word) links by `method` (TWO_MODEL_METHODS); `threshold` for SOFT."""
+        if method in SOFT:
+            both = SOFT[method](self.forward, self.reverse.T)  # (target words, source words)
+            return {(int(i), int(j)) for j, i in zip(*np.nonzero(both >= threshold))}
+        return symmetrize(self.forward_links, self.reverse_links, method)
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:
@@ -54,10 +108,10 @@ def flip(links: set[Link]) -> set[Link]:
 
 def both_ways(
     forward: Direction, reverse: Direction, source: str, target: str | list[int], target_text: str
-) -> tuple[set[Link], set[Link]] | None:
-    """The forward model's links of (source, target) and the reverse model's of (target, source),
-    both as (source word, target word); None where either pair does not group into its words.
-    `target`: text, or the ids the forward model generated (forced exactly as produced)."""
-    f = forward.links(source, target, target_text)
-    r = reverse.links(target_text, source, source)
-    return None if f is None or r is None else (f, flip(r))
+) -> TwoWay | None:
+    """The forward model's reading of (source, target) and the reverse model's of (target,
+    source); None where either pair does not group into its words. `target`: text, or the ids
+    the forward model generated (forced exactly as produced)."""
+    f = forward.matrix(source, target, target_text)
+    r = reverse.matrix(target_text, source, source)
+    return None if f is None or r is None else TwoWay(f, r)

@@ -63,6 +63,16 @@ def candidate_links(model, gold: GoldAlignments, signals: list[str]) -> Candidat
     return found
 
 
+def checked_gold_dev(n_dev, n_pairs: int) -> int:
+    """gold_dev, checked against the gold set's size before the slow part."""
+    if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < n_pairs:
+        raise UserError(
+            f"gold_dev={n_dev!r}: give how many of the {n_pairs} gold pairs, from the first, choose the "
+            "best extraction (0: none), fewer than all: the rest are the test"
+        )
+    return n_dev
+
+
 @dataclass
 class GoldSplit:
     """The kept gold pairs' links, and which of them choose the best extraction (dev) and which

@@ -15,9 +15,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from qkvmt.alignment.directions import Direction, both_ways, check_pair
+from qkvmt.alignment.directions import SOFT, SOFT_THRESHOLD, Direction, both_ways, check_pair, checked_method
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
-from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.signals import SIGNALS
@@ -60,10 +59,10 @@ class Explorer:
         reverse: Model | None = None,
         method: str = "grow-diag-final-and",
         decode: dict | None = None,
+        threshold: float = SOFT_THRESHOLD,
     ):
-        if method not in METHODS:
-            raise UserError(f"symmetrize={method!r}: use one of {', '.join(METHODS)}")
-        self.model, self.method, self.decode = model, method, dict(decode or {})
+        self.method, self.threshold = checked_method(method, threshold)
+        self.model, self.decode = model, dict(decode or {})
         self.directions = None
         if reverse is not None:
             self.directions = Direction(model), Direction(reverse)
@@ -229,16 +228,15 @@ class Explorer:
         both = both_ways(forward, reverse, source, s.ids, target)
         if both is None:
             return {"error": "the translation does not fit the reverse model's positions: no symmetrized links"}
-        f, r = both
-        links = symmetrize(f, r, self.method)
         return {
             "method": self.method,
+            "threshold": self.threshold if self.method in SOFT else None,
             "src_words": source.split(),
             "tgt_words": target.split(),
             "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-            "forward_links": sorted(f),
-            "reverse_links": sorted(r),
-            "links": sorted(links),
+            "forward_links": sorted(both.forward_links),
+            "reverse_links": sorted(both.reverse_links),
+            "links": sorted(both.links(self.method, self.threshold)),
         }
 
 

@@ -14,7 +14,14 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.alignment.leaderboard import GoldSplit, Leaderboard, candidate_links, reference_scores, split_gold
+from qkvmt.alignment.leaderboard import (
+    GoldSplit,
+    Leaderboard,
+    candidate_links,
+    checked_gold_dev,
+    reference_scores,
+    split_gold,
+)
 from qkvmt.alignment.links import read_gold
 from qkvmt.alignment.policy import AlignmentPolicy, cross_signals
 from qkvmt.alignment.reference import reference_aligner
@@ -22,12 +29,13 @@ from qkvmt.analysis.forced import one_pass_signals
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import sha256, write_json
-from qkvmt.pipeline.align_both import align_both
+from qkvmt.pipeline.align_both import align_both, one_model_settings, reverse_checkpoint
 from qkvmt.pipeline.align_corpus import align_corpus, corpus_files
 from qkvmt.pipeline.runs import (
     StagedOutput,
     beside_checkpoint,
     check_output_dir,
+    checkpoint_paths,
     decode_overrides,
     load_for_inference,
     run_data,
@@ -72,6 +80,7 @@ def record_best(path: Path, result: dict, copy: Path) -> None:
         )
         return
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a bundled model's results home may be new
         write_json(path, result)
     except OSError as e:
         log.warning("could not record the best head beside the checkpoint (%s); use alignment.aer_file=%s", e, copy)
@@ -156,6 +165,22 @@ def _scores(s: dict) -> str:
     return f"AER {s['aer']:.3f}, precision {s['precision']:.3f}, recall {s['recall']:.3f}"
 
 
+def check_gold_settings(cfg: DictConfig, corpus: bool) -> None:
+    """The settings of scoring against gold links are refused without gold_dir=, where they
+    could not take effect (reference_aligner also aligns a corpus beside)."""
+    if cfg.gold_dir:
+        return
+    given = ["leaderboard=true"] if cfg.leaderboard else []
+    given += [f"gold_dev={cfg.gold_dev}"] if cfg.gold_dev else []
+    given += ["leaderboard_signals=..."] if cfg.leaderboard_signals else []
+    given += [f"reference_aligner={cfg.reference_aligner}"] if cfg.reference_aligner and not corpus else []
+    if given:
+        raise UserError(
+            f"{given[0]} belongs to scoring against gold links: add gold_dir=<folder>, or drop it"
+            + ("" if corpus else " (reference_aligner= also aligns a corpus, src_file= tgt_file=, beside)")
+        )
+
+
 def align(cfg: DictConfig) -> dict:
     corpus = corpus_files(cfg)  # before the slow load, as every check of the settings
     if corpus is None and not cfg.gold_dir and cfg.sentence is None:
@@ -165,12 +190,14 @@ def align(cfg: DictConfig) -> dict:
         )
     sentence = None if cfg.gold_dir or corpus else required_text(cfg.sentence, "sentence")
     reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
+    check_gold_settings(cfg, corpus is not None)
     check_output_dir(cfg)
+    reverse = reverse_checkpoint(cfg, checkpoint_paths(cfg), one_model_settings(cfg))
     model = load_for_inference(cfg)
     if corpus:
-        return align_corpus(cfg, model, corpus, None if cfg.reverse_ckpt_path else policy(cfg, model))
-    if cfg.reverse_ckpt_path:
-        return align_both(cfg, model)
+        return align_corpus(cfg, model, corpus, reverse, None if reverse else policy(cfg, model))
+    if reverse:
+        return align_both(cfg, model, reverse)
     if cfg.gold_dir:
         return align_gold(cfg, model)
 
@@ -223,16 +250,6 @@ def align_gold(cfg: DictConfig, model: Model) -> dict:
     record_best(best_file(cfg, model.paths), result, staged.final / "aer.json")
     print_gold(result, model.default_policy, n_dev)
     return result | {"output_dir": str(staged.final)}
-
-
-def checked_gold_dev(n_dev, n_pairs: int) -> int:
-    """gold_dev, checked against the gold set's size before the slow part."""
-    if isinstance(n_dev, bool) or not isinstance(n_dev, int) or not 0 <= n_dev < n_pairs:
-        raise UserError(
-            f"gold_dev={n_dev!r}: give how many of the {n_pairs} gold pairs, from the first, choose the "
-            "best extraction (0: none), fewer than all: the rest are the test"
-        )
-    return n_dev
 
 
 def gold_result(cfg: DictConfig, model: Model, gold, board: Leaderboard, split: GoldSplit, reference) -> dict:

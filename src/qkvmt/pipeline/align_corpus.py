@@ -3,9 +3,13 @@
 qkvmt.alignment.corpus. This module does the command-line work: the settings and files checked
 before the model loads, the files read a chunk at a time, the output staged, the summary.
 
-Per line: line i of alignment.pharaoh is always pair i. A pair with an empty side, with a side
-longer than the model's positions, or whose subwords do not group into its whitespace words gets
-an empty line; corpus.json counts each kind, and a warning names the lines of the last two.
+With reference_aligner=eflomal, eflomal aligns the same pairs too (reference.pharaoh), timed
+beside: it learns from the whole corpus at once, so it holds the files in memory.
+
+Per line: line i of alignment.pharaoh (and of reference.pharaoh) is always pair i. A pair with
+an empty side, with a side longer than the model's positions, or whose subwords do not group
+into its whitespace words gets an empty line; corpus.json counts each kind, and a warning names
+the lines of the last two.
 """
 
 import logging
@@ -22,16 +26,18 @@ from tqdm import tqdm
 from qkvmt.alignment.corpus import EMPTY, REASONS, TOO_LONG, UNGROUPED, LayerReader, corpus_links
 from qkvmt.alignment.links import to_pharaoh
 from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.alignment.reference import reference_aligner, symmetrized_links
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.files import atomic_write, write_json
-from qkvmt.pipeline.align_both import both_directions
+from qkvmt.files import atomic_write, write_json, write_text
+from qkvmt.pipeline.align_both import both_directions, method_of
 from qkvmt.pipeline.runs import StagedOutput
-from qkvmt.text.sources import checked_file, stream_lines
+from qkvmt.text.sources import checked_file, read_lines, stream_lines
 
 log = logging.getLogger(__name__)
 
 PHARAOH, SUMMARY = "alignment.pharaoh", "corpus.json"  # the names align_both's gold mode gives its links
+REFERENCE = "reference.pharaoh"  # with reference_aligner=: its links of the same pairs
 FIRST_LINES = 10  # the line numbers of skipped pairs a summary and a warning name
 
 # What each other mode's setting would do instead, for the one-line refusal of a mix.
@@ -68,6 +74,8 @@ def corpus_files(cfg: DictConfig) -> CorpusFiles | None:
                 f"src_file= and tgt_file= align a corpus, and {name}= {what}: drop {name}= to align the files"
             )
     batch_tokens, chunk_pairs = positive(cfg, "batch_tokens"), positive(cfg, "chunk_pairs")
+    if cfg.reference_aligner:  # installed? before the slow part
+        reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
     src, tgt = checked_file(cfg.src_file), checked_file(cfg.tgt_file)
     n_src, n_tgt = (sum(1 for _ in stream_lines(path)) for path in (src, tgt))
     if n_src != n_tgt:
@@ -107,28 +115,35 @@ class Skipped:
             self.first_lines.append(line)
 
 
-def readers(cfg: DictConfig, model: Model, chosen) -> tuple[LayerReader, LayerReader | None, dict]:
-    """The forward reader, the reverse one (with reverse_ckpt_path), and what corpus.json records
+def readers(
+    cfg: DictConfig, model: Model, reverse_path: Path | None, chosen
+) -> tuple[LayerReader, LayerReader | None, dict]:
+    """The forward reader, the reverse one (with `reverse_path`), and what corpus.json records
     of their policies: `chosen` (the policy and its record, as align.policy resolves them), or
     with two models each one's own, as align_both links."""
-    if not cfg.reverse_ckpt_path:
+    if reverse_path is None:
         policy, recorded = chosen
         return LayerReader(model, policy), None, {"policy": recorded}
-    forward, reverse = both_directions(cfg, model)
+    forward, reverse = both_directions(cfg, model, reverse_path)
     recorded = {
         "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-        "symmetrize": cfg.symmetrize,
+        **method_of(cfg),
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
     }
     return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded
 
 
 def align_corpus(
-    cfg: DictConfig, model: Model, files: CorpusFiles, chosen: tuple[AlignmentPolicy, dict] | None
+    cfg: DictConfig,
+    model: Model,
+    files: CorpusFiles,
+    reverse_path: Path | None,
+    chosen: tuple[AlignmentPolicy, dict] | None,
 ) -> dict:
     """alignment.pharaoh (one line per pair) and corpus.json in output_dir (default
-    <run>/alignments/corpus_<time>), the folder staged and moved into place when complete."""
-    forward, reverse, recorded = readers(cfg, model, chosen)
+    <run>/alignments/corpus_<time>), the folder staged and moved into place when complete.
+    `chosen`: the one model's policy, without `reverse_path`."""
+    forward, reverse, recorded = readers(cfg, model, reverse_path, chosen)
     skipped = {reason: Skipped() for reason in REASONS}
 
     def write(f) -> None:
@@ -136,7 +151,14 @@ def align_corpus(
         with tqdm(total=files.pairs, unit="pair", file=sys.stderr, dynamic_ncols=True) as bar:
             for sources, targets in chunks(files):
                 found = corpus_links(
-                    sources, targets, forward, reverse, cfg.symmetrize, files.batch_tokens, done=bar.update
+                    sources,
+                    targets,
+                    forward,
+                    reverse,
+                    cfg.symmetrize,
+                    cfg.symmetrize_threshold,
+                    files.batch_tokens,
+                    done=bar.update,
                 )
                 for links in found:
                     if isinstance(links, str):  # a reason: the pair keeps its line, empty
@@ -164,10 +186,35 @@ def align_corpus(
             "batch_tokens": files.batch_tokens,
             "chunk_pairs": files.chunk_pairs,
         }
+        if cfg.reference_aligner:
+            lines, summary["reference"] = reference_links(cfg, files, (model.meta.src_lang, model.meta.tgt_lang))
+            write_text(out / REFERENCE, "".join(line + "\n" for line in lines))
         write_json(out / SUMMARY, summary)
     warn(skipped, model.transformer.cfg.max_positions)
     print(staged.final / PHARAOH)
     return summary | {"output_dir": str(staged.final)}
+
+
+def reference_links(cfg: DictConfig, files: CorpusFiles, langs: tuple[str, str]) -> tuple[list[str], dict]:
+    """The reference aligner's Pharaoh line for every pair (empty where a side is empty), and
+    what corpus.json records of it: its settings and its own time, reading the files excluded."""
+    aligner = reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
+    src, tgt = read_lines(files.src), read_lines(files.tgt)
+    kept = [k for k, (s, t) in enumerate(zip(src, tgt)) if s.split() and t.split()]
+    start = time.perf_counter()
+    found = symmetrized_links(
+        aligner, [src[k] for k in kept], [tgt[k] for k in kept], langs, cfg.reference_symmetrization
+    )
+    seconds = time.perf_counter() - start
+    lines = [""] * len(src)
+    for k, links in zip(kept, found):
+        lines[k] = to_pharaoh(links)
+    return lines, {
+        "aligner": cfg.reference_aligner,
+        "symmetrization": cfg.reference_symmetrization,
+        "seconds": round(seconds, 3),
+        "pairs_per_second": round(len(src) / seconds, 1) if seconds > 0 else None,
+    }
 
 
 def warn(skipped: dict[str, Skipped], max_positions: int) -> None:

@@ -1,5 +1,5 @@
 """explore(cfg): the attention explorer, a local web page over a checkpoint (by default the
-bundled de->en model; optionally with the reverse direction's, for symmetrized links) until
+bundled de->en model, with the bundled en->de model's links for symmetrized ones) until
 Ctrl-C; qkvmt.explore does the work."""
 
 import sys
@@ -7,12 +7,12 @@ import sys
 from omegaconf import DictConfig
 
 from qkvmt.api import Model
-from qkvmt.bundled import resolve
 from qkvmt.errors import UserError
 from qkvmt.explore.app import bind, create_app, server
 from qkvmt.explore.guard import Access
 from qkvmt.explore.session import Explorer
-from qkvmt.pipeline.runs import decode_overrides, load_for_inference
+from qkvmt.pipeline.align_both import reverse_checkpoint
+from qkvmt.pipeline.runs import checkpoint_paths, decode_overrides, load_for_inference
 
 
 def explore(cfg: DictConfig) -> dict:
@@ -20,11 +20,14 @@ def explore(cfg: DictConfig) -> dict:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise UserError(f"port={port!r}: give a port number 1..65535, or 0 for any free port")
     sock = bind(str(cfg.host), port)  # before the slow load: a port in use fails at once
+    partner = reverse_checkpoint(cfg, checkpoint_paths(cfg))
     model = load_for_inference(cfg)
-    reverse = Model.from_checkpoints([resolve(cfg.reverse_ckpt_path)], model.fabric) if cfg.reverse_ckpt_path else None
+    reverse = Model.from_checkpoints([partner], model.fabric) if partner else None
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)
-    app = create_app(Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode)), access)
+    app = create_app(
+        Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode), cfg.symmetrize_threshold), access
+    )
     url = access.url(str(cfg.host) or host)  # as given: a host name is what the Host check expects
     if access.token is not None:
         print(

@@ -153,7 +153,8 @@
       if (!b) return;
       if (b.error) { $("both-what").textContent = b.error; $("both-map").replaceChildren(); return; }
       const has = (links) => new Set(links.map(([i, j]) => i + "," + j)), f = has(b.forward_links), r = has(b.reverse_links);
-      $("both-what").textContent = b.method + " of this model's links (forward) and the reverse model's: a cell is 1 where " +
+      const how = b.threshold === null ? b.method : b.method + " (at least " + b.threshold + " of the two models' weights)";
+      $("both-what").textContent = how + " of this model's links (forward) and the reverse model's: a cell is 1 where " +
         "both link the words, 0.5 where one does; a dot marks a symmetrized link.";
       const matrix = b.tgt_words.map((_, j) => b.src_words.map((_, i) => (f.has(i + "," + j) + r.has(i + "," + j)) / 2));
       drawAlignment($("both-map"), { matrix: matrix, links: b.links, src_words: b.src_words, tgt_words: b.tgt_words });

@@ -1,0 +1,165 @@
+"""align.py and the explorer with two models, one per direction: reverse_ckpt_path=auto (the
+default) pairs a bundled model with the bundled model of the other direction; settings that read
+one model's own heads keep that model alone, and beside an explicit reverse model are refused."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import qkvmt
+import qkvmt.bundled as bundled
+from qkvmt.alignment.symmetrize import symmetrize
+from qkvmt.api import Model
+from qkvmt.errors import UserError
+from qkvmt.model.weights_folder import add_provenance, write_weights_folder
+from qkvmt.pipeline.align import align
+from qkvmt.pipeline.align_both import reverse_checkpoint
+from qkvmt.pipeline.runs import checkpoint_paths
+from qkvmt.text.tokenizer import train_bpe
+from tests.bundled.test_bundled import PROVENANCE
+from tests.conftest import compose_inference
+from tests.model.test_weights_folder import nontrivial_model
+from tests.pipeline.test_align import write_gold
+
+SOURCE, TARGET = "w1 w2 w3 w4", "w4 w3 w2"
+
+
+def shelve(shelf, name, model, tokenizer, meta):
+    folder = shelf / name
+    folder.mkdir(parents=True)
+    write_weights_folder(model, tokenizer, meta, folder, "float16")
+    add_provenance(folder, PROVENANCE)
+    return folder
+
+
+@pytest.fixture
+def pair(tmp_path, monkeypatch):
+    """A bundled-model shelf of two toy models, de->en and en->de, trained on one joint BPE."""
+    forward, tokenizer, meta = nontrivial_model(0)
+    reverse, same, _ = nontrivial_model(1)
+    assert same.to_str() == tokenizer.to_str()
+    shelf = tmp_path / "shelf"
+    folders = {
+        "toy-de-en": shelve(shelf, "toy-de-en", forward, tokenizer, meta),
+        "toy-en-de": shelve(shelf, "toy-en-de", reverse, tokenizer, replace(meta, src_lang="en", tgt_lang="de")),
+    }
+    monkeypatch.setattr(bundled, "HERE", shelf)
+    return folders
+
+
+def test_a_bundled_model_pairs_with_the_bundled_model_of_the_other_direction_and_vocabulary(
+    pair, tmp_path, monkeypatch
+):
+    assert bundled.reverse_of(pair["toy-de-en"]) == pair["toy-en-de"]
+    assert bundled.reverse_of(pair["toy-en-de"]) == pair["toy-de-en"]
+    assert bundled.reverse_of(tmp_path) is None  # not a bundled model
+    # a model of the other direction with another vocabulary is no partner: its links could not pair
+    model, tokenizer, meta = nontrivial_model()
+    other = train_bpe([" ".join(f"v{i}" for i in range(k, 30)) for k in range(30)], vocab_size=60, min_frequency=1)
+    lonely = tmp_path / "lonely"
+    shelve(lonely, "toy-de-en", model, tokenizer, meta)
+    shelve(lonely, "toy-en-de", model, other, replace(meta, src_lang="en", tgt_lang="de"))
+    monkeypatch.setattr(bundled, "HERE", lonely)
+    assert bundled.reverse_of(lonely / "toy-de-en") is None
+
+
+def test_align_of_a_bundled_model_symmetrizes_with_its_reverse_unless_told_otherwise(pair, tmp_path):
+    def aligned(name, *given):
+        out = tmp_path / name
+        align(
+            compose_inference(
+                "align",
+                "ckpt_path=toy-de-en",
+                f"sentence='{SOURCE}'",
+                f"reference='{TARGET}'",
+                f"output_dir={out}",
+                *given,
+            )
+        )
+        return json.loads((out / "alignment.json").read_text())
+
+    auto = aligned("auto")
+    f, r = ({tuple(x) for x in auto[k]} for k in ("forward_links", "reverse_links"))
+    assert {tuple(x) for x in auto["links"]} == symmetrize(f, r, "grow-diag-final-and") and f and r
+    assert auto["reverse_ckpt_path"] == [str(pair["toy-en-de"])]
+    assert aligned("explicit", "reverse_ckpt_path=toy-en-de")["links"] == auto["links"]
+    # reverse_ckpt_path=null: this model alone, as Model.align links it
+    alone = aligned("alone", "reverse_ckpt_path=null")
+    model = qkvmt.load("toy-de-en", device="cpu")
+    assert alone["links"] == [list(x) for x in model.align(SOURCE, TARGET).links] and "reverse_links" not in alone
+    # a setting that reads this model's own head keeps it alone
+    layer = aligned("layer", "alignment.layer=0", "alignment.head=1")
+    assert layer["policy"]["layer"] == 0 and layer["policy"]["head"] == 1 and "reverse_links" not in layer
+    # rows and signal are read from both models alike
+    reading = aligned("reading", "alignment.rows=reading", "alignment.signal=value_norms")
+    assert {reading["policies"][k]["rows"] for k in ("forward", "reverse")} == {"reading"}
+    assert {reading["policies"][k]["signal"] for k in ("forward", "reverse")} == {"value_norms"}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["alignment.layer=1"],
+        ["alignment.head=mean"],
+        ["alignment.direction=intersection"],
+        ["leaderboard=true", "gold_dir=gold"],
+    ],
+)
+def test_a_reading_of_one_models_heads_beside_an_explicit_reverse_is_refused_before_loading(given, pair, tmp_path):
+    cfg = compose_inference(
+        "align",
+        "ckpt_path=toy-de-en",
+        "reverse_ckpt_path=toy-en-de",
+        "sentence=w1",
+        f"output_dir={tmp_path / 'o'}",
+        *given,
+    )
+    with pytest.raises(UserError, match=rf"^{given[0]} reads one model's own heads, .*reverse_ckpt_path=null"):
+        align(cfg)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_checkpoint_has_no_partner_and_the_explorer_pairs_bundled_models(pair, tmp_path):
+    run_ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    cfg = compose_inference("explore", f"ckpt_path={run_ckpt}")
+    assert reverse_checkpoint(cfg, [run_ckpt]) is None
+    cfg = compose_inference("explore", "ckpt_path=toy-de-en")
+    assert reverse_checkpoint(cfg, checkpoint_paths(cfg)) == pair["toy-en-de"]
+    cfg = compose_inference("explore", "ckpt_path=toy-de-en", "reverse_ckpt_path=null")
+    assert reverse_checkpoint(cfg, checkpoint_paths(cfg)) is None
+
+
+def test_a_corpus_of_a_bundled_model_is_linked_both_ways(pair, tmp_path):
+    (tmp_path / "c.de").write_text(f"{SOURCE}\nw5 w6\n")
+    (tmp_path / "c.en").write_text(f"{TARGET}\nw6 w5\n")
+    common = ["ckpt_path=toy-de-en", f"src_file={tmp_path / 'c.de'}", f"tgt_file={tmp_path / 'c.en'}"]
+    align(compose_inference("align", *common, f"output_dir={tmp_path / 'auto'}"))
+    summary = json.loads((tmp_path / "auto" / "corpus.json").read_text())
+    assert summary["reverse_ckpt_path"] == [str(pair["toy-en-de"])] and summary["aligned"] == 2
+    align(compose_inference("align", *common, "reverse_ckpt_path=null", f"output_dir={tmp_path / 'alone'}"))
+    assert "reverse_ckpt_path" not in json.loads((tmp_path / "alone" / "corpus.json").read_text())
+
+
+def test_gold_links_score_both_directions_by_default_and_one_model_keeps_its_best_head(pair, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a bundled model's results home, outputs/pretrained/NAME, lands here
+    gold = write_gold(tmp_path / "gold", [(SOURCE.split(), TARGET.split(), "1-3 2-2 3-1 4p1")])
+    both = align(compose_inference("align", "ckpt_path=toy-de-en", f"gold_dir={gold}", f"output_dir={tmp_path / 'b'}"))
+    assert set(both["by_method"]) >= {"forward", "reverse", "grow-diag-final-and"} and both["n"] == 1
+    alone = compose_inference(
+        "align", "ckpt_path=toy-de-en", f"gold_dir={gold}", "reverse_ckpt_path=null", f"output_dir={tmp_path / 'a'}"
+    )
+    assert align(alone)["best"] and "by_method" not in json.loads((tmp_path / "a" / "aer.json").read_text())
+    # the best head is kept beside the bundled model's results, for alignment.head=best
+    (kept,) = (tmp_path / "outputs" / "pretrained" / "toy-de-en").glob("aer_*.json")
+    assert json.loads(kept.read_text())["best"] == json.loads((tmp_path / "a" / "aer.json").read_text())["best"]
+
+
+def test_a_bad_symmetrization_of_a_bundled_pair_is_refused_before_loading(pair, tmp_path, monkeypatch):
+    monkeypatch.setattr(Model, "from_checkpoints", lambda *a, **k: pytest.fail("a model was loaded"))
+    cfg = compose_inference(
+        "align", "ckpt_path=toy-de-en", "sentence=w1", "symmetrize=soft-max", f"output_dir={tmp_path / 'o'}"
+    )
+    with pytest.raises(UserError, match=r"^symmetrize='soft-max': use one of .*soft-mean$"):
+        align(cfg)
+    assert not (tmp_path / "o").exists()
