@@ -44,6 +44,22 @@ def test_the_faithfulness_table_ranks_each_models_readings_and_compares_the_orde
     )
 
 
+def test_a_measurement_shown_in_a_table_of_its_own_is_there_and_not_among_the_others():
+    record = {
+        "runs": [
+            figure_run("m", [{"label": "t", "value": 1.0}], kind="measurement", what="something else"),
+            figure_run(
+                "c", [{"label": "pairs", "value": 2.0}], kind="measurement", what="corpus", shown_in="corpus-align"
+            ),
+        ]
+    }
+    assert "corpus" not in tables.figures(record, "measurement") and "something else" in tables.figures(
+        record, "measurement"
+    )
+    own = tables.TABLES["corpus-align"](record)
+    assert "**corpus**" in own and "| pairs | 2.0 |" in own and "something else" not in own
+
+
 def test_spearman_averages_tied_ranks_and_is_undefined_below_two_readings():
     tied = spearman({"x": 1.0, "y": 1.0, "z": 2.0}, {"x": 1.0, "y": 2.0, "z": 3.0})
     assert tied == pytest.approx(np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1])  # x and y share ranks 1 and 2

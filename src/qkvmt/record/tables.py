@@ -177,12 +177,15 @@ def decimals_of(values) -> int:
     return max((len(repr(v).split(".")[1]) if isinstance(v, float) else 0) for v in values)
 
 
-def figures(record: dict, kind: str) -> str:
+def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     """For each group of benchmarks or measurements: what, where and how, then its figures (a
-    faithfulness measurement's are the faithfulness table's, a study of keys and values' its own)."""
+    faithfulness measurement's are the faithfulness table's, a study of keys and values' its own).
+    shown_in: the page table of the entries that name it in their `shown_in` (None: of those
+    that name none), so a measurement can stand beside what it measures."""
     parts = []
     own_tables = ("faithfulness_of", "kv_study_of", "lens_of")
-    for g in groups([r for r in record["runs"] if not any(k in r for k in own_tables)], kind):
+    kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
+    for g in groups(kept, kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
         machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
         head = (
@@ -216,6 +219,7 @@ TABLES = {
     "alignment": alignment,
     "benchmarks": lambda record: figures(record, "benchmark"),
     "measurements": lambda record: figures(record, "measurement"),
+    "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
     "faithfulness": faithfulness,
     "kv-study": kv_study,
     "lens": lens,
