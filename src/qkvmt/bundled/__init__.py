@@ -45,24 +45,6 @@ def bundled_name(path) -> str | None:
     return path.name if path.parent == HERE and path.name in bundled_names() else None
 
 
-def reverse_of(path) -> Path | None:
-    """The folder of the bundled model of the other direction when `path` is a bundled model's
-    folder and one ships with the same tokenizer (its links then pair with this model's, for
-    symmetrized alignments); else None."""
-    name = bundled_name(path)
-    if name is None:
-        return None
-    meta = json.loads((HERE / name / "qkvmt.json").read_text(encoding="utf-8"))
-    tokenizer = (HERE / name / "tokenizer.json").read_bytes()
-    for other in bundled_names():
-        theirs = json.loads((HERE / other / "qkvmt.json").read_text(encoding="utf-8"))
-        if (theirs["src_lang"], theirs["tgt_lang"]) == (meta["tgt_lang"], meta["src_lang"]) and (
-            HERE / other / "tokenizer.json"
-        ).read_bytes() == tokenizer:
-            return HERE / other
-    return None
-
-
 @dataclass(frozen=True)
 class Pretrained:
     """One bundled model, as `qkvmt.pretrained()` lists it."""
@@ -118,3 +100,20 @@ def pretrained() -> list[Pretrained]:
             )
         )
     return out
+
+
+def reverse_of(path) -> Path | None:
+    """The folder of the bundled model of the other direction when `path` is a bundled model's
+    folder and one ships with the same tokenizer (its links then pair with this model's, for
+    symmetrized alignments); else None."""
+    name = bundled_name(path)
+    if name is None:
+        return None
+    listed = {p.name: p for p in pretrained()}
+    own, tokenizer = listed[name], (HERE / name / "tokenizer.json").read_bytes()
+    for p in listed.values():
+        if (p.src_lang, p.tgt_lang) == (own.tgt_lang, own.src_lang) and (
+            p.folder / "tokenizer.json"
+        ).read_bytes() == tokenizer:
+            return p.folder
+    return None

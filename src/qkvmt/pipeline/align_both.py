@@ -132,6 +132,11 @@ def method_of(cfg: DictConfig) -> dict:
     )
 
 
+def reading_name(method: str, threshold: float) -> str:
+    """How a gold set's table names a symmetrization: a soft one with its threshold."""
+    return f"{method}@{threshold:g}" if method in SOFT else method
+
+
 def candidates(method: str, threshold: float) -> dict[str, Callable[[TwoWay], set]]:
     """Every reading of two models a gold set scores, by name: each direction alone, every hard
     symmetrization, and each soft one at THRESHOLDS and at `threshold`, named method@threshold."""
@@ -139,7 +144,7 @@ def candidates(method: str, threshold: float) -> dict[str, Callable[[TwoWay], se
     out |= {m: lambda t, m=m: t.links(m) for m in METHODS}
     for m in SOFT:
         for x in sorted({*THRESHOLDS, threshold}):
-            out[f"{m}@{x:g}"] = lambda t, m=m, x=x: t.links(m, x)
+            out[reading_name(m, x)] = lambda t, m=m, x=x: t.links(m, x)
     return out
 
 
@@ -158,11 +163,9 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
     split = split_gold(g, kept, n_dev)
-    chosen = f"{cfg.symmetrize}@{cfg.symmetrize_threshold:g}" if cfg.symmetrize in SOFT else cfg.symmetrize
-    hyps = {
-        name: [read(t) for t in readings]
-        for name, read in candidates(*checked_method(cfg.symmetrize, cfg.symmetrize_threshold)).items()
-    }
+    method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
+    chosen = reading_name(method, threshold)
+    hyps = {name: [read(t) for t in readings] for name, read in candidates(method, threshold).items()}
     table = {}
     for name, links in hyps.items():
         table[name] = scored(links, split.sure, split.possible, split.test)
