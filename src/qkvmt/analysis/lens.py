@@ -9,7 +9,8 @@ the final layer norm and the output embedding as if it were the last, giving the
 layer would already predict at each position of the model's translation.
 
 Both are hooks on the model's own layers while a block is open (nothing stays on the model), so
-search, forced passes and every reading of the model see them unchanged.
+search, forced passes and every reading of the model see them unchanged; they fire in the calling
+thread only (qkvmt.analysis.hooks): another thread translating meanwhile sees the whole model.
 """
 
 import contextlib
@@ -21,6 +22,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from qkvmt.analysis.forced import token_names
+from qkvmt.analysis.hooks import after
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -37,9 +39,7 @@ def encoder_depth(model: Transformer, depth: int):
     n = len(model.encoder_layers)
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= n:
         raise UserError(f"encoder depth {depth!r}: the model has encoder layers 1..{n}")
-    hooks = [
-        layer.register_forward_hook(lambda m, args, out: (args[0], out[1])) for layer in model.encoder_layers[depth:]
-    ]
+    hooks = [after(layer, lambda m, args, out: (args[0], out[1])) for layer in model.encoder_layers[depth:]]
     try:
         yield
     finally:
@@ -69,7 +69,7 @@ def depth_translations(
 def decoder_layer_outputs(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
     """Each decoder layer's output (B, T, D) in a teacher-forced pass."""
     seen: list[Tensor] = []
-    hooks = [layer.register_forward_hook(lambda m, a, out: seen.append(out[0])) for layer in model.decoder_layers]
+    hooks = [after(layer, lambda m, a, out: seen.append(out[0])) for layer in model.decoder_layers]
     try:
         model(src, tgt_in)
     finally:

@@ -10,7 +10,8 @@ interventions of qkvmt.analysis.interventions all write through it, in forced pa
 search alike. An edit of a site that fires only on the explicit path (Q, K, V, the mask, the
 scores, the weights) switches its layer to that path while the block is open, so it takes effect
 under search's fused kernel too. Either way a site is reached by a hook on its module, removed
-before the function returns: nothing stays on the model.
+before the function returns: nothing stays on the model, and the hooks fire in the calling thread
+only (qkvmt.analysis.hooks), so another thread using the model meanwhile sees it unedited.
 """
 
 import contextlib
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, fields, make_dataclass
 import torch
 from torch import Tensor
 
+from qkvmt.analysis.hooks import after, before
 from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.layers import Residual
@@ -86,26 +88,28 @@ def _layer_hooks(module, block, at, site_value, read, edits) -> list:
     for spec in SITES:
         w = at(spec.name)
         if spec.reached == "site":
-            hooks.append(module.sites[spec.name].register_forward_hook(lambda m, a, out, w=w: site_value(w, out)))
+            hooks.append(after(module.sites[spec.name], lambda m, a, out, w=w: site_value(w, out)))
         elif spec.reached == "w_o input":
-            hooks.append(module.w_o.register_forward_pre_hook(lambda m, a, w=w: (site_value(w, a[0]),)))
+            hooks.append(before(module.w_o, lambda m, a, w=w: (site_value(w, a[0]),)))
         elif spec.reached == "output":
-            hooks.append(module.register_forward_hook(lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
+            hooks.append(after(module, lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
         elif spec.reached == "block output":
-            hooks.append(block.register_forward_hook(lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
+            hooks.append(after(block, lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
         elif read is not None and spec.reached == "block input":
-            hooks.append(block.register_forward_pre_hook(lambda m, a, w=w: read(w, a[0])))
+            hooks.append(before(block, lambda m, a, w=w: read(w, a[0])))
         elif read is not None and spec.reached == "input":  # forward(x, y=None, ...): y is None in self-attention
             index = ("x", "y").index(spec.name)
             hooks.append(
-                module.register_forward_pre_hook(
-                    lambda m, a, kw, w=w, i=index: read(w, a[i] if len(a) > i else kw.get("y")), with_kwargs=True
+                before(
+                    module,
+                    lambda m, a, kw, w=w, i=index: read(w, a[i] if len(a) > i else kw.get("y")),
+                    with_kwargs=True,
                 )
             )
     explicit = [edits[w] for w in map(at, EXPLICIT_ONLY) if w in edits]
     if explicit:  # these sites fire on the explicit path only: the layer runs it while they are edited
         positional = any(getattr(e, "query_positions", False) for e in explicit)
-        hooks.append(module.register_forward_pre_hook(_explicit(at("q")[:2], positional), with_kwargs=True))
+        hooks.append(before(module, _explicit(at("q")[:2], positional), with_kwargs=True))
     return hooks
 
 
@@ -137,7 +141,7 @@ def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edi
             at = lambda name, kind=kind, layer=layer: (kind, layer, name)  # noqa: E731
             hooks += _layer_hooks(module, block, at, site_value, read, edits)
     for name, embed in (("src_embedded", model.src_embed), ("tgt_embedded", model.tgt_embed)):
-        hooks.append(embed.register_forward_hook(lambda m, a, out, w=name: site_value(w, out)))
+        hooks.append(after(embed, lambda m, a, out, w=name: site_value(w, out)))
     return hooks
 
 
