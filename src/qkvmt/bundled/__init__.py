@@ -110,7 +110,8 @@ def reverse_of(path) -> Path | None:
     if name is None:
         return None
     listed = {p.name: p for p in pretrained()}
-    own, tokenizer = listed[name], (HERE / name / "tokenizer.json").read_bytes()
+    own = listed[name]
+    tokenizer = (own.folder / "tokenizer.json").read_bytes()
     for p in listed.values():
         if (p.src_lang, p.tgt_lang) == (own.tgt_lang, own.src_lang) and (
             p.folder / "tokenizer.json"
