@@ -6,6 +6,7 @@ import gzip
 import os
 import random
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,12 @@ def write_corpus(root: Path, sizes=None, langs=("de", "en"), gz: bool = True, se
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     return write_corpus(tmp_path / "corpus")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def compose_train(*overrides: str):

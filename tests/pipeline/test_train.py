@@ -24,6 +24,7 @@ from tests.conftest import (
     ROOT,
     compose_inference,
     compose_train,
+    free_port,
     requires_multi30k,
     tiny_overrides,
     write_corpus,
@@ -158,6 +159,33 @@ def test_two_process_ddp_on_cpu(corpus, tmp_path):
     memory = json.loads((out / "train_metrics.json").read_text())["host_memory"]  # each process's own
     assert len(memory["peak_rss_mb"]) == len(memory["end_rss_mb"]) == 2 and list(memory["rss_mb_at_step"]) == ["3", "6"]
     assert all(peak >= end - 4 > 100 for peak, end in zip(memory["peak_rss_mb"], memory["end_rss_mb"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_run_closes_the_process_group_it_formed_however_it_ends(corpus, tmp_path, monkeypatch, fails):
+    """A process that exits with its gloo group open can abort as Python shuts down, failing a run
+    that finished: train() leaves none open, after success or an error."""
+    from qkvmt.pipeline import train as pipeline
+
+    formed = []
+
+    def failing_test(trainer, *args):
+        formed.append(torch.distributed.is_initialized())
+        raise RuntimeError("the test step failed")
+
+    if fails:
+        monkeypatch.setattr(pipeline, "run_test", failing_test)
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)  # Lightning would set them in os.environ for good
+    cfg = compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=2, val_every=2), "trainer.strategy=ddp")
+    if fails:
+        with pytest.raises(RuntimeError, match="the test step failed"):
+            train(cfg)
+        assert formed == [True]
+    else:
+        assert train(cfg)["steps"] == 2
+    assert not torch.distributed.is_initialized()
 
 
 @pytest.mark.slow

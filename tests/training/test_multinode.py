@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 import torch
 
 from qkvmt.training.faults import LostProcess, stop_on_lost_process
-from tests.conftest import tiny_overrides, write_corpus
+from tests.conftest import free_port, tiny_overrides, write_corpus
 
 RECORDER = '''
 """A test-only callback: each rank's batches (a hash of their source ids) and, at the end of
@@ -61,12 +60,6 @@ def installed(name: str) -> str:
     path = str(Path(folder) / name) if folder else shutil.which(name)
     assert path and Path(path).exists(), f"no {name}: pip install -e . (or set QKVMT_INSTALLED to a bin folder)"
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Nodes:

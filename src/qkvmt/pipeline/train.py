@@ -32,6 +32,7 @@ from qkvmt.training.faults import (
     ResumeRng,
     SaveOnInterrupt,
     StopOnNonFiniteLoss,
+    closing_process_group,
     last_checkpoint_path,
     stop_on_lost_process,
 )
@@ -83,7 +84,8 @@ def train(cfg: DictConfig) -> dict:
     if trainer.is_global_zero:
         write_json(out / "run.json", run | data_config)
     module = build_module(cfg, plan, tokenizer)
-    with stop_on_lost_process(trainer):  # another node or rank died: one line on every other one
+    # the process group closed however the run ends; a node or rank that dies: one line on the others
+    with closing_process_group(), stop_on_lost_process(trainer):
         fit(trainer, module, plan.dm, resume)
         metrics = run_test(trainer, module, plan.dm, last, plan.n_average)
         host_memory = memory.summary(trainer)  # collective: every rank

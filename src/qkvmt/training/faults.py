@@ -13,6 +13,8 @@ plugins and callbacks, so the LightningModule holds only the model's own work.
   an update made after it, on every rank, without making a GPU step wait.
 - stop_on_lost_process turns torch.distributed's error when another process of the run dies
   (another node, or another rank) into one line that says so and how to resume.
+- closing_process_group destroys the process group DDP formed when the run ends, so that a
+  finished run exits cleanly.
 """
 
 import logging
@@ -255,6 +257,19 @@ def stop_on_lost_process(trainer):
             f"lost another process of this distributed run at step {trainer.global_step} ({reason}): every "
             "process stops; rerun the same command on every node to resume from the last checkpoint"
         ) from None
+
+
+@contextmanager
+def closing_process_group():
+    """Destroy the process group the run formed when it ends, however it ends. Lightning leaves it
+    open; a process that exits with a gloo group open can abort while Python shuts down (gloo's
+    worker threads outlive the interpreter: SIGABRT, "terminate called without an active
+    exception"), and torchrun then reports a run that finished as failed."""
+    try:
+        yield
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 def last_checkpoint_path(trainer) -> Path | None:
