@@ -17,9 +17,14 @@ def test_the_glance_table_has_one_row_a_recipe_and_hardware_with_mean_range_and_
     assert "10.00" not in text and "20.00" not in text and "43.00" not in text  # not counted; a variant
 
 
-def test_the_recipes_table_adds_the_variants(record):
+def test_the_recipes_table_adds_the_variants_each_with_the_command_that_trains_it_today(record):
     commands = [r[0] for r in rows(tables.recipes(record))]
     assert "`qkvmt train experiment=recipe_a model.positions=rotary`" in commands
+    # A run made before its recipe changed keeps the command it ran; its overrides say what the
+    # recipe needs today to train the same, and that is the row's command.
+    variant = next(r for r in record["runs"] if r["overrides"])
+    variant["command"] = "python scripts/train.py experiment=recipe_a"
+    assert "`qkvmt train experiment=recipe_a model.positions=rotary`" in [r[0] for r in rows(tables.recipes(record))]
 
 
 def test_runs_not_counted_are_listed_with_the_reason(record):

@@ -1,35 +1,44 @@
 """The attention ablations generated from the record: the de->en CPU recipe trained with one part
 of its attention removed or changed (ModelConfig's query_projection, value_projection,
 shared_key_value, output_projection, n_heads, positions), each variant at the same budget as the
-unchanged recipe beside it, its test BLEU over seeds.
+baseline beside it, its test BLEU over seeds.
 
-A variant is a counted training run of the recipe whose overrides are one of VARIANTS' and a
-budget: whatever else it overrides (steps, warmup), shared by every row of its table. A budget
-gets a table where the recipe itself has runs at it, on the same class of hardware."""
+The baseline is the recipe with sinusoidal positions, as it was when the ablations were measured:
+each variant changes one part of it, and rotary positions, the recipe as it is now, are one of
+them. A variant is a counted training run of the recipe whose model overrides are the baseline's
+and one of VARIANTS', or none (rotary); the rest of its overrides are its budget (steps, warmup),
+shared by every row of its table. A budget gets a table where the baseline has runs at it, on the
+same class of hardware."""
 
-from qkvmt.record.markdown import code, command, hardware, spread, table
+from qkvmt.record.markdown import code, command, hardware, spread, table, train_command
 from qkvmt.record.summary import Group, groups
 
 RECIPE = "multi30k_de_en_cpu"
-# The override that makes each variant (None: the recipe as it is), its name and what it changes.
+BASELINE = "model.positions=sinusoidal"
+ROTARY = "model.positions=rotary"  # the recipe's own positions: its runs override no model setting
+# The override that makes each variant from the baseline (None: the baseline), its name and what it changes.
 VARIANTS = {
-    None: ("the recipe", "W_Q, W_K, W_V and W_O in every attention; 4 heads of 48; sinusoidal positions"),
+    None: ("the baseline", "W_Q, W_K, W_V and W_O in every attention; 4 heads of 48; sinusoidal positions"),
     "model.value_projection=false": ("no W_V", "each head's value is its own 48-wide slice of the input"),
     "model.shared_key_value=true": ("W_K = W_V", "one projection makes both the keys and the values"),
     "model.query_projection=false": ("no W_Q", "each head's query is its own 48-wide slice of the input"),
     "model.n_heads=1": ("1 head", "one head 192 wide instead of four 48 wide"),
     "model.output_projection=false": ("no W_O", "the heads' outputs, side by side, are the attention's output"),
-    "model.positions=rotary": ("rotary", "rotary positions (they rotate q and k) instead of sinusoidal ones"),
+    ROTARY: ("rotary (the recipe)", "rotary positions (they rotate q and k) instead of sinusoidal ones"),
 }
 
 
 def variant_of(g: Group) -> tuple[str | None, tuple[str, ...]] | None:
     """(the variant's override, the budget's overrides) of a group of the recipe, or None where it
-    overrides more than a budget and one variant."""
-    made = [o for o in g.overrides if o in VARIANTS]
-    if len(made) > 1 or any(o.startswith("model.") for o in g.overrides if o not in made):
+    changes more than one part of the baseline."""
+    model = [o for o in g.overrides if o.startswith("model.")]
+    budget = tuple(o for o in g.overrides if o not in model)
+    if not model:
+        return ROTARY, budget
+    made = [o for o in model if o != BASELINE]
+    if BASELINE not in model or len(made) > 1 or (made and (made[0] == ROTARY or made[0] not in VARIANTS)):
         return None
-    return (made[0] if made else None), tuple(o for o in g.overrides if o not in made)
+    return (made[0] if made else None), budget
 
 
 def runs_of(g: Group) -> str:
@@ -55,7 +64,7 @@ def budget_table(record: dict, rows: dict[str | None, Group]) -> str:
                 spread(bleu),
                 "" if override is None else f"{bleu.mean - base:+.2f}",
                 spread(g.stat(lambda r: r["test"].get("chrf"))),
-                command(" ".join(w for w in g.runs[0]["command"].split() if not w.startswith("seed="))),
+                command(train_command(RECIPE, g.overrides)),
             ]
         )
     return table(
@@ -65,7 +74,7 @@ def budget_table(record: dict, rows: dict[str | None, Group]) -> str:
             "parameters",
             "runs",
             "test BLEU",
-            "against the recipe",
+            "against the baseline",
             "chrF",
             "command (and seed=)",
         ],
@@ -88,7 +97,7 @@ def ablations(record: dict) -> str:
         steps = sorted({r["steps"] for g in rows.values() for r in g.runs})
         each = f"{steps[0]:,} steps each" if len(steps) == 1 else f"{steps[0]:,} to {steps[-1]:,} steps (time-bound)"
         shown.append(
-            f"{code(RECIPE)}{' with ' + code(' '.join(budget)) if budget else ' as it is'}, on "
+            f"{code(RECIPE)}{' with ' + code(' '.join(budget)) if budget else ' for its own time'}, on "
             f"{hardware(record, cls, cores)}: {each}; test BLEU on {rows[None].runs[0]['test']['split']}, "
             f"the mean and range over seeds.\n\n{budget_table(record, rows)}"
         )

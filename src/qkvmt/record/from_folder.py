@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.record import settings
+from qkvmt.record.markdown import train_command
 
 # Overrides that say where a run read and wrote, not what it computed: left out of the recipe.
 PLACES = ("data.root=", "data.cache_dir=", "paths.", "hydra.", "resume=")
@@ -55,10 +56,6 @@ def free_id(base: str, taken) -> str:
     while f"{base}-{n}" in taken:
         n += 1
     return f"{base}-{n}"
-
-
-def quoted(override: str) -> str:
-    return f"'{override}'" if re.search(r"[\[\]{}$ ,]", override) else override
 
 
 def cpu_words(name: str) -> str:
@@ -151,7 +148,7 @@ def entry(
         "experiment": experiment,
         "overrides": overrides,
         "settings": ran_with,
-        "command": " ".join(["qkvmt train", f"experiment={experiment}", *map(quoted, on_command_line)]),
+        "command": train_command(experiment, on_command_line),
         "hardware": hardware or text,
         "hardware_class": cls,
         "cores": machine["cores"],

@@ -1,5 +1,5 @@
 """Markdown pieces the record's tables are made of: a table, code, a command, a duration, an
-optional value, a figure over runs, a class of hardware."""
+optional value, a figure over runs, a class of hardware; and the command that trains a recipe."""
 
 import re
 
@@ -34,6 +34,16 @@ def command(text: str) -> str:
     """A recorded command as code, written as it is typed now: `python scripts/<name>.py` ran the
     alias of `qkvmt <subcommand>`, the same program."""
     return code(SCRIPT.sub(lambda m: f"qkvmt {SUBCOMMAND.get(m.group(1), m.group(1))}", text))
+
+
+def quoted(override: str) -> str:
+    return f"'{override}'" if re.search(r"[\[\]{}$ ,]", override) else override
+
+
+def train_command(experiment: str, overrides) -> str:
+    """The command that trains `experiment` with `overrides` (as a recipe's row shows it: a run's
+    `overrides` are what the recipe as it is today needs, which its recorded command may not say)."""
+    return " ".join(["qkvmt train", f"experiment={experiment}", *map(quoted, overrides)])
 
 
 def hardware(record: dict, cls: str, cores: int | None) -> str:

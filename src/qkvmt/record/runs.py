@@ -5,8 +5,12 @@ The record is one JSON object: `hardware_classes` (what a run's `hardware_class`
 entries. Every entry names its command, its machine, whether it ran at the recipe's current
 settings (`settings_current`) and whether other work on the machine disturbed it (`disturbed`);
 a training run adds its recipe (`experiment`, `overrides`, and the `settings` that decide what it
-computes: qkvmt.record.settings), steps, test scores and, where counted, its model's `parameters`; a benchmark
-or measurement a list of labelled `figures`. A faithfulness measurement (figures labelled
+computes: qkvmt.record.settings), steps, test scores and, where counted, its model's `parameters`.
+Its `overrides` are what the recipe as it is today needs to train what the run trained: its
+command's, until the recipe changes a default: then its earlier runs gain the override that keeps
+what they ran, and lose one the recipe now makes itself (model.positions=sinusoidal, and no
+model.positions=rotary, on the CPU recipes' runs from before rotary became their default). A
+benchmark or measurement adds a list of labelled `figures`. A faithfulness measurement (figures labelled
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
 keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`

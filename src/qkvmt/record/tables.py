@@ -8,7 +8,7 @@ from qkvmt.record.ablation_table import ablations
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
-from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, table
+from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, table, train_command
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
@@ -53,7 +53,7 @@ def glance(record: dict) -> str:
                 time,
                 bleu,
                 str(len(g.runs)),
-                command(g.runs[0]["command"]),
+                command(train_command(g.recipe, g.overrides)),
             ]
         )
     return table(["recipe", "hardware", "time", "test BLEU", "runs", "command"], rows)
@@ -68,7 +68,7 @@ def recipes(record: dict) -> str:
         chrf = spread(g.stat(lambda r: r["test"].get("chrf")))
         rows.append(
             [
-                command(g.runs[0]["command"]),
+                command(train_command(g.recipe, g.overrides)),
                 hardware(record, g.hardware_class, g.cores),
                 steps,
                 time,
