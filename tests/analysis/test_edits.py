@@ -36,6 +36,20 @@ def test_swapping_keys_and_values_together_leaves_every_logit_unchanged(setup, k
     assert (keys.logits - plain.logits).abs().max() > 1e-2  # the swap alone does change the output
 
 
+@pytest.mark.parametrize("kind", ["cross", "encoder"])
+def test_with_rotary_positions_the_swaps_keep_both_identities(kind):
+    """The CPU recipes' models rotate the encoder's queries and keys by position: a key is edited as
+    the scores use it, rotated, so swapping a key-value pair still changes nothing, and keys only
+    still equal values only."""
+    model = noisy_model(positions="rotary")
+    src, tgt = pair(model)
+    plain = trace(model, src, tgt)
+    close(run(model, src, tgt, Swap(1, 4, "both", kind=kind)).logits, plain.logits)
+    keys = run(model, src, tgt, Swap(1, 4, "keys", kind=kind))
+    close(keys.logits, run(model, src, tgt, Swap(1, 4, "values", kind=kind)).logits)
+    assert (keys.logits - plain.logits).abs().max() > 1e-2
+
+
 @pytest.mark.parametrize("layers", [None, (0,), (2,)])
 def test_swapping_keys_only_and_values_only_give_one_output_but_different_maps(setup, layers):
     model, src, tgt, plain = setup
