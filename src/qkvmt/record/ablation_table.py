@@ -36,7 +36,7 @@ def variant_of(g: Group) -> tuple[str | None, tuple[str, ...]] | None:
     if not model:
         return ROTARY, budget
     made = [o for o in model if o != BASELINE]
-    if BASELINE not in model or len(made) > 1 or (made and (made[0] == ROTARY or made[0] not in VARIANTS)):
+    if BASELINE not in model or len(made) > 1 or not set(made) <= VARIANTS.keys():
         return None
     return (made[0] if made else None), budget
 
