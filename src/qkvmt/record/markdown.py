@@ -37,7 +37,12 @@ def command(text: str) -> str:
 
 
 def quoted(override: str) -> str:
-    return f"'{override}'" if re.search(r"[\[\]{}$ ,]", override) else override
+    """An override as a shell line needs it: in double quotes where it names an environment
+    variable ($QKVMT_RWTH), which the shell must still expand; else in single quotes where its
+    brackets, braces, commas, spaces or Hydra's own ${...} would be the shell's."""
+    if re.search(r"\$[A-Za-z_]", override):
+        return '"' + re.sub(r'(["\\`])', r"\\\1", override) + '"'
+    return f"'{override}'" if re.search(r"[\[\]{} ,]", override) else override
 
 
 def train_command(experiment: str, overrides) -> str:
