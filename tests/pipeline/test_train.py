@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -178,19 +179,15 @@ def test_a_run_closes_the_process_group_it_formed_however_it_ends(corpus, tmp_pa
         monkeypatch.setattr(pipeline, "run_test", failing_test)
     cfg = compose_train(*tiny_overrides(corpus, tmp_path / "run", steps=2, val_every=2), "trainer.strategy=ddp")
     # DDP in this process leaves LOCAL_RANK and NODE_RANK in os.environ, and a later test's DDP run
-    # would take them for an outside launcher's and wait for a rank no one starts: put it back.
-    before = dict(os.environ)
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1"})
-    try:
+    # would take them for an outside launcher's and wait for a rank no one starts: patch.dict puts
+    # os.environ back as it was, keys added since included.
+    with patch.dict(os.environ, {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1"}):
         if fails:
             with pytest.raises(RuntimeError, match="the test step failed"):
                 train(cfg)
             assert formed == [True]
         else:
             assert train(cfg)["steps"] == 2
-    finally:
-        os.environ.clear()
-        os.environ.update(before)
     assert not torch.distributed.is_initialized()
 
 
