@@ -124,8 +124,9 @@ class TranslationDataModule(L.LightningDataModule):
             self.repeats = np.array([repeats[i] for i in keep], dtype=np.int64)
         return self.texts["train_nonempty"]
 
-    def load_tokenizer(self, path: Path):
-        """The run's joint BPE: loaded if the run already has one (resume), else trained on train."""
+    def load_tokenizer(self, path: Path, given=None):
+        """The run's joint BPE: loaded if the run already has one (resume), else trained on train,
+        or `given` (the tokenizer of the model a run starts from, init_from), kept as the run's."""
 
         def texts():
             src, tgt = self.training_pairs()
@@ -137,8 +138,10 @@ class TranslationDataModule(L.LightningDataModule):
         h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
         for side in (src, tgt):
             hash_lines(h, side)
-        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=h.hexdigest()[:20])
-        if self.tokenizer.get_vocab_size() > self.vocab_size:
+        self.tokenizer = load_or_train(
+            path, texts, self.vocab_size, self.min_frequency, data=h.hexdigest()[:20], given=given
+        )
+        if given is None and self.tokenizer.get_vocab_size() > self.vocab_size:
             log.warning(
                 "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
                 "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",

@@ -191,19 +191,31 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
     return paths
 
 
-def check_resumable(path: Path, model_config: dict, setting: str = "resume") -> None:
+def check_resumable(path: Path, model_config: dict) -> None:
     """Refuse to resume from a checkpoint of another model, naming the settings that differ,
     before the run writes anything (vocabulary size and special ids come from the tokenizer)."""
     stored = CheckpointMeta.from_dict(load_checkpoint(path)["qkvmt"]).settings
+    check_same_model(
+        stored,
+        model_config,
+        f"resume={path}",
+        "resume with the settings it was trained with, or start afresh in another folder (hydra.run.dir=...)",
+    )
+
+
+def check_same_model(stored: dict, model_config: dict, what: str, advice: str, may_differ=()) -> None:
+    """A UserError naming every model setting (but those from the tokenizer, and `may_differ`)
+    on which `stored` differs from what the run asks for."""
     from_tokenizer = ("vocab_size", "pad_id", "bos_id", "eos_id")
-    differ = [k for k in model_config if k not in from_tokenizer and stored.get(k) != model_config[k]]
+    skip = (*from_tokenizer, *may_differ)
+    differ = [k for k in model_config if k not in skip and stored.get(k) != model_config[k]]
     if differ:
         raise UserError(
-            f"{setting}={path} holds a model with "
+            f"{what} holds a model with "
             + ", ".join(f"model.{k}={stored.get(k)}" for k in differ)
             + " but this run asks for "
             + ", ".join(f"model.{k}={model_config[k]}" for k in differ)
-            + ": resume with the settings it was trained with, or start afresh in another folder (hydra.run.dir=...)"
+            + f": {advice}"
         )
 
 

@@ -45,6 +45,7 @@ from qkvmt.training.host_memory import (
     training_need_mb,
     warn_if_short,
 )
+from qkvmt.training.init_from import Start, starting_point
 from qkvmt.training.progress import StepProgress
 from qkvmt.training.torch_build import idle_cuda_build
 
@@ -71,7 +72,7 @@ def train(cfg: DictConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # An existing run's tokenizer is reused, or refused if it was made with other settings,
     # before this run records anything in the folder.
-    tokenizer = plan.dm.load_tokenizer(out / "tokenizer.json")
+    tokenizer = plan.dm.load_tokenizer(out / "tokenizer.json", given=plan.start.tokenizer() if plan.start else None)
     # trainer.precision: what Lightning itself will run
     run = {
         "experiment": cfg.experiment_name,
@@ -79,11 +80,17 @@ def train(cfg: DictConfig) -> dict:
         "precision_reason": why,
         "hardware": hardware.to_dict(),
     }
+    if plan.start:
+        run["init_from"] = plan.start.record()
     # the data as this run read it, paths resolved: align.py's reference aligner reads it again
     data_config = {"data": OmegaConf.to_container(cfg.data, resolve=True)}
     if trainer.is_global_zero:
         write_json(out / "run.json", run | data_config)
     module = build_module(cfg, plan, tokenizer)
+    if plan.start and not resume:  # a resumed run continues from its own checkpoint instead
+        plan.start.load_into(module.model)
+        if trainer.is_global_zero:
+            log.info("starting from the weights of %s (init_from): new optimizer, schedule, steps", plan.start.path)
     # the process group closed however the run ends; a node or rank that dies: one line on the others
     with closing_process_group(), stop_on_lost_process(trainer):
         fit(trainer, module, plan.dm, resume)
@@ -108,6 +115,7 @@ class Plan(NamedTuple):
     model_partial: Callable[..., ModelConfig]  # the model's config, given its vocabulary
     wanted: ModelConfig  # as the data's vocabulary size makes it: what a resumed checkpoint must match
     alignment: AlignmentSupervision
+    start: Start | None  # init_from: the model whose weights and tokenizer the run starts from
 
 
 def checked_plan(cfg: DictConfig) -> Plan:
@@ -126,7 +134,8 @@ def checked_plan(cfg: DictConfig) -> Plan:
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
-    return Plan(n_average, dm, model_partial, wanted, alignment)
+    start = starting_point(cfg.init_from, wanted, dm.src_lang, dm.tgt_lang)
+    return Plan(n_average, dm, model_partial, wanted, alignment, start)
 
 
 def build_trainer(cfg: DictConfig, precision: str, memory: RecordHostMemory) -> L.Trainer:

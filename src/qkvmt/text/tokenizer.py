@@ -5,6 +5,7 @@ pre-token, so decoding is lossless (cased, detokenized text comes straight back)
 subword knows whether it starts a word, which alignment needs.
 """
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,20 +52,26 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> 
     return tok
 
 
-def load_or_train(path: Path, texts_fn, vocab_size: int, min_frequency: int = 2, data: str = "") -> Tokenizer:
-    """Reuse the tokenizer saved with a run (on resume it must not change); train it otherwise.
+def load_or_train(
+    path: Path, texts_fn, vocab_size: int, min_frequency: int = 2, data: str = "", given: Tokenizer | None = None
+) -> Tokenizer:
+    """Reuse the tokenizer saved with a run (on resume it must not change); train it otherwise,
+    or, for a run that starts from another model's weights, take that model's (`given`).
 
     The settings that made it (vocab_size, min_frequency, `data`: a digest of the text it was
-    trained on) are kept beside it in <name>.settings.json; a run that asks for other settings
-    is refused, so a rerun in the same folder never silently trains with a tokenizer it did not
-    ask for."""
+    trained on; or a digest of the given tokenizer) are kept beside it in <name>.settings.json;
+    a run that asks for other settings is refused, so a rerun in the same folder never silently
+    trains with a tokenizer it did not ask for."""
     path = Path(path)
-    settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "data": data}
+    if given is None:
+        settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "data": data}
+    else:
+        settings = {"init_from": hashlib.sha256(given.to_str().encode()).hexdigest()[:20]}
     record = path.with_name(path.stem + ".settings.json")
     if path.exists():
         _check_settings(path, record, settings)
         return Tokenizer.from_file(str(path))
-    tok = train_bpe(texts_fn(), vocab_size, min_frequency)
+    tok = train_bpe(texts_fn(), vocab_size, min_frequency) if given is None else given
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(record, settings)  # first: a tokenizer never exists without its record
     tmp = path.with_suffix(".tmp")
@@ -77,15 +84,25 @@ def _check_settings(path: Path, record: Path, wanted: dict) -> None:
     if not record.exists():
         return  # a run from before records were kept: nothing to compare against
     found = json.loads(record.read_text(encoding="utf-8"))
-    names = {"vocab_size": "data.vocab_size", "min_frequency": "data.min_frequency", "data": "the training text"}
-    differ = [k for k in names if found.get(k) != wanted[k]]
+    names = {
+        "vocab_size": "data.vocab_size",
+        "min_frequency": "data.min_frequency",
+        "data": "the training text",
+        "init_from": "init_from's tokenizer",
+    }
+    differ = [k for k in names if found.get(k) != wanted.get(k)]
     if differ:
-        what = "; ".join(
-            "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
-            if k == "data"
-            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
-            for k in differ
-        )
+        if "init_from" in differ:  # one of the two is a model's tokenizer, not trained here
+            there = "another model's (init_from)" if "init_from" in found else "one trained on that run's data"
+            asked = "init_from's" if "init_from" in wanted else "one trained on its data"
+            what = f"the tokenizer there is {there}, this run asks for {asked}"
+        else:
+            what = "; ".join(
+                "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
+                if k == "data"
+                else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
+                for k in differ
+            )
         raise UserError(
             f"{path} was made with other settings ({what}): give this run its own folder (hydra.run.dir=...), "
             f"or delete {path} to train a new tokenizer (which also means starting the run afresh)"
