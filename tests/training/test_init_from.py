@@ -1,0 +1,70 @@
+"""init_from: a run that starts from a trained model's weights and tokenizer (fine-tuning)."""
+
+import json
+
+import pytest
+import torch
+
+from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import load_checkpoint, model_weights
+from qkvmt.pipeline.train import train
+from tests.conftest import compose_train, tiny_overrides
+from tests.pipeline.test_train import logged, read_csv
+
+
+def started_from(trained_run, out, *more: str) -> dict:
+    best = trained_run["run"] / "checkpoints" / "best.ckpt"
+    overrides = tiny_overrides(trained_run["corpus"], out, steps=2, val_every=2)
+    return train(compose_train(*overrides, f"init_from={best}", "module.warmup_steps=1", *more))
+
+
+def test_with_a_zero_lr_the_run_keeps_the_models_weights_and_tokenizer(trained_run, tmp_path):
+    """What the run trains from is the model as it was: with nothing learned, its final weights
+    are the start's exactly, and its tokenizer is the start's, not one trained on the data."""
+    out = tmp_path / "run"
+    started_from(trained_run, out, "module.optimizer.lr=0.0", "data.vocab_size=90")  # 90: no tokenizer of its own
+    start = trained_run["run"] / "checkpoints" / "best.ckpt"
+    before, after = model_weights(load_checkpoint(start)), model_weights(load_checkpoint(out / "checkpoints/last.ckpt"))
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert (out / "tokenizer.json").read_text() == (trained_run["run"] / "tokenizer.json").read_text()
+    record = json.loads((out / "run.json").read_text())["init_from"]
+    assert record["path"] == str(start) and record["provenance"] is None  # a run's checkpoint records none
+
+
+def test_training_continues_where_the_model_left_off(trained_run, tmp_path):
+    """Its first steps' loss is where the model's training ended, not a fresh model's."""
+    out = tmp_path / "run"
+    started_from(trained_run, out, "module.optimizer.lr=1e-3")
+    fresh = logged(read_csv(trained_run["run"]), "train/loss")
+    started = logged(read_csv(out), "train/loss")
+    assert len(started) == 2 and max(started) < min(fresh[:10])  # below all of the fresh run's first steps
+    assert max(started) <= max(fresh[-10:])  # within its last steps' range
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.d_model=32", r"holds a model with model.d_model=64 but this run asks for model.d_model=32"),
+        ("data.src_lang=en", r"translates de->en, but this run's data is en->de"),
+    ],
+)
+def test_another_architecture_or_language_pair_is_refused_before_anything_is_written(
+    trained_run, tmp_path, override, message
+):
+    out = tmp_path / "run"
+    more = [override, "data.tgt_lang=de"] if override.startswith("data") else [override]
+    with pytest.raises(UserError, match=message):
+        started_from(trained_run, out, *more)
+    assert not out.exists()
+
+
+def test_dropout_may_differ(trained_run, tmp_path):
+    metrics = started_from(trained_run, tmp_path / "run", "model.dropout=0.3")
+    assert metrics["steps"] == 2
+
+
+def test_a_missing_model_is_a_one_line_error_naming_it(corpus, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=r"init_from=nowhere/model.ckpt: no checkpoint, model folder or bundled model"):
+        train(compose_train(*tiny_overrides(corpus, out), "init_from=nowhere/model.ckpt"))
+    assert not out.exists()
