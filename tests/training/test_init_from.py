@@ -8,7 +8,8 @@ import torch
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_checkpoint, model_weights
 from qkvmt.pipeline.train import train
-from tests.conftest import compose_train, tiny_overrides
+from tests.conftest import compose_train, tiny_overrides, training_fixture
+from tests.pipeline.test_bundle import bundled_from
 from tests.pipeline.test_train import logged, read_csv
 
 
@@ -18,17 +19,31 @@ def started_from(trained_run, out, *more: str) -> dict:
     return train(compose_train(*overrides, f"init_from={best}", "module.warmup_steps=1", *more))
 
 
-def test_with_a_zero_lr_the_run_keeps_the_models_weights_and_tokenizer(trained_run, tmp_path):
+@training_fixture(scope="module")
+def still_run(trained_run, tmp_path_factory):
+    """A run started from trained_run's best checkpoint with a zero lr: it learns nothing, and its
+    data.vocab_size (90) would give a tokenizer of its own if the start's were not kept."""
+    out = tmp_path_factory.mktemp("still") / "run"
+    started_from(trained_run, out, "module.optimizer.lr=0.0", "data.vocab_size=90")
+    return {"run": out, "corpus": trained_run["corpus"], "start": trained_run["run"] / "checkpoints" / "best.ckpt"}
+
+
+def test_with_a_zero_lr_the_run_keeps_the_models_weights_and_tokenizer(trained_run, still_run):
     """What the run trains from is the model as it was: with nothing learned, its final weights
     are the start's exactly, and its tokenizer is the start's, not one trained on the data."""
-    out = tmp_path / "run"
-    started_from(trained_run, out, "module.optimizer.lr=0.0", "data.vocab_size=90")  # 90: no tokenizer of its own
-    start = trained_run["run"] / "checkpoints" / "best.ckpt"
+    out, start = still_run["run"], still_run["start"]
     before, after = model_weights(load_checkpoint(start)), model_weights(load_checkpoint(out / "checkpoints/last.ckpt"))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert (out / "tokenizer.json").read_text() == (trained_run["run"] / "tokenizer.json").read_text()
     record = json.loads((out / "run.json").read_text())["init_from"]
     assert record["path"] == str(start) and record["provenance"] is None  # a run's checkpoint records none
+
+
+def test_a_bundled_fine_tuned_model_records_the_model_it_started_from(still_run, tmp_path):
+    bundled_from(still_run, tmp_path / "shelf", "toy-tuned")
+    provenance = json.loads((tmp_path / "shelf" / "toy-tuned" / "qkvmt.json").read_text())["provenance"]
+    recorded = json.loads((still_run["run"] / "run.json").read_text())["init_from"]
+    assert provenance["init_from"] == recorded and recorded["path"] == str(still_run["start"])
 
 
 def test_training_continues_where_the_model_left_off(trained_run, tmp_path):

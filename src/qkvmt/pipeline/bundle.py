@@ -65,6 +65,8 @@ def bundle(cfg: DictConfig) -> dict:
             "dtype": cfg.dtype,
             "bundled": time.strftime("%Y-%m-%d"),
         }
+        if "init_from" in record:  # the model it started from, with that model's own provenance
+            provenance["init_from"] = record["init_from"]
         add_provenance(out, provenance)
     print(
         f"bundled {run} as {cfg.name} ({cfg.dtype}) in {target}: {split} BLEU {scores['bleu']:.2f} "
