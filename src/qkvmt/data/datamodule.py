@@ -134,13 +134,13 @@ class TranslationDataModule(L.LightningDataModule):
             # so a de->en and an en->de model can be symmetrized word for word.
             return src + tgt if self.src_lang <= self.tgt_lang else tgt + src
 
-        src, tgt = self.training_pairs()
-        h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
-        for side in (src, tgt):
-            hash_lines(h, side)
-        self.tokenizer = load_or_train(
-            path, texts, self.vocab_size, self.min_frequency, data=h.hexdigest()[:20], given=given
-        )
+        data = ""  # the training text's digest: only a tokenizer trained on it records one
+        if given is None:
+            h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
+            for side in self.training_pairs():
+                hash_lines(h, side)
+            data = h.hexdigest()[:20]
+        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=data, given=given)
         if given is None and self.tokenizer.get_vocab_size() > self.vocab_size:
             log.warning(
                 "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "

@@ -84,29 +84,25 @@ def _check_settings(path: Path, record: Path, wanted: dict) -> None:
     if not record.exists():
         return  # a run from before records were kept: nothing to compare against
     found = json.loads(record.read_text(encoding="utf-8"))
-    names = {
-        "vocab_size": "data.vocab_size",
-        "min_frequency": "data.min_frequency",
-        "data": "the training text",
-        "init_from": "init_from's tokenizer",
-    }
-    differ = [k for k in names if found.get(k) != wanted.get(k)]
-    if differ:
-        if "init_from" in differ:  # one of the two is a model's tokenizer, not trained here
-            there = "another model's (init_from)" if "init_from" in found else "one trained on that run's data"
-            asked = "init_from's" if "init_from" in wanted else "one trained on its data"
-            what = f"the tokenizer there is {there}, this run asks for {asked}"
-        else:
-            what = "; ".join(
-                "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
-                if k == "data"
-                else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
-                for k in differ
-            )
-        raise UserError(
-            f"{path} was made with other settings ({what}): give this run its own folder (hydra.run.dir=...), "
-            f"or delete {path} to train a new tokenizer (which also means starting the run afresh)"
+    if found.get("init_from") != wanted.get("init_from"):  # a model's tokenizer on one side at least
+        there = "another model's (init_from)" if "init_from" in found else "one trained on that run's data"
+        asked = "init_from's" if "init_from" in wanted else "one trained on its data"
+        what = f"the tokenizer there is {there}, this run asks for {asked}"
+    else:
+        names = {"vocab_size": "data.vocab_size", "min_frequency": "data.min_frequency", "data": "the training text"}
+        differ = [k for k in names if found.get(k) != wanted.get(k)]
+        if not differ:
+            return
+        what = "; ".join(
+            "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
+            if k == "data"
+            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
+            for k in differ
         )
+    raise UserError(
+        f"{path} was made with other settings ({what}): give this run its own folder (hydra.run.dir=...), "
+        f"or delete {path} to train a new tokenizer (which also means starting the run afresh)"
+    )
 
 
 def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
