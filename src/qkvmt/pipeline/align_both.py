@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 AUTO = "auto"  # reverse_ckpt_path's default
-THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)  # of the soft symmetrizations, scored on a gold set
+THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)  # of the soft symmetrizations, scored on a gold set
 
 
 def one_model_settings(cfg: DictConfig) -> list[str]:
