@@ -41,7 +41,7 @@ def test_the_soft_methods_link_where_the_two_models_weights_reach_the_threshold(
 @pytest.mark.parametrize(
     "method, threshold, message",
     [
-        ("soft-max", 0.3, r"^symmetrize='soft-max': use one of intersection, .*soft-intersection, soft-mean$"),
+        ("soft-max", 0.3, r"^symmetrize='soft-max': use auto or one of intersection, .*soft-intersection, soft-mean$"),
         ("soft-mean", 0, r"^symmetrize_threshold=0: give a weight in \(0, 1\]"),
         ("soft-intersection", 1.5, r"^symmetrize_threshold=1.5: give a weight in \(0, 1\]"),
         ("soft-mean", "high", r"^symmetrize_threshold='high'"),

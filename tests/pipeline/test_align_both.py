@@ -9,9 +9,11 @@ import pytest
 
 import qkvmt
 import qkvmt.bundled as bundled
+from qkvmt.alignment.directions import Direction, both_ways
 from qkvmt.alignment.symmetrize import symmetrize
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.explore.session import Explorer
 from qkvmt.model.weights_folder import add_provenance, write_weights_folder
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.align_both import reverse_checkpoint
@@ -33,19 +35,24 @@ def shelve(shelf, name, model, tokenizer, meta):
     return folder
 
 
-@pytest.fixture
-def pair(tmp_path, monkeypatch):
-    """A bundled-model shelf of two toy models, de->en and en->de, trained on one joint BPE."""
+def shelf_of_two(shelf, monkeypatch, supervised: bool = True) -> dict:
+    """A bundled-model shelf of two toy models, de->en and en->de, trained on one joint BPE, each
+    with a supervised aligning head (layer 1, head 0) as the bundled models have, or without."""
     forward, tokenizer, meta = nontrivial_model(0)
     reverse, same, _ = nontrivial_model(1)
-    assert same.to_str() == tokenizer.to_str()
-    shelf = tmp_path / "shelf"
+    assert same.to_str() == tokenizer.to_str() and meta.alignment
+    meta = meta if supervised else replace(meta, alignment=None)
     folders = {
         "toy-de-en": shelve(shelf, "toy-de-en", forward, tokenizer, meta),
         "toy-en-de": shelve(shelf, "toy-en-de", reverse, tokenizer, replace(meta, src_lang="en", tgt_lang="de")),
     }
     monkeypatch.setattr(bundled, "HERE", shelf)
     return folders
+
+
+@pytest.fixture
+def pair(tmp_path, monkeypatch):
+    return shelf_of_two(tmp_path / "shelf", monkeypatch)
 
 
 def test_a_bundled_model_pairs_with_the_bundled_model_of_the_other_direction_and_vocabulary(
@@ -79,11 +86,18 @@ def test_align_of_a_bundled_model_symmetrizes_with_its_reverse_unless_told_other
         )
         return json.loads((out / "alignment.json").read_text())
 
-    auto = aligned("auto")
+    auto = aligned("auto", "symmetrize_threshold=0.1")
     f, r = ({tuple(x) for x in auto[k]} for k in ("forward_links", "reverse_links"))
-    assert {tuple(x) for x in auto["links"]} == symmetrize(f, r, "grow-diag-final-and") and f and r
+    assert f and r and auto["symmetrize"] == "soft-mean" and auto["symmetrize_threshold"] == 0.1
+    assert {auto["policies"][k]["layer"] for k in ("forward", "reverse")} == {1}  # the supervised heads
+    forward, reverse = (qkvmt.load(f"toy-{p}", device="cpu") for p in ("de-en", "en-de"))
+    both = both_ways(Direction(forward), Direction(reverse), SOURCE, TARGET, TARGET)
+    assert {tuple(x) for x in auto["links"]} == both.links("soft-mean", 0.1) != set()
+    hard = aligned("hard", "symmetrize=grow-diag-final-and")
+    assert hard["symmetrize"] == "grow-diag-final-and" and "symmetrize_threshold" not in hard
+    assert {tuple(x) for x in hard["links"]} == symmetrize(f, r, "grow-diag-final-and")
     assert auto["reverse_ckpt_path"] == [str(pair["toy-en-de"])]
-    assert aligned("explicit", "reverse_ckpt_path=toy-en-de")["links"] == auto["links"]
+    assert aligned("explicit", "reverse_ckpt_path=toy-en-de", "symmetrize_threshold=0.1")["links"] == auto["links"]
     # reverse_ckpt_path=null: this model alone, as Model.align links it
     alone = aligned("alone", "reverse_ckpt_path=null")
     model = qkvmt.load("toy-de-en", device="cpu")
@@ -95,6 +109,25 @@ def test_align_of_a_bundled_model_symmetrizes_with_its_reverse_unless_told_other
     reading = aligned("reading", "alignment.rows=reading", "alignment.signal=value_norms")
     assert {reading["policies"][k]["rows"] for k in ("forward", "reverse")} == {"reading"}
     assert {reading["policies"][k]["signal"] for k in ("forward", "reverse")} == {"value_norms"}
+
+
+def test_two_models_without_a_supervised_head_are_symmetrized_from_their_links(tmp_path, monkeypatch):
+    """symmetrize=auto with plain attention: grow-diag-final-and of the two directions' links (its
+    spread weights would reach soft-mean's threshold on almost no link), on the page too."""
+    shelf_of_two(tmp_path / "plain", monkeypatch, supervised=False)
+    out = tmp_path / "o"
+    align(
+        compose_inference(
+            "align", "ckpt_path=toy-de-en", f"sentence='{SOURCE}'", f"reference='{TARGET}'", f"output_dir={out}"
+        )
+    )
+    plain = json.loads((out / "alignment.json").read_text())
+    f, r = ({tuple(x) for x in plain[k]} for k in ("forward_links", "reverse_links"))
+    assert plain["symmetrize"] == "grow-diag-final-and" and "symmetrize_threshold" not in plain
+    assert {tuple(x) for x in plain["links"]} == symmetrize(f, r, "grow-diag-final-and") and f and r
+    forward, reverse = (qkvmt.load(f"toy-{p}", device="cpu") for p in ("de-en", "en-de"))
+    assert Explorer(forward, reverse).method == "grow-diag-final-and"
+    assert Explorer(forward, reverse, "soft-mean").method == "soft-mean"
 
 
 @pytest.mark.parametrize(
@@ -160,6 +193,6 @@ def test_a_bad_symmetrization_of_a_bundled_pair_is_refused_before_loading(pair, 
     cfg = compose_inference(
         "align", "ckpt_path=toy-de-en", "sentence=w1", "symmetrize=soft-max", f"output_dir={tmp_path / 'o'}"
     )
-    with pytest.raises(UserError, match=r"^symmetrize='soft-max': use one of .*soft-mean$"):
+    with pytest.raises(UserError, match=r"^symmetrize='soft-max': use auto or one of .*soft-mean$"):
         align(cfg)
     assert not (tmp_path / "o").exists()

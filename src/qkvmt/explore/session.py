@@ -15,7 +15,16 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from qkvmt.alignment.directions import SOFT, SOFT_THRESHOLD, Direction, both_ways, check_pair, checked_method
+from qkvmt.alignment.directions import (
+    AUTO,
+    SOFT,
+    SOFT_THRESHOLD,
+    Direction,
+    both_ways,
+    check_pair,
+    checked_method,
+    pair_method,
+)
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.inspection import inspect_head
@@ -57,7 +66,7 @@ class Explorer:
         self,
         model: Model,
         reverse: Model | None = None,
-        method: str = "grow-diag-final-and",
+        method: str = AUTO,
         decode: dict | None = None,
         threshold: float = SOFT_THRESHOLD,
     ):
@@ -67,6 +76,7 @@ class Explorer:
         if reverse is not None:
             self.directions = Direction(model), Direction(reverse)
             check_pair(*self.directions, (model.paths[0], reverse.paths[0]))
+            self.method = pair_method(self.method, *self.directions)
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, Sentence] = OrderedDict()
 

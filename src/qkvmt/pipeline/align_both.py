@@ -15,7 +15,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from qkvmt.alignment.directions import SOFT, Direction, TwoWay, both_ways, check_pair, checked_method
+from qkvmt.alignment.directions import (
+    SOFT,
+    Direction,
+    TwoWay,
+    both_ways,
+    check_pair,
+    checked_method,
+    pair_method,
+)
 from qkvmt.alignment.leaderboard import checked_gold_dev, scored, split_gold
 from qkvmt.alignment.links import read_gold, to_pharaoh
 from qkvmt.alignment.symmetrize import METHODS
@@ -102,7 +110,8 @@ def align_both(cfg: DictConfig, model: Model, reverse_path: Path) -> dict:
     both = both_ways(forward, reverse, sentence, forced, target)
     if both is None:
         raise UserError("the sentence or its translation is longer than a model's positions: give a shorter sentence")
-    links = both.links(cfg.symmetrize, cfg.symmetrize_threshold)
+    method, threshold = symmetrization(cfg, forward, reverse)
+    links = both.links(method, threshold)
     data = {
         "source": sentence,
         "translation": target,
@@ -111,7 +120,7 @@ def align_both(cfg: DictConfig, model: Model, reverse_path: Path) -> dict:
         "tgt_words": target.split(),
         "policies": policies,
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
-        **method_of(cfg),
+        **method_of(method, threshold),
         "forward_links": sorted(both.forward_links),
         "reverse_links": sorted(both.reverse_links),  # as (source word, target word), like the others
         "links": sorted(links),
@@ -125,11 +134,15 @@ def align_both(cfg: DictConfig, model: Model, reverse_path: Path) -> dict:
     return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(staged.final)}
 
 
-def method_of(cfg: DictConfig) -> dict:
+def symmetrization(cfg: DictConfig, forward: Direction, reverse: Direction) -> tuple[str, float]:
+    """symmetrize= and symmetrize_threshold= for these two models (auto resolved by pair_method)."""
+    method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
+    return pair_method(method, forward, reverse), threshold
+
+
+def method_of(method: str, threshold: float) -> dict:
     """How the links were symmetrized, as outputs record it: the method, and a soft one's threshold."""
-    return {"symmetrize": cfg.symmetrize} | (
-        {"symmetrize_threshold": cfg.symmetrize_threshold} if cfg.symmetrize in SOFT else {}
-    )
+    return {"symmetrize": method} | ({"symmetrize_threshold": threshold} if method in SOFT else {})
 
 
 def reading_name(method: str, threshold: float) -> str:
@@ -163,7 +176,7 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
     split = split_gold(g, kept, n_dev)
-    method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
+    method, threshold = symmetrization(cfg, forward, reverse)
     chosen = reading_name(method, threshold)
     hyps = {name: [read(t) for t in readings] for name, read in candidates(method, threshold).items()}
     table = {}
@@ -180,7 +193,7 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
         "skipped_too_long": len(g.src) - len(kept),
         "policies": policies,
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
-        **method_of(cfg),
+        **method_of(method, threshold),
         "symmetrized": table[chosen],
         "best": {"reading": best} | table[best],
         "by_method": table,  # forward, reverse, every symmetrization, the soft ones at each threshold

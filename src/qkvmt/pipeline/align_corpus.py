@@ -30,7 +30,7 @@ from qkvmt.alignment.reference import reference_aligner, symmetrized_links
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json, write_text
-from qkvmt.pipeline.align_both import both_directions, method_of
+from qkvmt.pipeline.align_both import both_directions, method_of, symmetrization
 from qkvmt.pipeline.runs import StagedOutput
 from qkvmt.text.sources import checked_file, read_lines, stream_lines
 
@@ -127,7 +127,7 @@ def readers(
     forward, reverse = both_directions(cfg, model, reverse_path)
     recorded = {
         "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-        **method_of(cfg),
+        **method_of(*symmetrization(cfg, forward, reverse)),
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
     }
     return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded
@@ -144,6 +144,7 @@ def align_corpus(
     <run>/alignments/corpus_<time>), the folder staged and moved into place when complete.
     `chosen`: the one model's policy, without `reverse_path`."""
     forward, reverse, recorded = readers(cfg, model, reverse_path, chosen)
+    method = recorded.get("symmetrize")  # two models' symmetrization, auto resolved; None with one model
     skipped = {reason: Skipped() for reason in REASONS}
 
     def write(f) -> None:
@@ -155,7 +156,7 @@ def align_corpus(
                     targets,
                     forward,
                     reverse,
-                    cfg.symmetrize,
+                    method,
                     cfg.symmetrize_threshold,
                     files.batch_tokens,
                     done=bar.update,
