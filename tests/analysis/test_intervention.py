@@ -44,7 +44,7 @@ def test_swapping_both_changes_nothing_and_keys_only_equal_values_only(model):
     "edit",
     [
         qkvmt.Swap(1, 6, "keys", layers=(1,)),
-        qkvmt.Zero("output", kind="decoder", layers=(0,), heads=(2,)),
+        qkvmt.Zero("output", kind="decoder", layers=(1,), heads=(0, 2)),
         qkvmt.Zero("values", kind="encoder", heads=(0, 1)),
         qkvmt.Patch(DONOR, "values"),
         qkvmt.Knockout(1, 1),

@@ -2,7 +2,9 @@
 output_projection): each against an independent computation from the raw weights, on both
 attention paths, in cached decoding, in checkpoints, through the analyses and in training."""
 
+import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -207,12 +209,26 @@ def test_the_default_model_is_the_paper_s():
     assert shapes == {f"{p}.{name}": shape for p in prefixes for name, shape in expected.items()}
 
 
-def test_the_bundled_models_load_their_weights_unchanged():
-    """Their stored configurations predate the ablation settings: they load strictly, as the paper's model."""
+ABLATION_FIELDS = ("query_projection", "value_projection", "shared_key_value", "output_projection")
+
+
+def test_the_bundled_models_and_configurations_older_than_the_ablations_load_as_the_paper_s(tmp_path):
+    """The bundled models load strictly as the paper's model; so does a model folder whose stored
+    configuration predates the ablation settings (those fields taken out), to the same weights."""
     for bundled in qkvmt.pretrained():
-        model, _, meta = load_model(bundled.folder)
-        assert "value_projection" not in meta.model_config and model.cfg.ablations() == []
-        assert model.encoder_layers[0].self_attn.blocks == "qkv"
+        model, _, _ = load_model(bundled.folder)
+        assert model.cfg.ablations() == [] and model.encoder_layers[0].self_attn.blocks == "qkv"
+        older = tmp_path / bundled.name
+        shutil.copytree(bundled.folder, older)
+        stored = json.loads((older / "qkvmt.json").read_text())
+        assert all(k in stored["model_config"] for k in ABLATION_FIELDS)
+        for k in ABLATION_FIELDS:
+            del stored["model_config"][k]
+        (older / "qkvmt.json").write_text(json.dumps(stored))
+        again, _, meta = load_model(older)
+        assert not any(k in meta.model_config for k in ABLATION_FIELDS) and again.cfg.ablations() == []
+        expected = model.state_dict()
+        assert all(torch.equal(v, expected[k]) for k, v in again.state_dict().items())
 
 
 # --- 3. configuration ------------------------------------------------------------------------
