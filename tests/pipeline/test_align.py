@@ -477,7 +477,9 @@ def test_symmetrizing_reads_each_supervised_model_one_way_as_a_statistical_align
             f"output_dir={tmp_path / 'b'}",
         )
     )
-    policies = json.loads((tmp_path / "b" / "alignment.json").read_text())["policies"]
+    mixed = json.loads((tmp_path / "b" / "alignment.json").read_text())
+    assert mixed["symmetrize"] == "grow-diag-final-and"  # auto: one of the two has no supervised head
+    policies = mixed["policies"]
     assert policies["reverse"] == {
         "layer": 1,
         "head": 0,

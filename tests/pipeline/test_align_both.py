@@ -10,6 +10,7 @@ import pytest
 import qkvmt
 import qkvmt.bundled as bundled
 from qkvmt.alignment.directions import Direction, both_ways
+from qkvmt.alignment.links import to_pharaoh
 from qkvmt.alignment.symmetrize import symmetrize
 from qkvmt.api import Model
 from qkvmt.errors import UserError
@@ -96,6 +97,11 @@ def test_align_of_a_bundled_model_symmetrizes_with_its_reverse_unless_told_other
     hard = aligned("hard", "symmetrize=grow-diag-final-and")
     assert hard["symmetrize"] == "grow-diag-final-and" and "symmetrize_threshold" not in hard
     assert {tuple(x) for x in hard["links"]} == symmetrize(f, r, "grow-diag-final-and")
+    page = Explorer(forward, reverse, threshold=0.1)
+    assert (page.method, page.threshold) == ("soft-mean", 0.1) and Explorer(forward, reverse).threshold == 0.3
+    # reading another signal or rows than the heads were taught on, auto keeps the hard method
+    other = aligned("other", "alignment.signal=value_norms")
+    assert other["symmetrize"] == "grow-diag-final-and"
     assert auto["reverse_ckpt_path"] == [str(pair["toy-en-de"])]
     assert aligned("explicit", "reverse_ckpt_path=toy-en-de", "symmetrize_threshold=0.1")["links"] == auto["links"]
     # reverse_ckpt_path=null: this model alone, as Model.align links it
@@ -170,6 +176,12 @@ def test_a_corpus_of_a_bundled_model_is_linked_both_ways(pair, tmp_path):
     align(compose_inference("align", *common, f"output_dir={tmp_path / 'auto'}"))
     summary = json.loads((tmp_path / "auto" / "corpus.json").read_text())
     assert summary["reverse_ckpt_path"] == [str(pair["toy-en-de"])] and summary["aligned"] == 2
+    assert (summary["symmetrize"], summary["symmetrize_threshold"]) == ("soft-mean", 0.3)
+    forward, reverse = (Direction(qkvmt.load(f"toy-{p}", device="cpu")) for p in ("de-en", "en-de"))
+    expected = [
+        both_ways(forward, reverse, s, t, t).links("soft-mean", 0.3) for s, t in ((SOURCE, TARGET), ("w5 w6", "w6 w5"))
+    ]
+    assert (tmp_path / "auto" / "alignment.pharaoh").read_text() == "".join(to_pharaoh(x) + "\n" for x in expected)
     align(compose_inference("align", *common, "reverse_ckpt_path=null", f"output_dir={tmp_path / 'alone'}"))
     assert "reverse_ckpt_path" not in json.loads((tmp_path / "alone" / "corpus.json").read_text())
 
@@ -179,6 +191,8 @@ def test_gold_links_score_both_directions_by_default_and_one_model_keeps_its_bes
     gold = write_gold(tmp_path / "gold", [(SOURCE.split(), TARGET.split(), "1-3 2-2 3-1 4p1")])
     both = align(compose_inference("align", "ckpt_path=toy-de-en", f"gold_dir={gold}", f"output_dir={tmp_path / 'b'}"))
     assert set(both["by_method"]) >= {"forward", "reverse", "grow-diag-final-and"} and both["n"] == 1
+    scored = json.loads((tmp_path / "b" / "aer.json").read_text())
+    assert scored["symmetrize"] == "soft-mean" and scored["symmetrized"] == scored["by_method"]["soft-mean@0.3"]
     alone = compose_inference(
         "align", "ckpt_path=toy-de-en", f"gold_dir={gold}", "reverse_ckpt_path=null", f"output_dir={tmp_path / 'a'}"
     )
@@ -196,3 +210,24 @@ def test_a_bad_symmetrization_of_a_bundled_pair_is_refused_before_loading(pair, 
     with pytest.raises(UserError, match=r"^symmetrize='soft-max': use auto or one of .*soft-mean$"):
         align(cfg)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        # a threshold beside a hard method, or beside auto where it chose one, could not take effect
+        (["symmetrize=intersection", "symmetrize_threshold=0.2"], r"symmetrize_threshold=0.2 is read by the soft "),
+        (["alignment.signal=value_norms", "symmetrize_threshold=0.2"], r"symmetrize=auto chose grow-diag-final-and"),
+        # a symmetrization with one model
+        (["reverse_ckpt_path=null", "symmetrize=soft-mean"], r"^symmetrize=soft-mean combines the links of two models"),
+        (["alignment.layer=1", "symmetrize_threshold=0.2"], r"^symmetrize_threshold=0.2 combines the links of two "),
+    ],
+)
+def test_a_symmetrization_that_could_not_take_effect_is_refused(given, message, pair, tmp_path):
+    cfg = compose_inference("align", "ckpt_path=toy-de-en", "sentence=w1", f"output_dir={tmp_path / 'o'}", *given)
+    with pytest.raises(UserError, match=message) as e:
+        align(cfg)
+    assert "\n" not in str(e.value) and not (tmp_path / "o").exists()
+    model = qkvmt.load("toy-de-en", device="cpu")
+    with pytest.raises(UserError, match="give a reverse model"):
+        Explorer(model, None, "soft-mean")

@@ -21,15 +21,17 @@ from qkvmt.errors import UserError
 # probability-threshold extraction).
 SOFT = {"soft-intersection": np.minimum, "soft-mean": lambda a, b: (a + b) / 2}
 TWO_MODEL_METHODS = (*METHODS, *SOFT)
-SOFT_THRESHOLD = 0.3  # the soft methods' default threshold (symmetrize_threshold in conf/)
+SOFT_THRESHOLD = 0.3  # the soft methods' threshold when symmetrize_threshold is not given
 AUTO = "auto"  # symmetrize's default: the method suited to the two models' readings (pair_method)
 
 
-def checked_method(method: str, threshold: float, setting: str = "symmetrize") -> tuple[str, float]:
-    """A symmetrization of two models (or AUTO) and its threshold (read by the soft methods only,
-    but checked whatever the method), or a UserError naming the setting."""
+def checked_method(method: str, threshold: float | None, setting: str = "symmetrize") -> tuple[str, float | None]:
+    """A symmetrization of two models (or AUTO) and its threshold (None: not given), or a
+    UserError naming the setting."""
     if method not in (*TWO_MODEL_METHODS, AUTO):
         raise UserError(f"{setting}={method!r}: use {AUTO} or one of {', '.join(TWO_MODEL_METHODS)}")
+    if threshold is None:
+        return method, None
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
         raise UserError(f"{setting}_threshold={threshold!r}: give a weight in (0, 1], the least a soft link needs")
     return method, float(threshold)
@@ -88,15 +90,35 @@ class TwoWay:
         return symmetrize(self.forward_links, self.reverse_links, method)
 
 
-def pair_method(method: str, forward: "Direction", reverse: "Direction") -> str:
-    """`method`, with AUTO resolved for the two models: soft-mean where both link by a supervised
-    head, grow-diag-final-and otherwise. Why: a supervised head's weights are peaked, and their
-    mean at 0.3 beat grow-diag-final-and for both supervised pairs on RWTH's first 100 pairs;
-    plain attention's weights are spread, so that mean reaches 0.3 on almost no link, and
-    grow-diag-final-and is the statistical aligners' default (docs/results.md, "Word alignment")."""
-    if method != AUTO:
-        return method
-    return "soft-mean" if forward.meta.alignment and reverse.meta.alignment else "grow-diag-final-and"
+def reads_supervised_head(direction: "Direction") -> bool:
+    """Whether a direction reads a supervised head's weights as the head was taught to link:
+    its own layer and head (a pair's default), the steps predicting each word."""
+    p = direction.policy
+    return bool(direction.meta.alignment) and p.signal == "weights" and p.rows == "predicting"
+
+
+def pair_method(
+    method: str, threshold: float | None, forward: "Direction", reverse: "Direction", scores_all: bool = False
+) -> tuple[str, float]:
+    """`method` and its threshold for two models, as checked_method gave them. AUTO becomes
+    soft-mean where both read a supervised head's weights, grow-diag-final-and otherwise. Why:
+    a supervised head's weights are peaked, and on RWTH's first 100 pairs their mean at 0.3 beat
+    grow-diag-final-and for both supervised pairs measured; plain attention's weights are
+    spread, so that mean reaches 0.3 on almost no link (docs/results.md, "Word alignment").
+    A threshold given beside a hard method could not take effect: a UserError, unless
+    `scores_all` (a gold set scores every soft method at it too)."""
+    if method == AUTO:
+        both = reads_supervised_head(forward) and reads_supervised_head(reverse)
+        method = "soft-mean" if both else "grow-diag-final-and"
+        why = f"symmetrize={AUTO} chose {method} for these two models"
+    else:
+        why = f"symmetrize={method}"
+    if threshold is not None and method not in SOFT and not scores_all:
+        raise UserError(
+            f"symmetrize_threshold={threshold:g} is read by the soft methods only, and {why}: drop it, or give "
+            "symmetrize=soft-mean or soft-intersection"
+        )
+    return method, SOFT_THRESHOLD if threshold is None else threshold
 
 
 def check_pair(forward: Direction, reverse: Direction, paths: tuple[Path, Path]) -> None:

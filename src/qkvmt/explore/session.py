@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from qkvmt.alignment.directions import (
     AUTO,
     SOFT,
-    SOFT_THRESHOLD,
     Direction,
     both_ways,
     check_pair,
@@ -68,15 +67,18 @@ class Explorer:
         reverse: Model | None = None,
         method: str = AUTO,
         decode: dict | None = None,
-        threshold: float = SOFT_THRESHOLD,
+        threshold: float | None = None,
     ):
-        self.method, self.threshold = checked_method(method, threshold)
+        """`method` and `threshold` symmetrize the two models' links (pair_method resolves them)."""
+        method, threshold = checked_method(method, threshold)
         self.model, self.decode = model, dict(decode or {})
-        self.directions = None
+        self.directions = self.method = self.threshold = None
         if reverse is not None:
             self.directions = Direction(model), Direction(reverse)
             check_pair(*self.directions, (model.paths[0], reverse.paths[0]))
-            self.method = pair_method(self.method, *self.directions)
+            self.method, self.threshold = pair_method(method, threshold, *self.directions)
+        elif method != AUTO or threshold is not None:
+            raise UserError("symmetrize= and symmetrize_threshold= combine two models' links: give a reverse model")
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, Sentence] = OrderedDict()
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from qkvmt.alignment.directions import (
+    AUTO as AUTO_METHOD,
+)
+from qkvmt.alignment.directions import (
     SOFT,
     Direction,
     TwoWay,
@@ -61,11 +64,12 @@ def reverse_checkpoint(cfg: DictConfig, paths: list[Path], one_model: list[str] 
     no known partner). `one_model`: the settings given that read one model's own layers and
     heads (e.g. alignment.layer=1); beside them auto links with the one model, and an explicit
     reverse_ckpt_path, which could not honour them, is a UserError. Checked before any model
-    loads, with symmetrize= and symmetrize_threshold= when there is a partner."""
+    loads, with symmetrize= and symmetrize_threshold=, which without a partner (given, not left
+    to auto) could not take effect: a UserError."""
     given = cfg.reverse_ckpt_path
     if given is None:
-        return None
-    if str(given) == AUTO:
+        partner = None
+    elif str(given) == AUTO:
         partner = None if len(paths) != 1 or one_model else reverse_of(paths[0])
         if partner is not None:
             log.info("linking with %s too, then symmetrizing (reverse_ckpt_path=null: this model alone)", partner.name)
@@ -76,8 +80,14 @@ def reverse_checkpoint(cfg: DictConfig, paths: list[Path], one_model: list[str] 
         )
     else:
         partner = resolve(given)
-    if partner is not None:
-        checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
+    method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
+    if partner is None and (method != AUTO_METHOD or threshold is not None):
+        setting = f"symmetrize={method}" if method != AUTO_METHOD else f"symmetrize_threshold={threshold:g}"
+        raise UserError(
+            f"{setting} combines the links of two models, and this links with one (reverse_ckpt_path=null, a run's "
+            "checkpoint, or a setting that reads one model's heads): give reverse_ckpt_path=<a model of the other "
+            f"direction>, or drop {setting.split('=')[0]}="
+        )
     return partner
 
 
@@ -134,10 +144,11 @@ def align_both(cfg: DictConfig, model: Model, reverse_path: Path) -> dict:
     return {"translation": target, "pharaoh": data["pharaoh"], "output_dir": str(staged.final)}
 
 
-def symmetrization(cfg: DictConfig, forward: Direction, reverse: Direction) -> tuple[str, float]:
-    """symmetrize= and symmetrize_threshold= for these two models (auto resolved by pair_method)."""
-    method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
-    return pair_method(method, forward, reverse), threshold
+def symmetrization(
+    cfg: DictConfig, forward: Direction, reverse: Direction, scores_all: bool = False
+) -> tuple[str, float]:
+    """symmetrize= and symmetrize_threshold= for these two models, resolved by pair_method."""
+    return pair_method(*checked_method(cfg.symmetrize, cfg.symmetrize_threshold), forward, reverse, scores_all)
 
 
 def method_of(method: str, threshold: float) -> dict:
@@ -176,7 +187,7 @@ def gold(cfg: DictConfig, forward: Direction, reverse: Direction, policies: dict
     if not kept:
         raise UserError(f"no gold sentence pair in {cfg.gold_dir} fits both models' positions")
     split = split_gold(g, kept, n_dev)
-    method, threshold = symmetrization(cfg, forward, reverse)
+    method, threshold = symmetrization(cfg, forward, reverse, scores_all=True)
     chosen = reading_name(method, threshold)
     hyps = {name: [read(t) for t in readings] for name, read in candidates(method, threshold).items()}
     table = {}

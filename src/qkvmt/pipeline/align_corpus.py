@@ -117,20 +117,22 @@ class Skipped:
 
 def readers(
     cfg: DictConfig, model: Model, reverse_path: Path | None, chosen
-) -> tuple[LayerReader, LayerReader | None, dict]:
-    """The forward reader, the reverse one (with `reverse_path`), and what corpus.json records
-    of their policies: `chosen` (the policy and its record, as align.policy resolves them), or
-    with two models each one's own, as align_both links."""
+) -> tuple[LayerReader, LayerReader | None, dict, tuple[str, float] | None]:
+    """The forward reader, the reverse one (with `reverse_path`), what corpus.json records of
+    their policies, and their symmetrization (method, threshold) as align_both resolves it:
+    `chosen` (the one model's policy and its record, as align.policy resolves them), or with two
+    models each one's own, as align_both links."""
     if reverse_path is None:
         policy, recorded = chosen
-        return LayerReader(model, policy), None, {"policy": recorded}
+        return LayerReader(model, policy), None, {"policy": recorded}, None
     forward, reverse = both_directions(cfg, model, reverse_path)
+    method = symmetrization(cfg, forward, reverse)
     recorded = {
         "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-        **method_of(*symmetrization(cfg, forward, reverse)),
+        **method_of(*method),
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
     }
-    return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded
+    return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded, method
 
 
 def align_corpus(
@@ -143,8 +145,8 @@ def align_corpus(
     """alignment.pharaoh (one line per pair) and corpus.json in output_dir (default
     <run>/alignments/corpus_<time>), the folder staged and moved into place when complete.
     `chosen`: the one model's policy, without `reverse_path`."""
-    forward, reverse, recorded = readers(cfg, model, reverse_path, chosen)
-    method = recorded.get("symmetrize")  # two models' symmetrization, auto resolved; None with one model
+    forward, reverse, recorded, method = readers(cfg, model, reverse_path, chosen)
+    two = dict(zip(("symmetrization", "threshold"), method)) if method else {}  # read with two models only
     skipped = {reason: Skipped() for reason in REASONS}
 
     def write(f) -> None:
@@ -152,14 +154,7 @@ def align_corpus(
         with tqdm(total=files.pairs, unit="pair", file=sys.stderr, dynamic_ncols=True) as bar:
             for sources, targets in chunks(files):
                 found = corpus_links(
-                    sources,
-                    targets,
-                    forward,
-                    reverse,
-                    method,
-                    cfg.symmetrize_threshold,
-                    files.batch_tokens,
-                    done=bar.update,
+                    sources, targets, forward, reverse, max_tokens=files.batch_tokens, done=bar.update, **two
                 )
                 for links in found:
                     if isinstance(links, str):  # a reason: the pair keeps its line, empty
