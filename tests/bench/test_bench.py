@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
-from qkvmt.bench.profile import device_busy_ms, profile_training
+from qkvmt.bench.profile import DIRECT, copy_origins, device_busy_ms, profile_training
 from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training, timed_batches
 from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
@@ -145,6 +146,27 @@ def test_profile_ranks_the_operators_of_a_training_step():
     assert 0 < sum(own) <= summary["step_ms"]
     assert any(row["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for row in summary["top"])
     assert "Self CPU" in text
+    copies = summary["copies"]  # a step copies: the padded rows of the linear layers, the merged heads
+    assert copies["per_step"] >= sum(o["per_step"] for o in copies["origins"]) > 0
+    assert "Copies (aten::copy_) per step" in text and copies["origins"][0]["origin"] in text
+
+
+def test_copies_are_counted_under_the_operator_that_asked_for_them():
+    """Two steps that each make a transposed tensor contiguous three times and cast a tensor
+    twice: the copies per step, by caller and shape, are exactly those."""
+    x, w = torch.randn(4, 6), torch.randn(5, 3)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(2):
+            for _ in range(3):
+                x.t().contiguous()
+            for _ in range(2):
+                w.to(torch.float64)
+    found = copy_origins(prof.events(), steps=2)
+    assert found["per_step"] == 5
+    assert {(o["origin"], tuple(o["shape"])): o["per_step"] for o in found["origins"]} == {
+        ("aten::contiguous", (6, 4)): 3,
+        (DIRECT, (5, 3)): 2,
+    }
 
 
 def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):

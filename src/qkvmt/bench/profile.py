@@ -6,9 +6,13 @@ This puts the two side by side: the step's wall time, and the time the device sp
 kernels. Where the second is far below the first, the step is bound by the host (Python,
 launches), and faster kernels would not help. On a CPU there is no device time; the table
 then ranks the operators by their own CPU time.
+
+Beside them, where the step's copies come from (`copy_origins`): a GPU step launched some 500
+copy kernels, and the kernel table names none of their callers.
 """
 
 import time
+from collections import Counter
 
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
@@ -23,6 +27,37 @@ def device_busy_ms(events, steps: int) -> float:
     return sum(e.self_device_time_total for e in events if e.device_type != DeviceType.CPU) / 1000 / steps
 
 
+# The copy machinery: operators whose work is the copy itself, skipped when naming who asked for it.
+COPYING = {"aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::empty_like", "aten::empty_strided"}
+DIRECT = "(called directly)"  # a copy with no operator above it but the copy machinery
+
+
+def copy_origins(events, steps: int, top: int = 20) -> dict:
+    """Where `steps` profiled steps' copies (aten::copy_, the operator that launches a copy
+    kernel) come from, per step, most first: each counted under its two nearest callers outside
+    COPYING, and the shape copied. "aten::linear" with a weight's shape is autocast casting that
+    weight, "ToCopyBackward0" its gradient cast back, "aten::reshape" heads merged from a
+    transposed layout. `events`: the profiler's FunctionEvents (with record_shapes for shapes)."""
+    found = Counter()
+    for e in events:
+        if e.name != "aten::copy_":
+            continue
+        callers, p = [], e.cpu_parent
+        while p is not None and len(callers) < 2:
+            if p.name not in COPYING:
+                callers.append(p.name)
+            p = p.cpu_parent
+        shape = tuple(e.input_shapes[0]) if e.input_shapes else ()
+        found[(" < ".join(callers) or DIRECT, shape)] += 1
+    return {
+        "per_step": sum(found.values()) / steps,
+        "origins": [
+            {"origin": origin, "shape": list(shape), "per_step": n / steps}
+            for (origin, shape), n in found.most_common(top)
+        ],
+    }
+
+
 def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: int = 15) -> tuple[dict, str]:
     """Profile `steps` (> 0) training steps of one system (after the timed ones, so warm).
 
@@ -32,7 +67,7 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
     table is torch's own key_averages table of the same, to be written beside benchmark.json."""
     on_device = timer.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, record_shapes=True) as prof:
         start = time.perf_counter()
         for i in range(steps):
             timer.step(batches[i % len(batches)])
@@ -45,6 +80,7 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
         "steps": steps,
         "step_ms": 1000 * wall / steps,
         "device_busy_ms": device_busy_ms(events, steps) if on_device else None,
+        "copies": copy_origins(prof.events(), steps),
         "top": [
             {
                 "op": e.key,
@@ -55,4 +91,7 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
             for e in ranked[:top]
         ],
     }
-    return summary, events.table(sort_by=sort_key, row_limit=top * 2)
+    copies = summary["copies"]
+    lines = [f"{o['per_step']:8.1f}  {o['origin']}  {o['shape']}" for o in copies["origins"]]
+    where = f"\n\nCopies (aten::copy_) per step: {copies['per_step']:.1f}, by caller and shape:\n" + "\n".join(lines)
+    return summary, events.table(sort_by=sort_key, row_limit=top * 2) + where
