@@ -22,7 +22,7 @@ from qkvmt.errors import UserError
 SOFT = {"soft-intersection": np.minimum, "soft-mean": lambda a, b: (a + b) / 2}
 TWO_MODEL_METHODS = (*METHODS, *SOFT)
 SOFT_THRESHOLD = 0.3  # the soft methods' threshold when symmetrize_threshold is not given
-AUTO = "auto"  # symmetrize's default: the method suited to the two models' readings (pair_method)
+AUTO = "auto"  # symmetrize's default, the method suited to the two models (pair_method); reverse_ckpt_path's too
 
 
 def checked_method(method: str, threshold: float | None, setting: str = "symmetrize") -> tuple[str, float | None]:
@@ -88,6 +88,19 @@ class TwoWay:
             both = SOFT[method](self.forward, self.reverse.T)  # (target words, source words)
             return {(int(i), int(j)) for j, i in zip(*np.nonzero(both >= threshold))}
         return symmetrize(self.forward_links, self.reverse_links, method)
+
+
+def check_unpaired(method: str, threshold: float | None, how: str, give: str) -> None:
+    """symmetrize= and symmetrize_threshold= (as checked_method gave them) where one model links,
+    `how` saying why: given rather than left to AUTO, they could not take effect, a UserError
+    saying to `give` a partner or drop them."""
+    if method == AUTO and threshold is None:
+        return
+    setting = f"symmetrize={method}" if method != AUTO else f"symmetrize_threshold={threshold:g}"
+    raise UserError(
+        f"{setting} combines the links of two models, and this links with one{how}: give {give}, "
+        f"or drop {setting.split('=')[0]}="
+    )
 
 
 def reads_supervised_head(direction: "Direction") -> bool:

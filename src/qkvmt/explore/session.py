@@ -21,6 +21,7 @@ from qkvmt.alignment.directions import (
     Direction,
     both_ways,
     check_pair,
+    check_unpaired,
     checked_method,
     pair_method,
 )
@@ -77,8 +78,8 @@ class Explorer:
             self.directions = Direction(model), Direction(reverse)
             check_pair(*self.directions, (model.paths[0], reverse.paths[0]))
             self.method, self.threshold = pair_method(method, threshold, *self.directions)
-        elif method != AUTO or threshold is not None:
-            raise UserError("symmetrize= and symmetrize_threshold= combine two models' links: give a reverse model")
+        else:
+            check_unpaired(method, threshold, "", "a reverse model")
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, Sentence] = OrderedDict()
 

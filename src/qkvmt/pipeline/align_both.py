@@ -16,14 +16,13 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from qkvmt.alignment.directions import (
-    AUTO as AUTO_METHOD,
-)
-from qkvmt.alignment.directions import (
+    AUTO,
     SOFT,
     Direction,
     TwoWay,
     both_ways,
     check_pair,
+    check_unpaired,
     checked_method,
     pair_method,
 )
@@ -40,7 +39,6 @@ from qkvmt.text.sources import required_text
 log = logging.getLogger(__name__)
 
 
-AUTO = "auto"  # reverse_ckpt_path's default
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)  # of the soft symmetrizations, scored on a gold set
 
 
@@ -81,12 +79,12 @@ def reverse_checkpoint(cfg: DictConfig, paths: list[Path], one_model: list[str] 
     else:
         partner = resolve(given)
     method, threshold = checked_method(cfg.symmetrize, cfg.symmetrize_threshold)
-    if partner is None and (method != AUTO_METHOD or threshold is not None):
-        setting = f"symmetrize={method}" if method != AUTO_METHOD else f"symmetrize_threshold={threshold:g}"
-        raise UserError(
-            f"{setting} combines the links of two models, and this links with one (reverse_ckpt_path=null, a run's "
-            "checkpoint, or a setting that reads one model's heads): give reverse_ckpt_path=<a model of the other "
-            f"direction>, or drop {setting.split('=')[0]}="
+    if partner is None:
+        check_unpaired(
+            method,
+            threshold,
+            " (reverse_ckpt_path=null, a run's checkpoint, or a setting that reads one model's heads)",
+            "reverse_ckpt_path=<a model of the other direction>",
         )
     return partner
 
