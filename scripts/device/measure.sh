@@ -21,6 +21,11 @@ Stages (each sized to finish in about ten minutes on one recent GPU):
                  alone with compile=true, lengths padded to multiples of 8 and 20 warm-up steps
                  to compile in, 10 of its steps profiled (profile_compiled.txt). ARGS: overrides
                  for qkvmt benchmark.
+  graphs         the compiled step before and after CUDA graphs: ours alone, model=base, bf16,
+                 25k-token batches, lengths in multiples of 8, compile_mode=default then
+                 reduce-overhead, each with 10 steps profiled (benchmark_compiled.json,
+                 profile_compiled.txt; benchmark_graphs.json, profile_graphs.txt). ARGS:
+                 overrides for both runs of qkvmt benchmark.
   sweep          variants of a GPU recipe trained side by side on the one GPU, to choose one by
                  validation BLEU: sweep.tsv. Each ARG is one variant's overrides, quoted:
                    measure.sh sweep 'model.dropout=0.2' 'model.dropout=0.3 module.optimizer.lr=7e-4'
@@ -52,9 +57,9 @@ while [ $# -gt 0 ]; do
 done
 stage=${1:-}
 case "$stage" in
-  en_de|de_en|bench|sweep) shift ;;
+  en_de|de_en|bench|graphs|sweep) shift ;;
   "") usage >&2; exit 2 ;;
-  *) echo "measure.sh: unknown stage '$stage': use en_de, de_en, bench or sweep (--help)" >&2; exit 2 ;;
+  *) echo "measure.sh: unknown stage '$stage': use en_de, de_en, bench, graphs or sweep (--help)" >&2; exit 2 ;;
 esac
 if [ "$stage" = sweep ] && [ $# -eq 0 ]; then
   echo "measure.sh: sweep needs each variant's overrides as one quoted argument (--help)" >&2; exit 2
@@ -84,6 +89,14 @@ export QKVMT_MULTI30K=$data PYTHONUNBUFFERED=1
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
   echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
 } | tee "$out/gpu.txt"
+base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
+compiled_run() {  # NAME MODE [overrides...]: ours alone, compiled in MODE, 10 steps profiled
+  local name=$1 mode=$2
+  shift 2
+  python3 scripts/benchmark.py "${base[@]}" compile=true compile_mode="$mode" data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 output_dir="$runs/bench_$name" "$@" 2>&1 | tee "$out/bench_$name.log"
+  cp "$runs/bench_$name/benchmark.json" "$out/benchmark_$name.json"
+  if [ -f "$runs/bench_$name/profile.txt" ]; then cp "$runs/bench_$name/profile.txt" "$out/profile_$name.txt"; fi
+}
 case "$stage" in
   en_de|de_en)
     exp=multi30k_${stage}_gpu run=$runs/multi30k_${stage}_gpu
@@ -98,7 +111,6 @@ case "$stage" in
     if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
-    base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
     # tokenizing a large corpus is CPU work, measured by the CPU benchmark; here it would only take time
     python3 scripts/benchmark.py "${base[@]}" decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
     cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run fails or is stopped
@@ -113,9 +125,13 @@ case "$stage" in
     # Lengths in multiples of 8: a compiled graph holds for every batch (it specializes on a
     # length's divisibility); the warm-up compiles it, and once more where source and target
     # lengths first differ. Compiling model=base takes about 100 s on an H100.
-    python3 scripts/benchmark.py "${base[@]}" compile=true data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 output_dir="$runs/bench_compiled" "$@" 2>&1 | tee "$out/bench_compiled.log"
-    cp "$runs/bench_compiled/benchmark.json" "$out/benchmark_compiled.json"
-    if [ -f "$runs/bench_compiled/profile.txt" ]; then cp "$runs/bench_compiled/profile.txt" "$out/profile_compiled.txt"; fi
+    compiled_run compiled default "$@"
+    ;;
+  graphs)
+    # The same compiled step, then with each batch shape's CUDA graph recorded and replayed
+    # (5 shapes at 25k tokens on Multi30k): the profiles before and after, from one call.
+    compiled_run compiled default "$@"
+    compiled_run graphs reduce-overhead "$@"
     ;;
   sweep)
     # Side by side because a step of these small models leaves the GPU mostly idle.

@@ -379,3 +379,12 @@ def test_growth_is_the_slope_after_the_warm_up():
     leaking = [(s, 1000.0 + 0.5 * s) for s in range(100, 1300, 100)]  # 0.5 MB a step
     assert growth_per_1k_steps(leaking) == pytest.approx(500.0)
     assert growth_per_1k_steps([(100, 900.0)]) is None
+
+
+def test_cuda_graphs_on_a_cpu_are_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "bench"
+    graphs = ["compile=true", "compile_mode=reduce-overhead"]
+    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", *graphs]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "compile_mode=reduce-overhead replays CUDA graphs" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -406,6 +406,28 @@ def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp
     assert not (out / "tokenizer.json").exists() and not (out / "checkpoints").exists()
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["module.compile=true", "module.compile_mode=reduce-overhead"],
+            "module.compile_mode=reduce-overhead replays CUDA graphs, and this run has no CUDA device (cpu)",
+        ),
+        (
+            ["module.compile=true", "module.alignment.weight=1.0"],
+            "module.compile=true: an alignment-supervised step (module.alignment.weight > 0) runs eager",
+        ),
+    ],
+)
+def test_a_compiled_step_that_could_not_run_as_asked_is_refused_before_anything_is_written(
+    corpus, tmp_path, overrides, message
+):
+    out = tmp_path / "run"
+    with pytest.raises(UserError) as e:
+        train(compose_train(*tiny_overrides(corpus, out), *overrides))
+    assert str(e.value).startswith(message) and not out.exists()
+
+
 @pytest.mark.slow
 def test_the_linear_schedule_warms_up_then_reaches_zero_with_the_step_budget(corpus, tmp_path):
     out = tmp_path / "run"

@@ -6,7 +6,7 @@ each line only where its stage ran."""
 def table(r: dict) -> str:
     lines = [
         f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · "
-        f"compile={r['compile']['train']} · {r['date']}",
+        f"compile={r['compile']['train']}{_mode(r['compile'])} · {r['date']}",
         f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
         f"{'beam sent/s':>13}",
         *_system_rows(r),
@@ -101,3 +101,8 @@ def memory_line(m: dict) -> str:
 
 def fmt(x, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _mode(compile: dict) -> str:
+    mode = compile.get("mode", "default")  # records made before compile_mode have none
+    return "" if mode == "default" else f" ({mode})"

@@ -38,6 +38,7 @@ from qkvmt.files import write_json, write_text
 from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.model.inputs import build_inputs
 from qkvmt.text.tokenizer import Specials
+from qkvmt.training.compiled import check_compile, compiled
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import prepare_host_memory
 
@@ -65,7 +66,7 @@ def benchmark(cfg: DictConfig) -> dict:
     params = check_same_size(present)
     # compile=true compiles the training step of every system. Decoding stays eager for all:
     # each step has a new cache length, which would recompile or need dynamic shapes.
-    trained = {name: _compiled(m) if cfg.compile else m for name, m in present.items()}
+    trained = {name: _compiled(m, cfg.compile_mode) if cfg.compile else m for name, m in present.items()}
     result = {
         "device": _device_name(hardware),
         "hardware": hardware.to_dict(),
@@ -73,7 +74,7 @@ def benchmark(cfg: DictConfig) -> dict:
         "versions": _versions(),
         "precision": precision,
         "precision_reason": why,
-        "compile": {"train": bool(cfg.compile), "decode": False},
+        "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
         "params": params,
         "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
     }
@@ -93,6 +94,7 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
     device = _device(cfg.device)
     hardware = detect(device.type)
     precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
+    check_compile(cfg.compile, cfg.compile_mode, device.type, "")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     if cfg.train.profile_steps < 0:
@@ -203,12 +205,10 @@ def _memory(cfg, device) -> dict | None:
     return recipe_memory(m.experiment, m.steps, m.every, list(m.overrides), paths)
 
 
-def _compiled(model, backend: str | Callable = "inductor"):
-    """torch.compile of what a training step runs: ours' `loss` (the training loss), a peer's forward.
-    Dynamic from the start: token-budget batches differ in rows and both lengths, and dynamo's
-    default compiles a static graph first, then again once shapes change (and again for a dimension
-    that stayed put until then). On an H200 the default timed no step in 140 s."""
-    compile_ = functools.partial(torch.compile, backend=backend, dynamic=True)
+def _compiled(model, mode: str = "default", backend: str | Callable = "inductor"):
+    """qkvmt.training.compiled of what a training step runs: ours' `loss` (the training loss), a
+    peer's forward."""
+    compile_ = functools.partial(compiled, mode=mode, backend=backend)
     if hasattr(model, "loss"):
         model.loss = compile_(model.loss)
         return model

@@ -27,6 +27,7 @@ from qkvmt.model.checkpoint import (
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import ROW_MULTIPLE
 from qkvmt.text.tokenizer import Specials
+from qkvmt.training.compiled import check_compile
 from qkvmt.training.faults import (
     AtomicCheckpointIO,
     ResumeRng,
@@ -60,6 +61,7 @@ def train(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
     hardware = detect(cfg.trainer.accelerator)
+    check_compile(cfg.module.compile, cfg.module.compile_mode, hardware.device, "module.")
     precision, why = choose_precision(cfg.trainer.precision, hardware)
     memory = RecordHostMemory()
     trainer = build_trainer(cfg, precision, memory)
@@ -134,6 +136,11 @@ def checked_plan(cfg: DictConfig) -> Plan:
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
+        if cfg.module.compile:
+            raise UserError(
+                "module.compile=true: an alignment-supervised step (module.alignment.weight > 0) runs eager, "
+                "its head's weights read on the explicit path; drop module.compile"
+            )
     start = starting_point(cfg.init_from, wanted, dm.src_lang, dm.tgt_lang)
     return Plan(n_average, dm, model_partial, wanted, alignment, start)
 

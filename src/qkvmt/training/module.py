@@ -22,6 +22,7 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.metrics import score
+from qkvmt.training.compiled import compiled, uses_cuda_graphs
 from qkvmt.training.lr_schedule import lr_factor
 from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 from qkvmt.training.progress import logged
@@ -36,6 +37,8 @@ class TranslationModule(L.LightningModule):
     compile: run the training, validation and test loss through torch.compile (dynamic shapes, one
     graph for every batch shape): fused kernels, fewer launches, the whole logits at once.
     Decoding stays eager.
+    compile_mode: torch.compile's mode (qkvmt.training.compiled); reduce-overhead replays a CUDA
+    graph per batch shape, on a GPU only.
     linear_row_multiple: under CPU bf16 autocast, every linear layer of a training, validation or
     test step computes on its rows padded to a multiple of this, so that oneDNN meets few shapes
     (qkvmt.training.matmul_rows); 0: off. Decoding runs in float32 and needs none.
@@ -58,6 +61,7 @@ class TranslationModule(L.LightningModule):
         tgt_lang: str = "",
         alignment: AlignmentSupervision | None = None,
         compile: bool = False,
+        compile_mode: str = "default",
     ):
         super().__init__()
         self.model_config = model_config
@@ -78,7 +82,10 @@ class TranslationModule(L.LightningModule):
         # when the tokens of train/tgt_tok_s began to count, and how many since: set by on_train_start
         self._rate_clock, self._rate_tokens = 0.0, 0
         self.test_scores: dict = {}
-        self._loss = torch.compile(self.plain_loss, dynamic=True) if compile else self.plain_loss
+        self._loss = compiled(self.plain_loss, compile_mode) if compile else self.plain_loss
+        # A CUDA graph's outputs are overwritten by its next replay; the loss is kept longer
+        # (logged, read by callbacks), so it is copied out: one scalar a step.
+        self.copy_loss = compile and uses_cuda_graphs(compile_mode)
 
     def step_kernels(self) -> contextlib.ExitStack:
         """What a training, validation or test step's forward runs under: the chosen attention
@@ -89,7 +96,8 @@ class TranslationModule(L.LightningModule):
         return stack
 
     def loss(self, batch: dict) -> torch.Tensor:
-        return self._loss(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        loss = self._loss(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        return loss.clone() if self.copy_loss else loss
 
     def plain_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.model(src, tgt_in, project=False)  # (B, T, D)
