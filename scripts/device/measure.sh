@@ -93,7 +93,8 @@ base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
 compiled_run() {  # NAME MODE [overrides...]: ours alone, compiled in MODE, 10 steps profiled
   local name=$1 mode=$2
   shift 2
-  python3 scripts/benchmark.py "${base[@]}" compile=true compile_mode="$mode" data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 output_dir="$runs/bench_$name" "$@" 2>&1 | tee "$out/bench_$name.log"
+  # the mode and folder last: the overrides may change the rest, not which run this is
+  python3 scripts/benchmark.py "${base[@]}" data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 "$@" compile=true compile_mode="$mode" output_dir="$runs/bench_$name" 2>&1 | tee "$out/bench_$name.log"
   cp "$runs/bench_$name/benchmark.json" "$out/benchmark_$name.json"
   if [ -f "$runs/bench_$name/profile.txt" ]; then cp "$runs/bench_$name/profile.txt" "$out/profile_$name.txt"; fi
 }

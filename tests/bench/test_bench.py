@@ -381,10 +381,16 @@ def test_growth_is_the_slope_after_the_warm_up():
     assert growth_per_1k_steps([(100, 900.0)]) is None
 
 
-def test_cuda_graphs_on_a_cpu_are_refused_before_anything_is_written(tmp_path):
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (["compile=true", "compile_mode=reduce-overhead"], "compile_mode=reduce-overhead replays CUDA graphs"),
+        (["compile=true", "systems=[ours,ours_align]"], "compile=true with ours_align in systems: training does not"),
+    ],
+)
+def test_a_compiled_step_training_would_not_run_is_refused_before_anything_is_written(tmp_path, settings, message):
     out = tmp_path / "bench"
-    graphs = ["compile=true", "compile_mode=reduce-overhead"]
-    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", *graphs]
+    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", *settings]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0 and "compile_mode=reduce-overhead replays CUDA graphs" in proc.stderr
+    assert proc.returncode != 0 and message in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()

@@ -1,6 +1,7 @@
 """Training end to end: outputs, checkpoints, resume, data sources, DDP, multirun and errors."""
 
 import csv
+import dataclasses
 import functools
 import json
 import logging
@@ -13,6 +14,7 @@ from unittest.mock import patch
 import pytest
 import torch
 
+import qkvmt.pipeline.train
 from qkvmt.commands import app
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import load_model
@@ -407,21 +409,30 @@ def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp
 
 
 @pytest.mark.parametrize(
-    "overrides, message",
+    "device, overrides, message",
     [
         (
+            "cpu",
             ["module.compile=true", "module.compile_mode=reduce-overhead"],
             "module.compile_mode=reduce-overhead replays CUDA graphs, and this run has no CUDA device (cpu)",
         ),
         (
+            "cuda",  # as detected on a GPU machine: the settings' own refusal, not the device's
+            ["module.compile=true", "module.compile_mode=reduce-overhead", "trainer.accumulate_grad_batches=4"],
+            "module.compile_mode=reduce-overhead with trainer.accumulate_grad_batches=4",
+        ),
+        (
+            "cpu",
             ["module.compile=true", "module.alignment.weight=1.0"],
-            "module.compile=true: an alignment-supervised step (module.alignment.weight > 0) runs eager",
+            "module.compile=true: an alignment-supervised step (module.alignment.weight > 0) is not compiled",
         ),
     ],
 )
 def test_a_compiled_step_that_could_not_run_as_asked_is_refused_before_anything_is_written(
-    corpus, tmp_path, overrides, message
+    corpus, tmp_path, monkeypatch, device, overrides, message
 ):
+    detected = detect("cpu")
+    monkeypatch.setattr(qkvmt.pipeline.train, "detect", lambda _: dataclasses.replace(detected, device=device))
     out = tmp_path / "run"
     with pytest.raises(UserError) as e:
         train(compose_train(*tiny_overrides(corpus, out), *overrides))

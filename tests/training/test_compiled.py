@@ -7,31 +7,31 @@ from hydra.utils import instantiate
 from torch._inductor import config as inductor_config
 from torch._inductor import list_mode_options
 
+import qkvmt.training.compiled
 from qkvmt.errors import UserError
 from qkvmt.training.compiled import MODES, check_compile, uses_cuda_graphs
 from tests.conftest import MULTI30K, compose_train, requires_multi30k
 
 
-def test_the_modes_and_which_replay_cuda_graphs_are_torchs_own():
+def test_the_modes_are_torchs_own_and_the_graph_modes_are_those_that_set_cudagraphs():
     assert set(MODES) == set(list_mode_options()) >= {"default", "reduce-overhead", "max-autotune"}
-    assert [m for m in MODES if uses_cuda_graphs(m)] == [
-        m for m in MODES if list_mode_options(m).get("triton.cudagraphs")
-    ]
-    assert uses_cuda_graphs("reduce-overhead") and not uses_cuda_graphs("default")
+    assert uses_cuda_graphs("reduce-overhead") and uses_cuda_graphs("max-autotune")
+    assert not uses_cuda_graphs("default") and not uses_cuda_graphs("max-autotune-no-cudagraphs")
 
 
 @pytest.mark.parametrize(
-    "compile, mode, device, message",
+    "compile, mode, device, accumulate, message",
     [
-        (True, "fast", "cuda", r"^module\.compile_mode='fast': use one of default, .*reduce-overhead"),
-        (False, "max-autotune-no-cudagraphs", "cuda", r"nothing is compiled; add module\.compile=true$"),
-        (True, "reduce-overhead", "cpu", r"replays CUDA graphs, and this run has no CUDA device \(cpu\)"),
-        (True, "max-autotune", "mps", r"replays CUDA graphs, and this run has no CUDA device \(mps\)"),
+        (True, "fast", "cuda", 1, r"^module\.compile_mode='fast': use one of default, .*reduce-overhead"),
+        (False, "max-autotune-no-cudagraphs", "cuda", 1, r"nothing is compiled; add module\.compile=true$"),
+        (True, "reduce-overhead", "cpu", 1, r"replays CUDA graphs, and this run has no CUDA device \(cpu\)"),
+        (True, "max-autotune", "mps", 1, r"replays CUDA graphs, and this run has no CUDA device \(mps\)"),
+        (True, "reduce-overhead", "cuda", 2, r"with trainer\.accumulate_grad_batches=2: a CUDA graph's next replay"),
     ],
 )
-def test_a_mode_that_cannot_take_effect_is_refused_by_name(compile, mode, device, message):
+def test_a_mode_that_cannot_take_effect_is_refused_by_name(compile, mode, device, accumulate, message):
     with pytest.raises(UserError, match=message):
-        check_compile(compile, mode, device, "module.")
+        check_compile(compile, mode, device, "module.", accumulate)
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,14 @@ def test_a_mode_that_cannot_take_effect_is_refused_by_name(compile, mode, device
     ],
 )
 def test_a_mode_that_takes_effect_passes(compile, mode, device):
-    check_compile(compile, mode, device, "module.")
+    check_compile(compile, mode, device, "module.", accumulate=1)
+
+
+def test_graphs_are_refused_with_a_torch_that_would_skip_one_it_cannot_capture(monkeypatch):
+    monkeypatch.setattr(qkvmt.training.compiled, "GRAPHS_OR_ERROR", False)
+    with pytest.raises(UserError, match=r"^compile_mode=reduce-overhead needs torch 2\.9 or later \(this is "):
+        check_compile(True, "reduce-overhead", "cuda", "")
+    check_compile(True, "max-autotune-no-cudagraphs", "cuda", "")  # no graphs, nothing to skip
 
 
 @requires_multi30k

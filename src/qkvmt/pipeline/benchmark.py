@@ -95,6 +95,11 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
     hardware = detect(device.type)
     precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
     check_compile(cfg.compile, cfg.compile_mode, device.type, "")
+    if cfg.compile and "ours_align" in cfg.systems:
+        raise UserError(
+            "compile=true with ours_align in systems: training does not compile an alignment-supervised step; "
+            "benchmark ours_align with compile=false"
+        )
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     if cfg.train.profile_steps < 0:

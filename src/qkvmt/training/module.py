@@ -22,7 +22,7 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.metrics import score
-from qkvmt.training.compiled import compiled, uses_cuda_graphs
+from qkvmt.training.compiled import compiled
 from qkvmt.training.lr_schedule import lr_factor
 from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 from qkvmt.training.progress import logged
@@ -83,9 +83,6 @@ class TranslationModule(L.LightningModule):
         self._rate_clock, self._rate_tokens = 0.0, 0
         self.test_scores: dict = {}
         self._loss = compiled(self.plain_loss, compile_mode) if compile else self.plain_loss
-        # A CUDA graph's outputs are overwritten by its next replay; the loss is kept longer
-        # (logged, read by callbacks), so it is copied out: one scalar a step.
-        self.copy_loss = compile and uses_cuda_graphs(compile_mode)
 
     def step_kernels(self) -> contextlib.ExitStack:
         """What a training, validation or test step's forward runs under: the chosen attention
@@ -96,8 +93,7 @@ class TranslationModule(L.LightningModule):
         return stack
 
     def loss(self, batch: dict) -> torch.Tensor:
-        loss = self._loss(batch["src"], batch["tgt_in"], batch["tgt_out"])
-        return loss.clone() if self.copy_loss else loss
+        return self._loss(batch["src"], batch["tgt_in"], batch["tgt_out"])
 
     def plain_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.model(src, tgt_in, project=False)  # (B, T, D)
