@@ -96,10 +96,9 @@ def check_unpaired(method: str, threshold: float | None, how: str, give: str) ->
     saying to `give` a partner or drop them."""
     if method == AUTO and threshold is None:
         return
-    setting = f"symmetrize={method}" if method != AUTO else f"symmetrize_threshold={threshold:g}"
+    name, value = ("symmetrize", method) if method != AUTO else ("symmetrize_threshold", f"{threshold:g}")
     raise UserError(
-        f"{setting} combines the links of two models, and this links with one{how}: give {give}, "
-        f"or drop {setting.split('=')[0]}="
+        f"{name}={value} combines the links of two models, and this links with one{how}: give {give}, or drop {name}="
     )
 
 

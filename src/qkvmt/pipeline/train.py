@@ -20,14 +20,18 @@ from qkvmt.model.checkpoint import (
     average_checkpoints,
     check_resumable,
     checkpoint_step,
-    last_n,
     model_weights,
     recent_checkpoints,
 )
 from qkvmt.model.config import ModelConfig
-from qkvmt.model.loss import ROW_MULTIPLE
+from qkvmt.pipeline.train_settings import (
+    averaged_count,
+    check_compiled_step,
+    check_module,
+    check_optimized_metric,
+    check_trainer,
+)
 from qkvmt.text.tokenizer import Specials
-from qkvmt.training.compiled import check_compile
 from qkvmt.training.faults import (
     AtomicCheckpointIO,
     ResumeRng,
@@ -61,8 +65,7 @@ def train(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     out = Path(cfg.paths.output_dir)
     hardware = detect(cfg.trainer.accelerator)
-    accumulate = cfg.trainer.get("accumulate_grad_batches") or 1
-    check_compile(cfg.module.compile, cfg.module.compile_mode, hardware.device, "module.", accumulate)
+    check_compiled_step(cfg.module, cfg.trainer, hardware.device, plan.alignment.on)
     precision, why = choose_precision(cfg.trainer.precision, hardware)
     memory = RecordHostMemory()
     trainer = build_trainer(cfg, precision, memory)
@@ -137,11 +140,6 @@ def checked_plan(cfg: DictConfig) -> Plan:
     alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
-        if cfg.module.compile:
-            raise UserError(
-                "module.compile=true: an alignment-supervised step (module.alignment.weight > 0) is not compiled; "
-                "drop module.compile"
-            )
     start = starting_point(cfg.init_from, wanted, dm.src_lang, dm.tgt_lang)
     return Plan(n_average, dm, model_partial, wanted, alignment, start)
 
@@ -249,9 +247,6 @@ def run_test(trainer: L.Trainer, module, dm, last: Path | None, n_average: int) 
     }
 
 
-OPTIMIZABLE = ("test_bleu", "test_chrf", "best_val_bleu", "wall_s")  # numbers train() returns
-
-
 def train_command(cfg: DictConfig) -> float | None:
     """scripts/train.py: train, and give Hydra's sweepers `optimized_metric` (null: nothing)."""
     return optimized_value(train(cfg), cfg.optimized_metric)
@@ -261,43 +256,6 @@ def optimized_value(metrics: dict, name: str | None) -> float | None:
     """The metric a Hydra sweeper optimizes (`optimized_metric`), from train()'s metrics."""
     check_optimized_metric(name)
     return None if name is None or metrics[name] is None else float(metrics[name])
-
-
-def check_optimized_metric(name: str | None) -> None:
-    if name is not None and name not in OPTIMIZABLE:
-        raise UserError(f"optimized_metric={name}: use one of {', '.join(OPTIMIZABLE)} (or null)")
-
-
-def check_module(m: DictConfig) -> None:
-    """The module's row settings, which would otherwise fail deep in a step, or silently."""
-    chunk, multiple = m.loss_chunk_rows, m.linear_row_multiple
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < ROW_MULTIPLE or chunk % ROW_MULTIPLE:
-        raise UserError(
-            f"module.loss_chunk_rows={chunk!r}: give a positive multiple of {ROW_MULTIPLE} "
-            f"(the loss takes its rows {ROW_MULTIPLE} at a time)"
-        )
-    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 0:
-        raise UserError(f"module.linear_row_multiple={multiple!r}: give a whole number of rows, or 0 for no padding")
-
-
-def check_trainer(t: DictConfig) -> None:
-    """The step settings Lightning would reject with a traceback, as one line each."""
-    for name in ("max_steps", "max_epochs"):
-        value = t.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1)):
-            raise UserError(f"trainer.{name}={value!r}: give a positive whole number, or -1 for no limit")
-
-
-def averaged_count(spec: str) -> int:
-    """0 for test_checkpoint=best, N for lastN."""
-    if str(spec) == "best":
-        return 0
-    n = last_n(spec)
-    if n is not None:
-        return n
-    raise UserError(
-        f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints"
-    )
 
 
 def average_for_test(module, last: Path, n: int, write: bool) -> tuple[Path, list[Path]]:
