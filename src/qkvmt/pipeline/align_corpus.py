@@ -117,22 +117,23 @@ class Skipped:
 
 def readers(
     cfg: DictConfig, model: Model, reverse_path: Path | None, chosen
-) -> tuple[LayerReader, LayerReader | None, dict, tuple[str, float] | None]:
+) -> tuple[LayerReader, LayerReader | None, dict, dict]:
     """The forward reader, the reverse one (with `reverse_path`), what corpus.json records of
-    their policies, and their symmetrization (method, threshold) as align_both resolves it:
-    `chosen` (the one model's policy and its record, as align.policy resolves them), or with two
+    their policies, and corpus_links' symmetrization arguments as align_both resolves them (none
+    for one model): `chosen` (the one model's policy and its record, as align.policy resolves them), or with two
     models each one's own, as align_both links."""
     if reverse_path is None:
         policy, recorded = chosen
-        return LayerReader(model, policy), None, {"policy": recorded}, None
+        return LayerReader(model, policy), None, {"policy": recorded}, {}
     forward, reverse = both_directions(cfg, model, reverse_path)
-    method = symmetrization(cfg, forward, reverse)
+    method, threshold = symmetrization(cfg, forward, reverse)
     recorded = {
         "policies": {"forward": forward.policy.to_dict(), "reverse": reverse.policy.to_dict()},
-        **method_of(*method),
+        **method_of(method, threshold),
         "reverse_ckpt_path": [str(p) for p in reverse.model.paths],
     }
-    return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded, method
+    two = {"symmetrization": method, "threshold": threshold}
+    return LayerReader(model, forward.policy), LayerReader(reverse.model, reverse.policy), recorded, two
 
 
 def align_corpus(
@@ -145,8 +146,7 @@ def align_corpus(
     """alignment.pharaoh (one line per pair) and corpus.json in output_dir (default
     <run>/alignments/corpus_<time>), the folder staged and moved into place when complete.
     `chosen`: the one model's policy, without `reverse_path`."""
-    forward, reverse, recorded, method = readers(cfg, model, reverse_path, chosen)
-    two = dict(zip(("symmetrization", "threshold"), method)) if method else {}  # read with two models only
+    forward, reverse, recorded, two = readers(cfg, model, reverse_path, chosen)
     skipped = {reason: Skipped() for reason in REASONS}
 
     def write(f) -> None:
