@@ -141,3 +141,28 @@ def test_edits_outside_the_model_are_one_line_errors_naming_the_range():
             compiled([edit], shape)
     with pytest.raises(UserError, match="is not an edit"):
         compiled([lambda t: t], shape)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Zero(heads=1.5), r"^Zero\.heads=1\.5: give a whole number or a list of whole numbers"),
+        (lambda: Zero(layers="12"), r"^Zero\.layers='12': give a whole number or a list"),  # not '1' and '2'
+        (lambda: Zero(layers=[0, 1.0]), r"^Zero\.layers=\(0, 1\.0\): give a whole number or a list"),
+        (lambda: Patch("x", positions=True), r"^Patch\.positions=True: give a whole number or a list"),
+        (lambda: Swap(1.5, 2), r"^Swap\.a=1\.5: give a whole number$"),
+        (lambda: Knockout(0, "1"), r"^Knockout\.key='1': give a whole number$"),
+        (lambda: Swap(1, 2, 3), r"^Swap\.what=3: give text$"),
+        (lambda: Swap(3, 3), r"^Swap\.a=Swap\.b=3: pick two different source tokens to swap$"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_refused_as_the_edit_is_made(make, message):
+    with pytest.raises(UserError, match=message):
+        make()
+
+
+def test_a_swap_of_one_token_with_itself_is_refused_however_it_is_named():
+    shape = Shape({"encoder": 3, "decoder": 3, "cross": 3}, heads=4, d_k=4, src_len=7, out_len=5)
+    with pytest.raises(UserError, match=r"^Swap\.a=6 and Swap\.b=-1 are the same source token \(6\): pick two"):
+        compiled([Swap(6, -1)], shape)
+    assert compiled([Swap(5, -1)], shape)  # the last two tokens: a swap

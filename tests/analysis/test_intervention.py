@@ -113,3 +113,13 @@ def test_the_result_saves_its_json_and_a_page_marking_the_changed_words(model, t
     page = (folder / "intervention.html").read_text()
     assert re.findall(r"<mark>(.*?)</mark>", page) == saved["changed_words"]
     assert "<iframe" in result._repr_html_()
+
+
+def test_a_knockout_query_is_a_token_of_the_translation_negatives_counting_from_its_end(model):
+    n = len(model.intervene(SENTENCE, qkvmt.Knockout(1, 1)).original_tokens)  # y_1 .. y_m </s>
+    with pytest.raises(UserError, match=rf"^Knockout\.query={n} does not exist: the output tokens are 0\.\.{n - 1} "):
+        model.intervene(SENTENCE, qkvmt.Knockout(n, 1))  # within the search's reach, past the translation
+    from_end, counted = (model.intervene(SENTENCE, qkvmt.Knockout(q, 1, layers=(0,))) for q in (-2, n - 2))
+    np.testing.assert_array_equal(from_end.log_prob_edited, counted.log_prob_edited)
+    change = np.abs(from_end.log_prob_change)
+    assert change[n - 2] > 1e-4 and change[: n - 2].max() < 1e-5  # that row, not the rows before it

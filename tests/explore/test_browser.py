@@ -220,7 +220,7 @@ def test_pick_two_source_tokens_swap_them_and_see_the_apis_edited_translation(br
         return [r.status, (await r.json()).error]; }""",
         {"source": source, "edit": "swap", "what": "keys", "kind": "cross", "a": 0, "b": len(src_tokens)},
     )
-    assert status == 400 and error.startswith(f"b={len(src_tokens)}: give a whole number among the source tokens'")
+    assert status == 400 and error.startswith(f"Swap.b={len(src_tokens)} does not exist: the source tokens are")
     page.click("#what-if-clear")
     assert picked.inner_text().startswith("picked: none") and page.locator("#what-if-tokens .tok.picked").count() == 0
     edit(page, "button[data-edit=swap][data-what=values]", "error")

@@ -37,16 +37,17 @@ def run(folder, out, *edits: str):
     return intervene(compose_inference("intervene", *overrides, *edits))
 
 
-def sample(hint) -> object:
+def sample(hint, i: int) -> object:
     """A value of a field's type as the command line gives it (a list for a tuple); the values
-    are checked against a model only when the edit compiles, so any of the type will do."""
-    return {int: 2, str: "text"}.get(hint, [0, 1])
+    are checked against a model only when the edit compiles, so any of the type will do (whole
+    numbers differ from field to field: a swap of a token with itself is refused at once)."""
+    return {int: 2 + i, str: "text"}.get(hint, [0, 1])
 
 
 @pytest.mark.parametrize("cls", EDITS, ids=lambda c: c.__name__)
 def test_every_edit_type_is_read_as_its_dataclass_with_every_field(cls):
     hints = get_type_hints(cls)
-    given = {f.name: sample(hints[f.name]) for f in fields(cls)}
+    given = {f.name: sample(hints[f.name], i) for i, f in enumerate(fields(cls))}
     (edit,) = edits_of([{cls.__name__.lower(): given}])
     assert edit == cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
     assert type(edit) is cls and edit.layers == (0, 1) and edit.heads == (0, 1)
@@ -71,6 +72,14 @@ def test_edits_keep_their_order_and_their_values():
         ("edits=[{swap: 3}]", r"^edits\[0\]\.swap=3: give its fields"),
         ("edits={swap: {a: 1}}", r"give a list of edits in brackets"),
         ("edits=[]", r"^no edits given"),
+        ("edits=[{zero: {layers: [0], heads: 1.5}}]", r"^Zero\.heads=1\.5: give a whole number or a list of whole"),
+        ("edits=[{patch: {donor: w1, positions: 1.0}}]", r"^Patch\.positions=1\.0: give a whole number or a list"),
+        ("edits=[{zero: {layers: '12'}}]", r"^Zero\.layers='12': give a whole number or a list of whole numbers"),
+        ("edits=[{zero: {heads: [0, true]}}]", r"^Zero\.heads=\(0, True\): give a whole number or a list"),
+        ("edits=[{swap: {a: 1.5}}]", r"^Swap\.a=1\.5: give a whole number$"),
+        ("edits=[{knockout: {query: '3'}}]", r"^Knockout\.query='3': give a whole number$"),
+        ("edits=[{swap: {what: [keys]}}]", r"^Swap\.what=\['keys'\]: give text$"),
+        ("edits=[{swap: {a: 3, b: 3}}]", r"^Swap\.a=Swap\.b=3: pick two different source tokens to swap$"),
         ("study=swap", r"^study=swap measures a corpus of its own edits: leave sentence= and edits= unset$"),
     ],
 )

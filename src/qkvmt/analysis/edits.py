@@ -12,11 +12,18 @@ qkvmt.model.sites (qkvmt.analysis.trace.edited writes them, in forced passes and
 
 Positions are token positions, as the attention maps label them: source tokens x_1 .. x_n </s>
 for keys; for a decoder or cross-attention query, the row that predicts output token `query`.
-`layers` and `heads` are tuples (None: every one); negative layers count from the end.
+`layers` and `heads` are tuples (None: every one; one number is a tuple of one); negative layers
+count from the end. Every field is checked for its type as the edit is made, and against the
+model as it compiles.
+
+An edit written as data (`qkvmt intervene edits=[...]`, the explorer's what-if request) is read by
+qkvmt.analysis.edit_parser into these dataclasses: one parser, one set of checks.
 """
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import get_type_hints
 
 import torch
 from torch import Tensor
@@ -49,13 +56,33 @@ class Shape:
 
 def _in_range(name: str, value: int, n: int, what: str) -> int:
     """value as an index of n things (negative: from the end), or a one-line UserError naming them."""
-    if isinstance(value, bool) or not isinstance(value, int) or not -n <= value < n:
+    if not -n <= value < n:
         raise UserError(f"{name}={value!r} does not exist: {what} are 0..{n - 1} (or -{n}..-1 from the end)")
     return value % n
 
 
-def _listed(value) -> list:
-    return [value] if isinstance(value, int) else list(value)
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _typed(name: str, value, hint):
+    """`value` as a field of type `hint` takes it (a list becomes a tuple), or a one-line
+    UserError: a decimal, a string or a truth value where whole numbers belong is refused here,
+    not split into characters or rounded later."""
+    if hint is int and not _is_whole(value):
+        raise UserError(f"{name}={value!r}: give a whole number")
+    if hint is str and not isinstance(value, str):
+        raise UserError(f"{name}={value!r}: give text")
+    if hint == tuple[int, ...] | None and value is not None:
+        value = (value,) if _is_whole(value) else tuple(value) if isinstance(value, (list, tuple)) else value
+        if not isinstance(value, tuple) or not all(map(_is_whole, value)):
+            raise UserError(f"{name}={value!r}: give a whole number or a list of whole numbers (null: every one)")
+    return value
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return get_type_hints(cls)
 
 
 def _choice(name: str, value: str, choices) -> str:
@@ -84,13 +111,19 @@ class Scope:
     layers: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
 
+    def __post_init__(self):
+        hints = _hints(type(self))
+        for f in fields(self):
+            value = _typed(f"{type(self).__name__}.{f.name}", getattr(self, f.name), hints[f.name])
+            object.__setattr__(self, f.name, value)  # frozen: the checked value, lists as tuples
+
     def chosen(self, shape: Shape, kinds=KINDS) -> tuple[list[int], list[int]]:
         """The layers and heads, checked against `shape` (a bad one is a one-line UserError)."""
         name = type(self).__name__
         _choice(f"{name}.kind", self.kind, kinds)
         n = shape.layers[self.kind]
-        layers = list(range(n)) if self.layers is None else _listed(self.layers)
-        heads = list(range(shape.heads)) if self.heads is None else _listed(self.heads)
+        layers = list(range(n)) if self.layers is None else list(self.layers)
+        heads = list(range(shape.heads)) if self.heads is None else list(self.heads)
         if not layers or not heads:
             raise UserError(f"{name} names no {'layer' if not layers else 'head'}: leave it unset for every one")
         return (
@@ -115,9 +148,18 @@ class Swap(Scope):
     b: int = 1
     what: str = "both"
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.a == self.b:  # refused before any model loads; a and -1 naming one token, as it compiles
+            raise UserError(f"Swap.a=Swap.b={self.a}: pick two different source tokens to swap")
+
     def compile(self, shape: Shape) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
+        if a == b:
+            raise UserError(
+                f"Swap.a={self.a} and Swap.b={self.b} are the same source token ({a}): pick two different tokens"
+            )
 
         def swap(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
             return exchanged(t, a, b, heads)
@@ -166,7 +208,7 @@ class Patch(Scope):
         _choice("Patch.what", self.what, PARTS)
         if self.positions is None and not donor.differs:
             raise UserError(f"the donor {self.donor!r} has the sentence's own tokens: nothing to patch")
-        given = _listed(self.positions) if self.positions is not None else donor.differs
+        given = list(self.positions) if self.positions is not None else donor.differs
         positions = [_in_range("Patch.positions", p, shape.src_len, "the source tokens") for p in given]
         donor_sites = donor.sites
 

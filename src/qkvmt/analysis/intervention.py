@@ -101,12 +101,14 @@ def intervene(
     c, device = model.cfg, next(model.parameters()).device
     src_ids = encode(tokenizer, [source])[0]
     src_len = build_inputs([src_ids], None, c.specials, c.max_positions).src.size(1)
-    # Checked before any search: a query position may be any the search could reach.
     donors = {id(e): donor_of(model, tokenizer, e, src_ids) for e in edits if isinstance(e, Patch)}
+    # Checked before any search, against the longest translation the search could make; then a
+    # query position names a token of the translation itself (negative: from its end).
     limit = int(max_lengths(torch.tensor([src_len]), cfg, c.max_positions)[0])
-    sites = compiled(edits, shape_of(model, src_len, limit), donors)
+    compiled(edits, shape_of(model, src_len, limit), donors)
     if original is None:
         original = translate_ids(model, tokenizer, [source], cfg)[0]
+    sites = compiled(edits, shape_of(model, src_len, len(original) + 1), donors)  # + 1: </s>
     x = build_inputs([src_ids], [original], c.specials, c.max_positions)
     src, tgt_in, tgt_out = x.src.to(device), x.tgt_in.to(device), x.tgt_out.to(device)
     with edited(model, sites):

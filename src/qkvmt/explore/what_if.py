@@ -8,9 +8,12 @@ A request (POST /api/intervene, anything a browser or an attacker can send) is
      attention it takes, "layer": a layer or null (every layer), "head": a head or null (every
      head; zero needs one), "a": ..., "b": ... (swap only: two distinct source token positions)}
 
+Its fields are read and checked as `qkvmt intervene edits=[...]` reads its own: one parser.
+
 The edit names, their parts and kinds are `choices()`, which the page reads: it lists none itself.
 """
 
+from qkvmt.analysis.edit_parser import edit_of as parsed
 from qkvmt.analysis.edits import PARTS, SOURCE_KINDS, Swap, Zero
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
@@ -45,49 +48,37 @@ def choices() -> dict:
     return {name: {k: list(v) for k, v in taken.items()} for name, (_, taken) in EDITS.items()}
 
 
-def _whole(name: str, value, n: int, what: str, optional: bool = False) -> int | None:
-    """value as one of n positions (0..n-1); None only where optional. A bad one: a one-line UserError."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
-        every = f", or null for every {name}" if optional else ""
-        raise UserError(f"{name}={value!r}: give a whole number among {what} (0..{n - 1}){every}")
-    return value
-
-
 def _named(name: str, value, allowed) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise UserError(f"{name}={value!r}: use one of {', '.join(allowed)}")
     return value
 
 
-def edit_of(body: dict, model: Model, src_tokens: list[str]):
-    """The Swap or Zero a request asks for, every field checked against the model and the sentence
-    (src_tokens: x_1 .. x_n </s>, the positions a swap names)."""
+def edit_of(body: dict):
+    """The Swap or Zero a request asks for, read by the edits' own parser (edit_parser), which
+    checks each field's type; its positions, layer and head are checked against the model and
+    the sentence as Model.intervene compiles it, as for every other surface."""
     unknown = [k for k in body if k not in FIELDS]
     if unknown:
         raise UserError(f"unknown field {unknown[0]!r}: a what-if request has {', '.join(FIELDS)}")
     name = _named("edit", body.get("edit"), EDITS)
-    cls, taken = EDITS[name]
-    what = _named("what", body.get("what"), taken["what"])
-    kind = _named("kind", body.get("kind"), taken["kind"])
-    c = model.transformer.cfg
-    n_layers = c.encoder_layers if kind == "encoder" else c.decoder_layers
-    layer = _whole("layer", body.get("layer"), n_layers, f"the {kind} attention's layers", optional=True)
-    head = _whole("head", body.get("head"), c.n_heads, "the heads", optional=name == "swap")
-    scope = {"kind": kind, "layers": None if layer is None else (layer,), "heads": None if head is None else (head,)}
+    taken = EDITS[name][1]
+    scope = {
+        "what": _named("what", body.get("what"), taken["what"]),
+        "kind": _named("kind", body.get("kind"), taken["kind"]),
+        "layers": body.get("layer"),
+        "heads": body.get("head"),
+    }
     if name == "zero":
         given = [k for k in ("a", "b") if body.get(k) is not None]
         if given:
             raise UserError(f"{given[0]}: zero edits a head, not source tokens; leave a and b out")
-        return cls(what, **scope)
-    n = len(src_tokens)
+        if scope["heads"] is None:
+            raise UserError("zero needs a head: pick one (head=0 is the first)")
+        return parsed({name: scope}, "request")
     if body.get("a") is None or body.get("b") is None:
-        raise UserError(f"swap needs two source tokens, a and b: pick two (positions 0..{n - 1})")
-    a, b = (_whole(k, body.get(k), n, "the source tokens' positions") for k in ("a", "b"))
-    if a == b:
-        raise UserError(f"a=b={a}: pick two different source tokens to swap")
-    return cls(a, b, what, **scope)
+        raise UserError("swap needs two source tokens, a and b: pick two")
+    return parsed({name: scope | {"a": body["a"], "b": body["b"]}}, "request")
 
 
 def answer(model: Model, sentence, body: dict, decode: dict) -> dict:
@@ -96,7 +87,7 @@ def answer(model: Model, sentence, body: dict, decode: dict) -> dict:
     again), as the page draws it: both translations, which words of the edited one changed, each
     original token's log-probability with and without the edit, and their total change. Kept per
     sentence and edit (KEPT): asked again, nothing is recomputed."""
-    edit = edit_of(body, model, sentence.attention.src_tokens)
+    edit = edit_of(body)
     if edit not in sentence.edits:
         if len(sentence.edits) >= KEPT:
             del sentence.edits[next(iter(sentence.edits))]
