@@ -148,7 +148,7 @@ def test_edits_outside_the_model_are_one_line_errors_naming_the_range():
     [
         (lambda: Zero(heads=1.5), r"^Zero\.heads=1\.5: give a whole number or a list of whole numbers"),
         (lambda: Zero(layers="12"), r"^Zero\.layers='12': give a whole number or a list"),  # not '1' and '2'
-        (lambda: Zero(layers=[0, 1.0]), r"^Zero\.layers=\(0, 1\.0\): give a whole number or a list"),
+        (lambda: Zero(layers=[0, 1.0]), r"^Zero\.layers=\[0, 1\.0\]: give a whole number or a list"),
         (lambda: Patch("x", positions=True), r"^Patch\.positions=True: give a whole number or a list"),
         (lambda: Swap(1.5, 2), r"^Swap\.a=1\.5: give a whole number$"),
         (lambda: Knockout(0, "1"), r"^Knockout\.key='1': give a whole number$"),

@@ -1,7 +1,8 @@
 """Model.intervene on a bundled model: the edited translation is the search's under the edit (the
 cached search agrees with the uncached one, its oracle), the log-probability change is that of a
 forced pass, swapping a key-value pair changes nothing, every input is checked before any
-decoding, and the result saves itself."""
+decoding (a query position, a token of the translation, once it is known), and the result saves
+itself."""
 
 import json
 import re
@@ -84,7 +85,8 @@ def test_a_patched_value_carries_the_donors_word_and_a_patched_key_does_not(mode
     "edits, message",
     [
         ((qkvmt.Swap(1, 40),), r"^Swap.b=40 does not exist: the source tokens are 0..9 "),
-        ((qkvmt.Knockout(90, 1),), r"^Knockout.query=90 does not exist: the output tokens are 0\.\."),
+        ((qkvmt.Knockout(1, 90),), r"^Knockout.key=90 does not exist: the source tokens are 0\.\.9 "),
+        ((qkvmt.Patch(DONOR, positions=()),), r"^Patch names no position: leave positions unset"),
         ((qkvmt.Patch("Ein kleines Kätzchen"),), r"^the donor 'Ein kleines Kätzchen' splits into \d+ tokens"),
         ((qkvmt.Patch(""),), r"^Patch needs a donor"),
         ((), r"^intervene needs at least one edit"),

@@ -75,7 +75,7 @@ def test_edits_keep_their_order_and_their_values():
         ("edits=[{zero: {layers: [0], heads: 1.5}}]", r"^Zero\.heads=1\.5: give a whole number or a list of whole"),
         ("edits=[{patch: {donor: w1, positions: 1.0}}]", r"^Patch\.positions=1\.0: give a whole number or a list"),
         ("edits=[{zero: {layers: '12'}}]", r"^Zero\.layers='12': give a whole number or a list of whole numbers"),
-        ("edits=[{zero: {heads: [0, true]}}]", r"^Zero\.heads=\(0, True\): give a whole number or a list"),
+        ("edits=[{zero: {heads: [0, true]}}]", r"^Zero\.heads=\[0, True\]: give a whole number or a list"),
         ("edits=[{swap: {a: 1.5}}]", r"^Swap\.a=1\.5: give a whole number$"),
         ("edits=[{knockout: {query: '3'}}]", r"^Knockout\.query='3': give a whole number$"),
         ("edits=[{swap: {what: [keys]}}]", r"^Swap\.what=\['keys'\]: give text$"),

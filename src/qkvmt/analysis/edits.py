@@ -45,10 +45,11 @@ class Shape:
     heads: int
     d_k: int
     src_len: int  # source tokens, </s> included
-    out_len: int  # output tokens of the translation, </s> included
+    out_len: int | None  # output tokens of the translation, </s> included; None: not translated yet
 
-    def positions(self, kind: str, side: str) -> int:
-        """How many query ("query") or key ("key") positions an edit of `kind` may name."""
+    def positions(self, kind: str, side: str) -> int | None:
+        """How many query ("query") or key ("key") positions an edit of `kind` may name (None:
+        output positions, before the translation is known)."""
         if kind == "cross":
             return self.src_len if side == "key" else self.out_len
         return self.src_len if kind == "encoder" else self.out_len
@@ -74,9 +75,9 @@ def _typed(name: str, value, hint):
     if hint is str and not isinstance(value, str):
         raise UserError(f"{name}={value!r}: give text")
     if hint == tuple[int, ...] | None and value is not None:
-        value = (value,) if _is_whole(value) else tuple(value) if isinstance(value, (list, tuple)) else value
-        if not isinstance(value, tuple) or not all(map(_is_whole, value)):
+        if not (_is_whole(value) or isinstance(value, (list, tuple)) and all(map(_is_whole, value))):
             raise UserError(f"{name}={value!r}: give a whole number or a list of whole numbers (null: every one)")
+        return (value,) if _is_whole(value) else tuple(value)
     return value
 
 
@@ -134,6 +135,8 @@ class Scope:
     def position(self, field: str, side: str, shape: Shape) -> int:
         """The edit's `field` as a query or key position of its kind of attention."""
         n = shape.positions(self.kind, side)
+        if n is None:  # checked once the translation is known
+            return getattr(self, field)
         tokens = "source" if self.kind == "encoder" or (self.kind == "cross" and side == "key") else "output"
         return _in_range(f"{type(self).__name__}.{field}", getattr(self, field), n, f"the {tokens} tokens")
 
@@ -209,6 +212,8 @@ class Patch(Scope):
         if self.positions is None and not donor.differs:
             raise UserError(f"the donor {self.donor!r} has the sentence's own tokens: nothing to patch")
         given = list(self.positions) if self.positions is not None else donor.differs
+        if not given:
+            raise UserError("Patch names no position: leave positions unset for every one whose token differs")
         positions = [_in_range("Patch.positions", p, shape.src_len, "the source tokens") for p in given]
         donor_sites = donor.sites
 

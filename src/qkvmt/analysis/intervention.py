@@ -18,7 +18,7 @@ from qkvmt.analysis.edits import Donor, Patch, Shape, compiled, query_positional
 from qkvmt.analysis.forced import token_names
 from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
 from qkvmt.decoding.lines import translate_ids
-from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
@@ -56,7 +56,7 @@ def changed_words(original: str, edited: str) -> list[bool]:
     return [not s for s in same]
 
 
-def shape_of(model: Transformer, src_len: int, out_len: int) -> Shape:
+def shape_of(model: Transformer, src_len: int, out_len: int | None) -> Shape:
     module = attention_modules(model, "cross")[0]
     layers = {kind: len(attention_modules(model, kind)) for kind in KINDS}
     return Shape(layers, module.n_heads, module.d_k, src_len, out_len)
@@ -102,10 +102,9 @@ def intervene(
     src_ids = encode(tokenizer, [source])[0]
     src_len = build_inputs([src_ids], None, c.specials, c.max_positions).src.size(1)
     donors = {id(e): donor_of(model, tokenizer, e, src_ids) for e in edits if isinstance(e, Patch)}
-    # Checked before any search, against the longest translation the search could make; then a
-    # query position names a token of the translation itself (negative: from its end).
-    limit = int(max_lengths(torch.tensor([src_len]), cfg, c.max_positions)[0])
-    compiled(edits, shape_of(model, src_len, limit), donors)
+    # Checked before any search but for output positions, which name tokens of the translation
+    # itself (negative: from its end), checked once it is known.
+    compiled(edits, shape_of(model, src_len, None), donors)
     if original is None:
         original = translate_ids(model, tokenizer, [source], cfg)[0]
     sites = compiled(edits, shape_of(model, src_len, len(original) + 1), donors)  # + 1: </s>
