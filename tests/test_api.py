@@ -153,6 +153,10 @@ def test_align_takes_a_policy_as_an_object_or_a_dict_and_checks_it(model):
     np.testing.assert_allclose(one_head.word_matrix, expected)
     with pytest.raises(UserError, match="alignment.head=7"):
         model.align(SOURCE, policy={"head": 7})
+    with pytest.raises(UserError, match=r"^policy field 'heads': no such field; a policy has layer, head, rows"):
+        model.align(SOURCE, policy={"heads": 1})  # a misspelt field is never ignored
+    with pytest.raises(UserError, match=r"^alignment.layer='0': the decoder has"):
+        model.align(SOURCE, policy={"layer": "0"})
     with pytest.raises(UserError, match="source is empty"):
         model.align("  ")
 

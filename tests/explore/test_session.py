@@ -208,6 +208,7 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
         ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
         ("align", {"source": SOURCE, "policy": {"layer": 9}}, r"alignment.layer=9: the decoder has 2 layers"),
         ("align", {"source": SOURCE, "policy": "best"}, "policy: give an object"),
+        ("sentence", {"source": SOURCE, "policy": {"nope": 1}}, "policy field 'nope': no such field"),
         ("inspect", {"source": SOURCE, "kind": "cross", "layer": 0, "row": 0}, "head=None: give a whole number"),
         (
             "inspect",

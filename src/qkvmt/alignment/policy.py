@@ -64,7 +64,7 @@ class AlignmentPolicy:
             raise UserError(f"alignment.head={head}: use mean, best, or a head 0..{n_heads - 1}")
         if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers <= layer < n_layers:
             raise UserError(
-                f"alignment.layer={layer}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)"
+                f"alignment.layer={layer!r}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)"
             )
         if direction not in DIRECTIONS:
             raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
