@@ -31,7 +31,7 @@ from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.tokenizer import encode
+from qkvmt.text.tokenizer import encode, encode_target
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def row_col_labels(
 def pair_ids(tokenizer: Tokenizer, source: str, target: str | list[int]) -> tuple[list[int], list[int]]:
     """Subword ids of a source text and a target that is text (tokenized with the model's own
     BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced."""
-    return encode(tokenizer, [source])[0], target if isinstance(target, list) else encode(tokenizer, [target])[0]
+    return encode(tokenizer, [source])[0], target if isinstance(target, list) else encode_target(tokenizer, [target])[0]
 
 
 def token_names(tokenizer: Tokenizer, ids) -> list[str]:

@@ -59,11 +59,13 @@ class MarianSentencePiece:
         return [Encoding([self.vocab.get(p, self.unk) for p in self._pieces(t)]) for t in texts]
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        if skip_special_tokens:  # dropped before the pieces are joined, as MarianTokenizer drops them
+            ids = [i for i in ids if i not in self.out_specials]
         out, run = "", []
         for i in ids:
             token = self.out_names.get(i) or self.out_spm.IdToPiece(i)
-            if i in self.out_specials:  # never through SentencePiece; dropped when asked, else kept as written
-                out += self.out_spm.decode_pieces(run) + ("" if skip_special_tokens else token + " ")
+            if i in self.out_specials:  # never through SentencePiece: kept as written
+                out += self.out_spm.decode_pieces(run) + token + " "
                 run = []
             else:
                 run.append(token)

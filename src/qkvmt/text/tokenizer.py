@@ -116,5 +116,11 @@ def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in tok.encode_batch([" ".join(t.split()) for t in texts], add_special_tokens=False)]
 
 
+def encode_target(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
+    """Subword ids of target text: `encode` with the tokenizer's target side where it has one of its own
+    (a Marian SentencePiece pair, qkvmt.hf.tokenizers), else with the one joint tokenizer."""
+    return encode(getattr(tok, "target", tok), texts)
+
+
 def decode(tok: Tokenizer, ids: list[list[int]]) -> list[str]:
     return tok.decode_batch(ids, skip_special_tokens=True)
