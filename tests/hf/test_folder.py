@@ -79,7 +79,7 @@ def test_a_missing_or_a_foreign_weight_is_named(folder):
 
 
 def test_a_folder_without_tokenizer_files_is_named(folder):
-    refused(folder, "has no tokenizer files: it needs Marian's source.spm, target.spm, vocab.json or a tokenizer.json")
+    refused(folder, "has no tokenizer files: it needs Marian's source.spm, target.spm, vocab.json, M2M100's")
 
 
 @pytest.mark.parametrize("d", [16, 15])

@@ -6,7 +6,9 @@ Marian (OPUS-MT) keeps a SentencePiece model per side, source.spm and target.spm
 (target_vocab.json too where the target vocabulary is its own): a piece's id is its place in vocab.json,
 not in the SentencePiece model. Sources are cut with source.spm; text given as a target (a forced pass)
 with target.spm, through `target`. A folder with a tokenizer.json opens with the `tokenizers` library.
-Ids mean what MarianTokenizer's mean; tests/hf/test_tokenizers.py compares them.
+M2M100 keeps one SentencePiece model, sentencepiece.bpe.model, its ids in vocab.json, and a token per
+language after them (qkvmt.hf.languages). Ids mean what MarianTokenizer's and M2M100Tokenizer's mean;
+tests/hf/test_tokenizers.py compares them.
 """
 
 import json
@@ -17,6 +19,7 @@ from qkvmt.errors import UserError, optional_import
 
 SPIECE_UNDERLINE = "▁"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+M2M100_FILES = ("sentencepiece.bpe.model", "vocab.json")
 
 
 @dataclass(frozen=True)
@@ -33,20 +36,31 @@ def sentencepiece(path: Path):
     return model
 
 
-class MarianSentencePiece:
-    """One side of a Marian tokenizer: `spm` cuts text into pieces and `vocab` numbers them (id_to_token
-    reads it too). Decoding reads the target's ids: `out_vocab` names them and `out_spm` joins their pieces
-    (MarianTokenizer joins with the source model when the vocabulary is shared)."""
+class PieceVocabulary:
+    """SentencePiece with its own numbering: `spm` cuts text into pieces and `vocab` numbers them
+    (id_to_token reads it too); one side of a Marian tokenizer, or M2M100's. Decoding reads the target's
+    ids: `out_vocab` names them and `out_spm` joins their pieces (MarianTokenizer joins with the source
+    model when the vocabulary is shared). `added`: tokens numbered after the vocabulary (M2M100's
+    languages), special like `specials`: never cut from text, dropped when decoding skips specials."""
 
     encode_special_tokens = True  # set by qkvmt.text.tokenizer.encode; SentencePiece reads typed "</s>" as text
 
-    def __init__(self, spm, vocab: dict[str, int], out_vocab: dict[str, int], out_spm, specials: tuple[str, ...]):
-        self.spm, self.vocab, self.out_spm = spm, vocab, out_spm
-        self.names = {i: t for t, i in vocab.items()}
-        self.out_names = {i: t for t, i in out_vocab.items()}
+    def __init__(
+        self,
+        spm,
+        vocab: dict[str, int],
+        out_vocab: dict[str, int],
+        out_spm,
+        specials: tuple[str, ...],
+        added: dict[str, int] | None = None,
+    ):
+        added = added or {}
+        self.spm, self.vocab, self.out_spm = spm, vocab | added, out_spm
+        self.names = {i: t for t, i in self.vocab.items()}
+        self.out_names = {i: t for t, i in (out_vocab | added).items()}
         self.unk = vocab["<unk>"]
-        self.out_specials = {out_vocab[t] for t in specials if t in out_vocab}
-        self.target: MarianSentencePiece = self  # the side that cuts target text (marian_tokenizer sets it)
+        self.out_specials = {out_vocab[t] for t in specials if t in out_vocab} | set(added.values())
+        self.target: PieceVocabulary = self  # the side that cuts target text (Marian's is another)
 
     def _pieces(self, text: str) -> list[str]:
         code = []
@@ -88,7 +102,7 @@ class MarianSentencePiece:
         return len(self.vocab)
 
 
-def marian_tokenizer(folder: Path, config: dict) -> MarianSentencePiece:
+def marian_tokenizer(folder: Path, config: dict) -> PieceVocabulary:
     """The source side of a Marian folder's tokenizer, its `target` the other side."""
     read = lambda name: json.loads((folder / name).read_text(encoding="utf-8"))  # noqa: E731
     source, target = sentencepiece(folder / "source.spm"), sentencepiece(folder / "target.spm")
@@ -102,11 +116,11 @@ def marian_tokenizer(folder: Path, config: dict) -> MarianSentencePiece:
         if not (folder / "target_vocab.json").is_file():
             raise UserError(f"{folder}: tokenizer_config.json says separate_vocabs, but there is no target_vocab.json")
         tgt_vocab = read("target_vocab.json")
-        side = MarianSentencePiece(source, vocab, tgt_vocab, target, specials)
-        side.target = MarianSentencePiece(target, tgt_vocab, tgt_vocab, target, specials)
+        side = PieceVocabulary(source, vocab, tgt_vocab, target, specials)
+        side.target = PieceVocabulary(target, tgt_vocab, tgt_vocab, target, specials)
     else:
-        side = MarianSentencePiece(source, vocab, vocab, source, specials)
-        side.target = MarianSentencePiece(target, vocab, vocab, source, specials)
+        side = PieceVocabulary(source, vocab, vocab, source, specials)
+        side.target = PieceVocabulary(target, vocab, vocab, source, specials)
     return side
 
 
@@ -118,8 +132,15 @@ def load_tokenizer(folder) -> object:
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
     if all((folder / n).is_file() for n in MARIAN_FILES):
         return marian_tokenizer(folder, config)
+    if all((folder / n).is_file() for n in M2M100_FILES):
+        from qkvmt.hf.languages import m2m100_tokenizer
+
+        return m2m100_tokenizer(folder, config)
     if (folder / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
 
         return Tokenizer.from_file(str(folder / "tokenizer.json"))
-    raise UserError(f"{folder} has no tokenizer files: it needs Marian's {', '.join(MARIAN_FILES)} or a tokenizer.json")
+    raise UserError(
+        f"{folder} has no tokenizer files: it needs Marian's {', '.join(MARIAN_FILES)}, M2M100's "
+        f"{', '.join(M2M100_FILES)} or a tokenizer.json"
+    )
