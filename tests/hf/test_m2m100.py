@@ -20,7 +20,7 @@ TARGETS = [[EN, 7, 8, 9], [EN, 1 + 4, 6], [FR, 20]]  # a target too: the token f
 GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=14, early_stopping=False)
 
 
-def m2m100(tmp_path, activation: str = "relu", **generation):
+def m2m100(tmp_path, activation: str = "relu", tied: bool = True, **generation):
     config = transformers.M2M100Config(
         vocab_size=VOCAB,
         bos_token_id=BOS,
@@ -28,15 +28,16 @@ def m2m100(tmp_path, activation: str = "relu", **generation):
         eos_token_id=EOS,
         decoder_start_token_id=EOS,
         activation_function=activation,
+        tie_word_embeddings=tied,
         **SMALL,
     )
     hf = randomized(transformers.M2M100ForConditionalGeneration(config))
     return hf, saved(hf, tmp_path / "m2m100", **(GENERATION | generation))
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_logits_match_transformers(tmp_path, activation):
-    hf, folder = m2m100(tmp_path, activation)
+@pytest.mark.parametrize("activation, tied", [("relu", True), ("gelu", True), ("relu", False)])
+def test_logits_match_transformers(tmp_path, activation, tied):
+    hf, folder = m2m100(tmp_path, activation, tied)
     model, _ = ours(folder)
     c = model.cfg
     assert (c.norm_first, c.sinusoidal_layout, c.bos_id, c.output_bias) == (True, "fairseq", EOS, False)
