@@ -75,8 +75,7 @@ class Stepper:
         self.min_len = cfg.min_len
         self.forced_first, self.free_eos = cfg.forced_first_id, cfg.free_eos_at_limit
         c = model.cfg
-        # A model whose decoder starts with </s> (M2M100's) must still end with it.
-        self.banned = torch.tensor(sorted({c.pad_id, c.bos_id} - {c.eos_id}), device=limit.device)
+        self.banned = torch.tensor(c.banned_ids, device=limit.device)
 
     def __call__(self, prefix: Tensor) -> tuple[Tensor, Tensor]:
         """prefix: (N, t + 1) BOS and the t tokens so far -> logits (N, V) and their log
@@ -84,8 +83,9 @@ class Stepper:
 
         Search ranks the logits and normalises only the few it keeps, which spares a
         log_softmax over the whole vocabulary each step. <pad> and <s> never appear inside an
-        output; EOS waits for min_len; a row at its length limit can only end (EOS keeps its
-        own probability, so scores stay comparable).
+        output (ModelConfig.banned_ids); forced_first_id, where set, is the only first token;
+        EOS waits for min_len; a row at its length limit can only end (EOS keeps its own
+        probability, so scores stay comparable, or costs nothing with free_eos_at_limit).
         """
         c = self.model.cfg
         ids = prefix[:, -1:] if self.state is not None else prefix
@@ -95,7 +95,8 @@ class Stepper:
         n_out = prefix.size(1)  # output length if this step ends the row
         logits.index_fill_(1, self.banned, float("-inf"))
         if self.forced_first is not None and n_out == 1:  # only the forced token, at log-probability 0
-            logits = torch.full_like(logits, float("-inf")).index_fill_(1, self._forced(), 0.0) + norm
+            logits = torch.full_like(logits, float("-inf"))
+            logits[:, self.forced_first] = norm[:, 0]
         near_limit = n_out >= self.first_limit
         if near_limit:
             eos = norm[:, 0].clone() if self.free_eos else logits[:, c.eos_id].clone()
@@ -106,9 +107,6 @@ class Stepper:
             logits.masked_fill_(at_limit[:, None], float("-inf"))
             logits[:, c.eos_id] = torch.where(at_limit, eos, logits[:, c.eos_id])
         return logits, norm
-
-    def _forced(self) -> Tensor:
-        return torch.tensor([self.forced_first], device=self.limit.device)
 
     def reorder_beams(self, index: Tensor) -> None:
         """Row i continues row index[i], a beam of the same sentence (the number of rows may

@@ -61,7 +61,10 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
     kind = hf.get("model_type")
     if kind not in DEFAULTS:
         raise UserError(f"{where}: model_type={kind!r} cannot be imported; qkvmt opens {', '.join(MODEL_TYPES)}")
-    get = lambda key: hf.get(key, DEFAULTS[kind].get(key))  # noqa: E731
+
+    def get(key: str):
+        return hf.get(key, DEFAULTS[kind].get(key))
+
     for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
         if get(enc) != get(dec):
             raise UserError(f"{where}: {enc}={get(enc)} and {dec}={get(dec)} differ; qkvmt's layers share one value")
@@ -107,7 +110,10 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
 def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
     """The DecodeConfig fields that make qkvmt's search do what transformers' `generate` does with the
     settings `gen` (generation_config.json, or config.json's generation keys in older folders)."""
-    get = lambda key: gen.get(key, GENERATION_DEFAULTS[key])  # noqa: E731
+
+    def get(key: str):
+        return gen.get(key, GENERATION_DEFAULTS[key])
+
     beams = get("num_beams")
     if get("do_sample"):
         raise UserError(f"{where}: do_sample=true; qkvmt's search is greedy or beam search, not sampling")
@@ -115,10 +121,9 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
         raise UserError(f"{where}: no_repeat_ngram_size={get('no_repeat_ngram_size')} is not in qkvmt's search")
     if get("early_stopping") not in (True, False):
         raise UserError(f"{where}: early_stopping={get('early_stopping')!r}; qkvmt's beam search takes true or false")
-    banned = {cfg.pad_id, cfg.bos_id} - {cfg.eos_id}
     for ids in get("bad_words_ids") or []:
-        if len(ids) != 1 or ids[0] not in banned:
-            raise UserError(f"{where}: bad_words_ids holds {ids}; qkvmt's search bans only {sorted(banned)}")
+        if len(ids) != 1 or ids[0] not in cfg.banned_ids:
+            raise UserError(f"{where}: bad_words_ids holds {ids}; qkvmt's search bans only {cfg.banned_ids}")
     new_tokens = get("max_new_tokens") or get("max_length") - 1  # max_length counts the decoder's start token
     return {
         "beam_size": beams,

@@ -69,6 +69,6 @@ def languages(folder: Path) -> tuple[str, str]:
     and tgt_lang), "" where it names none: a many-to-many model's pair is chosen per call."""
     path = folder / "tokenizer_config.json"
     tc = read_json(path) if path.is_file() else {}
-    return str(tc.get("source_lang") or tc.get("src_lang") or ""), str(
-        tc.get("target_lang") or tc.get("tgt_lang") or ""
-    )
+    src = tc.get("source_lang") or tc.get("src_lang") or ""
+    tgt = tc.get("target_lang") or tc.get("tgt_lang") or ""
+    return str(src), str(tgt)

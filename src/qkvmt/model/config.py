@@ -119,6 +119,12 @@ class ModelConfig:
         return self.tie_embeddings if self.tie_output is None else self.tie_output
 
     @property
+    def banned_ids(self) -> list[int]:
+        """The tokens search never generates: <pad>, and the decoder's first token, unless that is </s>
+        (M2M100's decoder starts with the token that ends it)."""
+        return sorted({self.pad_id, self.bos_id} - {self.eos_id})
+
+    @property
     def specials(self) -> Specials:
         return Specials(pad=self.pad_id, bos=self.bos_id, eos=self.eos_id)
 
