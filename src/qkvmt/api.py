@@ -15,7 +15,7 @@ commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a note
 command give the same numbers for the same checkpoint and settings.
 """
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -125,9 +125,12 @@ class Model:
 
     def decoding(self, settings: DecodeConfig | None = None, **decode) -> DecodeConfig:
         """`settings` (default: the checkpoint's own, its run's test decoding) with the fields
-        given as keywords taking precedence, e.g. decoding(beam_size=1)."""
+        given as keywords taking precedence, e.g. decoding(beam_size=1). A many-to-many model's
+        target language (qkvmt.hf.languages.for_pair) is forced first unless they force another."""
         stored = asdict(settings) if settings is not None else self.meta.decode
-        return DecodeConfig.merged(stored, decode)
+        cfg = DecodeConfig.merged(stored, decode)
+        language = self.meta.decode.get("forced_first_id")
+        return cfg if cfg.forced_first_id is not None or language is None else replace(cfg, forced_first_id=language)
 
     def translate(
         self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode

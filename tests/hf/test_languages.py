@@ -7,11 +7,14 @@ import random
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 import qkvmt
 from qkvmt.errors import UserError
 from qkvmt.hf.tokenizers import load_tokenizer
+from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import decode, encode, encode_target
+from tests.conftest import compose_inference
 from tests.hf.folders import SMALL, randomized, saved
 from tests.hf.test_tokenizers import WORDS
 
@@ -66,15 +69,21 @@ def test_ids_and_text_match_m2m100_tokenizer(tmp_path):
         ours.with_languages(None, "xx")
 
 
-@pytest.mark.parametrize("num_beams", [1, 5])
-def test_m2m100_folder_translates_as_generate_with_the_target_language_forced(tmp_path, num_beams):
-    folder = tmp_path / "m2m100"
+def m2m100_folder(folder, num_beams: int = 1):
+    """A whole M2M100 folder: its tokenizer files and a random model of their vocabulary; and both."""
     tok = m2m100_tokenizer_folder(folder)
     vocab = len(tok.get_vocab()) + 8  # the languages after vocab.json, then fairseq's eight made-up words
     config = transformers.M2M100Config(vocab_size=vocab, activation_function="relu", **SMALL)
     hf = randomized(transformers.M2M100ForConditionalGeneration(config))
     generation = dict(bad_words_ids=[[1]], forced_eos_token_id=2, max_length=12, num_beams=num_beams)
     saved(hf, folder, **generation)
+    return tok, hf
+
+
+@pytest.mark.parametrize("num_beams", [1, 5])
+def test_m2m100_folder_translates_as_generate_with_the_target_language_forced(tmp_path, num_beams):
+    folder = tmp_path / "m2m100"
+    tok, hf = m2m100_folder(folder, num_beams)
     model = qkvmt.load(folder, device="cpu", src_lang="de", tgt_lang="ru")
     assert (model.meta.src_lang, model.meta.tgt_lang) == ("de", "ru")
     out = model.translate(TEXTS)
@@ -86,3 +95,16 @@ def test_m2m100_folder_translates_as_generate_with_the_target_language_forced(tm
     assert [row[0] for row in out.ids] == [tok.get_lang_id("ru")] * len(TEXTS)
     assert out.ids == [[t for t in row[1:] if t not in (1, 2)] for row in expected.tolist()]
     assert list(out) == tok.batch_decode(expected, skip_special_tokens=True)
+
+
+def test_commands_take_the_pair_and_default_to_the_folders(tmp_path):
+    folder = tmp_path / "m2m100"
+    m2m100_folder(folder)
+    for pair, (src, tgt) in (((), ("de", "en")), (("src_lang=en", "tgt_lang=ja"), ("en", "ja"))):
+        out = io.StringIO()
+        cfg = compose_inference("translate", f"ckpt_path={folder}", "sentence='die Katze'", *pair)
+        translate(cfg, stdout=out)  # with the command's own decoding settings, the target language forced all the same
+        model = qkvmt.load(folder, device="cpu", src_lang=src, tgt_lang=tgt)
+        expected = model.translate(["die Katze"], settings=instantiate(cfg.decode))
+        assert expected.ids[0][0] == model.tokenizer.language_id(tgt)
+        assert out.getvalue().splitlines() == list(expected)
