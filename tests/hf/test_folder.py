@@ -3,6 +3,8 @@ model_type, a config value the blocks cannot compute, weights that do not fit, a
 or hold NaN or infinity. And the position tables the import selects equal transformers' own."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -92,3 +94,14 @@ def test_position_tables_are_transformers_own(d):
     pad = 1
     fairseq = M2M100SinusoidalPositionalEmbedding.get_embedding(50 + pad + 1, d, pad)[pad + 1 :]
     assert torch.allclose(sinusoidal_positions(50, d, "fairseq", pad), fairseq, atol=1e-5)
+
+
+def test_the_import_needs_no_optional_package_until_a_folder_asks_for_one():
+    # transformers is never imported at run time; sentencepiece and huggingface_hub only for a folder or name
+    # that needs them, so the core install stays as light as it was.
+    code = (
+        "import sys, qkvmt, qkvmt.api, qkvmt.hf.folder, qkvmt.hf.tokenizers, qkvmt.hf.languages, qkvmt.hf.hub; "
+        "print(sorted({'transformers', 'sentencepiece', 'huggingface_hub'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
