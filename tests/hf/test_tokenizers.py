@@ -78,22 +78,26 @@ def test_marian_ids_and_text_match_marian_tokenizer(tmp_path, separate):
     assert ours.get_vocab() == theirs.get_vocab() if not separate else ours.get_vocab_size() == theirs.vocab_size
 
 
-def whole_marian_folder(folder):
-    """A Marian folder as the hub holds one: tokenizer files and a random model of their vocabulary; and
-    the model and its <pad>."""
-    folder = marian_folder(folder)
+def whole_marian_folder(folder, separate: bool = False):
+    """A Marian folder as the hub holds one: tokenizer files and a random model of their vocabulary (or
+    vocabularies: both of one size here, so <pad> has one id); and the model and its <pad>."""
+    folder = marian_folder(folder, separate)
     vocab = json.loads((folder / "vocab.json").read_text())
     pad = vocab["<pad>"]
     config = transformers.MarianConfig(
         vocab_size=len(vocab), pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, **SMALL
     )
+    if separate:
+        config.share_encoder_decoder_embeddings = False
+        assert json.loads((folder / "target_vocab.json").read_text())["<pad>"] == pad
     hf = randomized(transformers.MarianMTModel(config), eos_bias=1.0)
     saved(hf, folder, bad_words_ids=[[pad]], forced_eos_token_id=0, max_length=12, num_beams=4, early_stopping=False)
     return folder, hf, pad
 
 
-def test_marian_folder_loads_and_translates_as_generate(tmp_path):
-    folder, hf, pad = whole_marian_folder(tmp_path / "opus-mt-de-en")
+@pytest.mark.parametrize("separate", [False, True], ids=["one vocabulary", "separate vocabularies"])
+def test_marian_folder_loads_and_translates_as_generate(tmp_path, separate):
+    folder, hf, pad = whole_marian_folder(tmp_path / "opus-mt-de-en", separate)
     model = qkvmt.load(folder, device="cpu")
     out = model.translate(TEXTS)
     theirs = transformers.MarianTokenizer.from_pretrained(str(folder))
@@ -102,7 +106,8 @@ def test_marian_folder_loads_and_translates_as_generate(tmp_path):
         expected = hf.generate(**batch)
     assert list(out) == theirs.batch_decode(expected, skip_special_tokens=True)
     assert out.ids == [[t for t in row[1:] if t not in (pad, 0)] for row in expected.tolist()]
-    # A view reads the imported model's own attention, the given target cut with target.spm.
+    # A view reads the imported model's own attention, the given target cut with target.spm and its tokens
+    # named by the target's vocabulary.
     seen = model.attention(TEXTS[0], "the man runs .")
     assert seen.tgt_tokens[1:] == theirs.convert_ids_to_tokens(theirs(text_target="the man runs .").input_ids[:-1])
     assert len(seen.src_tokens) == len(theirs(TEXTS[0]).input_ids)

@@ -31,7 +31,7 @@ from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.tokenizer import encode, encode_target
+from qkvmt.text.tokenizer import encode, encode_target, target_side
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,11 @@ def pair_ids(tokenizer: Tokenizer, source: str, target: str | list[int]) -> tupl
 
 def token_names(tokenizer: Tokenizer, ids) -> list[str]:
     return [tokenizer.id_to_token(int(i)) for i in ids]
+
+
+def target_names(tokenizer: Tokenizer, ids) -> list[str]:
+    """Target ids' tokens, named by the target vocabulary where it is its own (qkvmt.text.tokenizer.target_side)."""
+    return token_names(target_side(tokenizer), ids)
 
 
 def one_pass_signals() -> set[str]:
@@ -251,8 +256,8 @@ def forced_attention(
         target=target if isinstance(target, str) else tokenizer.decode(target),
         forced=isinstance(target, str),
         src_tokens=token_names(tokenizer, x.src[0]),
-        tgt_tokens=token_names(tokenizer, x.tgt_in[0]),
-        out_tokens=token_names(tokenizer, x.tgt_out[0]),
+        tgt_tokens=target_names(tokenizer, x.tgt_in[0]),
+        out_tokens=target_names(tokenizer, x.tgt_out[0]),
         signal_maps=computed,
         token_scores=score_tokens(traced.logits[0], context.tgt_out[0], tokenizer),
         contributions=context.shared.computed_contributions,  # computed only if a signal read them

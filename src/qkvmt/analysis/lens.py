@@ -21,7 +21,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from qkvmt.analysis.forced import token_names
+from qkvmt.analysis.forced import target_names
 from qkvmt.analysis.hooks import after
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -113,8 +113,8 @@ def lens(model: Transformer, tokenizer: Tokenizer, source: str, cfg: DecodeConfi
     return LensPass(
         source=source,
         depths=depths,
-        tokens=token_names(tokenizer, tgt_out),
-        top_tokens=[[token_names(tokenizer, row) for row in layer] for layer in top.indices.tolist()],
+        tokens=target_names(tokenizer, tgt_out),
+        top_tokens=[[target_names(tokenizer, row) for row in layer] for layer in top.indices.tolist()],
         top_probs=top.values.cpu().numpy(),
         final_rank=(probs > own).sum(-1).cpu().numpy(),
     )
