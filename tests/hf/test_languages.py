@@ -108,3 +108,52 @@ def test_commands_take_the_pair_and_default_to_the_folders(tmp_path):
         expected = model.translate(["die Katze"], settings=instantiate(cfg.decode))
         assert expected.ids[0][0] == model.tokenizer.language_id(tgt)
         assert out.getvalue().splitlines() == list(expected)
+
+
+NLLB_LANGUAGES = ["deu_Latn", "eng_Latn", "fra_Latn"]
+
+
+def nllb_folder(folder):
+    """An NLLB tokenizer folder (tokenizer.json, its languages listed in tokenizer_config.json), as
+    transformers' NllbTokenizer writes one from a SentencePiece model trained here; and that tokenizer."""
+    rng = random.Random(1)
+    words = WORDS["de"] + WORDS["en"]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + " ." for _ in range(400)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=60, model_type="bpe", minloglevel=2
+    )
+    source = folder.parent / "spm"
+    source.mkdir()
+    (source / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    (source / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
+    tok = transformers.AutoTokenizer.from_pretrained(str(source))
+    tok.add_special_tokens({"additional_special_tokens": NLLB_LANGUAGES})
+    tok.src_lang, tok.tgt_lang = "deu_Latn", "eng_Latn"
+    tok.save_pretrained(str(folder))
+    return transformers.AutoTokenizer.from_pretrained(str(folder))
+
+
+def test_nllb_tokenizer_json_with_its_languages_matches_nllb_tokenizer(tmp_path):
+    theirs = nllb_folder(tmp_path / "nllb")
+    ours = load_tokenizer(tmp_path / "nllb")
+    eos = theirs.eos_token_id
+    assert [row + [eos] for row in encode(ours, TEXTS)] == theirs(TEXTS).input_ids  # deu_Latn first
+    assert [row + [eos] for row in encode_target(ours, TEXTS)] == theirs(text_target=TEXTS).input_ids  # eng_Latn
+    ids = theirs(text_target=TEXTS).input_ids
+    assert decode(ours, ids) == theirs.batch_decode(ids, skip_special_tokens=True)
+
+
+def test_an_nllb_folder_translates_as_generate(tmp_path):
+    folder = tmp_path / "nllb"
+    tok = nllb_folder(folder)
+    config = transformers.M2M100Config(vocab_size=len(tok), activation_function="relu", **SMALL)  # NLLB's type
+    hf = randomized(transformers.M2M100ForConditionalGeneration(config))
+    saved(hf, folder, bad_words_ids=[[1]], forced_eos_token_id=2, max_length=12, num_beams=5)
+    model = qkvmt.load(folder, device="cpu", tgt_lang="fra_Latn")
+    out = model.translate(TEXTS)
+    fra = tok.convert_tokens_to_ids("fra_Latn")
+    with torch.no_grad():
+        expected = hf.generate(**tok(TEXTS, return_tensors="pt", padding=True), forced_bos_token_id=fra)
+    assert out.ids == [[t for t in row[1:] if t not in (1, 2)] for row in expected.tolist()]
+    assert list(out) == tok.batch_decode(expected, skip_special_tokens=True)

@@ -7,7 +7,8 @@ and every target, so one model translates between any pair of its languages.
 `ManyToMany` wraps the tokenizer that cuts text and puts the source's language first; `target` puts the
 target's. The target language reaches the search as DecodeConfig.forced_first_id (`decode_settings`).
 M2M100 numbers its language tokens after vocab.json, in the order its tokenizer_config.json (or
-special_tokens_map.json) lists them as additional special tokens.
+special_tokens_map.json) lists them as additional special tokens; NLLB's tokenizer.json holds its own
+(deu_Latn, ...), which its tokenizer_config.json lists likewise.
 """
 
 import json
@@ -16,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.hf.tokenizers import PieceVocabulary, sentencepiece
+from qkvmt.hf.tokenizers import Encoding, PieceVocabulary, sentencepiece
 
-LANGUAGE_TOKEN = re.compile(r"^__(\w+)__$")  # fairseq's language tokens: __de__, __en__, ...
+# A language's token: fairseq's and M2M100's __de__ (the code inside), or NLLB's deu_Latn (the token is the code).
+LANGUAGE_TOKEN = re.compile(r"^__(\w+)__$|^([a-z]{3}_[A-Z][a-z]{3})$")
 SPECIALS = ("<s>", "</s>", "<pad>", "<unk>")
 
 
@@ -43,15 +45,22 @@ class ManyToMany:
             raise UserError(f"a many-to-many model: {what} ({known})")
         return self.languages[lang]
 
-    def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list:
+    @property
+    def encode_special_tokens(self) -> bool:
+        return self.base.encode_special_tokens
+
+    @encode_special_tokens.setter
+    def encode_special_tokens(self, value: bool) -> None:  # qkvmt.text.tokenizer.encode sets it on the base
+        self.base.encode_special_tokens = value
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[Encoding]:
         first = self.language_id(self.src_lang, "src_lang")
-        out = self.base.encode_batch(texts)
-        return [type(e)([first, *e.ids]) for e in out]
+        return [Encoding([first, *e.ids]) for e in self.base.encode_batch(texts, add_special_tokens=False)]
 
     @property
     def target(self) -> "ManyToMany":
         """The tokenizer of target text: the target's language token first."""
-        return ManyToMany(self.base.target, self.languages, self.tgt_lang, self.tgt_lang)
+        return ManyToMany(getattr(self.base, "target", self.base), self.languages, self.tgt_lang, self.tgt_lang)
 
     def with_languages(self, src_lang: str | None, tgt_lang: str | None) -> "ManyToMany":
         """This tokenizer for another pair (None keeps a side's language); both are checked."""
@@ -63,18 +72,31 @@ class ManyToMany:
 def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
     """M2M100's tokenizer: sentencepiece.bpe.model, vocab.json, and the language tokens numbered after it."""
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-    names = listed_specials(folder, config)
-    codes = [m.group(1) for m in map(LANGUAGE_TOKEN.match, names) if m]
-    if not codes:
+    tokens = language_tokens(folder, config)
+    if not tokens:
         raise UserError(
             f"{folder}: tokenizer_config.json lists no language tokens (__de__, ...) among its additional special "
             f"tokens (language_codes={config.get('language_codes')!r}); qkvmt numbers M2M100's languages from that list"
         )
-    languages = {code: len(vocab) + i for i, code in enumerate(codes)}
+    added = {token: len(vocab) + i for i, (_, token) in enumerate(tokens)}  # numbered after vocab.json, in order
+    languages = {code: added[token] for code, token in tokens}
     spm = sentencepiece(folder / "sentencepiece.bpe.model")
-    added = {f"__{code}__": i for code, i in languages.items()}
     base = PieceVocabulary(spm, vocab, vocab, spm, SPECIALS, added)
     return ManyToMany(base, languages, config.get("src_lang"), config.get("tgt_lang"))
+
+
+def tokenizer_json_languages(tokenizer, folder: Path, config: dict):
+    """A tokenizer.json's tokenizer (a `tokenizers.Tokenizer`), as a ManyToMany where its configuration lists
+    language tokens it holds (NLLB's); else as it is."""
+    languages = {code: tokenizer.token_to_id(token) for code, token in language_tokens(folder, config)}
+    languages = {code: i for code, i in languages.items() if i is not None}
+    return ManyToMany(tokenizer, languages, config.get("src_lang"), config.get("tgt_lang")) if languages else tokenizer
+
+
+def language_tokens(folder: Path, config: dict) -> list[tuple[str, str]]:
+    """(code, token) of each language token among the special tokens the folder lists, in order."""
+    matches = (LANGUAGE_TOKEN.match(token) for token in listed_specials(folder, config))
+    return [(m.group(1) or m.group(2), m.group(0)) for m in matches if m]
 
 
 def listed_specials(folder: Path, config: dict) -> list[str]:

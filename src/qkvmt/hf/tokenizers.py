@@ -139,7 +139,9 @@ def load_tokenizer(folder) -> object:
     if (folder / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
 
-        return Tokenizer.from_file(str(folder / "tokenizer.json"))
+        from qkvmt.hf.languages import tokenizer_json_languages
+
+        return tokenizer_json_languages(Tokenizer.from_file(str(folder / "tokenizer.json")), folder, config)
     raise UserError(
         f"{folder} has no tokenizer files: it needs Marian's {', '.join(MARIAN_FILES)}, M2M100's "
         f"{', '.join(M2M100_FILES)} or a tokenizer.json"
