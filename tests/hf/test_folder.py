@@ -57,9 +57,14 @@ def test_a_config_value_the_blocks_cannot_compute_is_named(folder, changes, matc
     refused(folder, match)
 
 
-def test_a_generation_setting_the_search_lacks_is_named(folder):
-    (folder / "generation_config.json").write_text(json.dumps({"no_repeat_ngram_size": 3}))
-    refused(folder, "no_repeat_ngram_size=3 is not in qkvmt's search")
+@pytest.mark.parametrize(
+    "setting",
+    [dict(no_repeat_ngram_size=3), dict(do_sample=True), dict(repetition_penalty=1.2), dict(min_new_tokens=4)],
+)
+def test_a_generation_setting_the_search_lacks_is_named(folder, setting):
+    (folder / "generation_config.json").write_text(json.dumps(setting))
+    ((key, value),) = setting.items()
+    refused(folder, f"{key}={value!r} is not in qkvmt's search")
 
 
 def test_weights_that_do_not_fit_are_named(folder):

@@ -68,7 +68,9 @@ def test_search_with_a_forced_language_matches_generate(tmp_path, search, langua
     got = [
         h.tokens
         for h in generate(
-            model, build_inputs(SOURCES, None, model.cfg.specials).src, DecodeConfig(**decode, forced_first_id=language)
+            model,
+            build_inputs(SOURCES, None, model.cfg.specials).src,
+            DecodeConfig(**(decode | {"forced_first_id": language})),
         )
     ]
     assert all(row[0] == language for row in got)

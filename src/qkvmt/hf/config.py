@@ -52,7 +52,25 @@ GENERATION_DEFAULTS = {
     "no_repeat_ngram_size": 0,
     "do_sample": False,
     "forced_eos_token_id": None,
+    "forced_bos_token_id": None,
     "bad_words_ids": None,
+}
+# Settings of `generate` that qkvmt's search does not have, at the values that leave generate as it is:
+# a folder that sets another is refused rather than decoded otherwise.
+NEUTRAL = {
+    "do_sample": False,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "min_new_tokens": None,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "forced_decoder_ids": None,
+    "sequence_bias": None,
+    "exponential_decay_length_penalty": None,
+    "renormalize_logits": False,
 }
 
 
@@ -114,11 +132,9 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
     def get(key: str):
         return gen.get(key, GENERATION_DEFAULTS[key])
 
-    beams = get("num_beams")
-    if get("do_sample"):
-        raise UserError(f"{where}: do_sample=true; qkvmt's search is greedy or beam search, not sampling")
-    if get("no_repeat_ngram_size"):
-        raise UserError(f"{where}: no_repeat_ngram_size={get('no_repeat_ngram_size')} is not in qkvmt's search")
+    for key, neutral in NEUTRAL.items():
+        if gen.get(key, neutral) not in (neutral, None):
+            raise UserError(f"{where}: {key}={gen[key]!r} is not in qkvmt's search (greedy or beam search)")
     if get("early_stopping") not in (True, False):
         raise UserError(f"{where}: early_stopping={get('early_stopping')!r}; qkvmt's beam search takes true or false")
     for ids in get("bad_words_ids") or []:
@@ -126,7 +142,7 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
             raise UserError(f"{where}: bad_words_ids holds {ids}; qkvmt's search bans only {cfg.banned_ids}")
     new_tokens = get("max_new_tokens") or get("max_length") - 1  # max_length counts the decoder's start token
     return {
-        "beam_size": beams,
+        "beam_size": get("num_beams"),
         "len_penalty": float(get("length_penalty")),
         "len_penalty_style": "fairseq",  # score / length^alpha, the length counting </s>: transformers' too
         "max_len_a": 0.0,
@@ -134,4 +150,5 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
         "min_len": max(1, get("min_length")),  # transformers' min_length counts the start token, ours </s>
         "free_eos_at_limit": get("forced_eos_token_id") == cfg.eos_id,
         "early_stopping": get("early_stopping"),
+        "forced_first_id": get("forced_bos_token_id"),  # a one-direction many-to-many model's target language
     }
