@@ -85,6 +85,11 @@ def test_a_missing_or_a_foreign_weight_is_named(folder):
     refused(folder, "no weight model.decoder.layers.2.fc2.bias")
 
 
+def test_a_tied_copy_that_differs_is_named(folder):
+    edit_weights(folder, lambda w: w.__setitem__("lm_head.weight", torch.zeros(30, 16)))
+    refused(folder, "lm_head.weight differs from the matrix config.json ties it to")
+
+
 def test_a_folder_without_tokenizer_files_is_named(folder):
     refused(folder, "has no tokenizer files: it needs Marian's source.spm, target.spm, vocab.json, M2M100's")
 

@@ -108,10 +108,15 @@ def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str
     if cfg.norm_first:  # pre-LN: each stack ends with a LayerNorm
         linear("encoder_norm", "model.encoder.layer_norm")
         linear("decoder_norm", "model.decoder.layer_norm")
-    # Tied copies that the file holds as well as the one read are the same matrix: nothing left over.
-    tied = {encoder_embed, decoder_embed} if cfg.tie_embeddings else {shared}  # `shared` unused when untied
-    tied |= {"lm_head.weight"} if cfg.output_tied else set()
-    left = sorted(set(hf) - used - tied - set(REBUILT))
+    # Copies of a tied matrix that the file holds beside the one read must be that matrix; `shared` is unused
+    # when the embeddings are untied.
+    tied = {encoder_embed: "src_embed.tokens.weight", decoder_embed: "src_embed.tokens.weight"}
+    tied = tied if cfg.tie_embeddings else {}
+    tied |= {"lm_head.weight": "output.weight"} if cfg.output_tied else {}
+    for name, ours in tied.items():
+        if name in hf and not torch.equal(hf[name].float(), out[ours]):
+            raise UserError(f"{where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
+    left = sorted(set(hf) - used - set(tied) - set(REBUILT) - ({shared} if not cfg.tie_embeddings else set()))
     if left:
         raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
     return out
