@@ -104,6 +104,12 @@ class Model:
         fabric = fabric() if callable(fabric) else fabric
         return cls(fabric.to_device(transformer), tokenizer, meta, paths, fabric)
 
+    def pair(self, src_lang: str | None = None, tgt_lang: str | None = None) -> "Model":
+        """This many-to-many model translating src_lang -> tgt_lang (None keeps a side), without loading it
+        again: the same weights, the tokenizer and forced target language of the new pair."""
+        tokenizer, meta = for_pair(self.tokenizer, self.meta, src_lang, tgt_lang)
+        return Model(self.transformer, tokenizer, meta, self.paths, self.fabric)
+
     def __repr__(self) -> str:
         c = self.transformer.cfg
         name = bundled_name(self.paths[0])

@@ -97,6 +97,17 @@ def test_m2m100_folder_translates_as_generate_with_the_target_language_forced(tm
     assert list(out) == tok.batch_decode(expected, skip_special_tokens=True)
 
 
+def test_a_loaded_model_turns_to_another_pair_without_loading_again(tmp_path):
+    folder = tmp_path / "m2m100"
+    tok, _ = m2m100_folder(folder)
+    model = qkvmt.load(folder, device="cpu")  # the folder's pair: de -> en
+    other = model.pair(tgt_lang="ja")
+    assert other.transformer is model.transformer and (other.meta.src_lang, other.meta.tgt_lang) == ("de", "ja")
+    assert [row[0] for row in other.translate(TEXTS).ids] == [tok.get_lang_id("ja")] * len(TEXTS)
+    assert [row[0] for row in model.translate(TEXTS).ids] == [tok.get_lang_id("en")] * len(TEXTS)
+    assert other.translate(TEXTS).ids == qkvmt.load(folder, device="cpu", tgt_lang="ja").translate(TEXTS).ids
+
+
 def test_commands_take_the_pair_and_default_to_the_folders(tmp_path):
     folder = tmp_path / "m2m100"
     m2m100_folder(folder)
