@@ -15,7 +15,7 @@ commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a note
 command give the same numbers for the same checkpoint and settings.
 """
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -31,6 +31,7 @@ from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import is_ctranslate2_folder, load_ctranslate2
+from qkvmt.hf.languages import for_pair
 from qkvmt.model.checkpoint import CheckpointMeta, average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.sources import required_text
@@ -43,7 +44,14 @@ from qkvmt.views.sentence_attention import SentenceAttention
 from qkvmt.views.translations import Translations
 
 
-def load(path, average: list | None = None, device: str = "auto", precision: str = "32-true"):
+def load(
+    path,
+    average: list | None = None,
+    device: str = "auto",
+    precision: str = "32-true",
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+):
     """A trained model from `path` (text or any os.PathLike, a pathlib.Path):
 
     - the name of a model that ships with qkvmt, or an entry of `qkvmt.pretrained()` (which lists
@@ -51,11 +59,13 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
     - a folder from `qkvmt export format=safetensors` -> `Model`;
     - a checkpoint (.ckpt, from qkvmt train or qkvmt average) -> `Model`;
     - a training run's folder -> `Model` of its checkpoints/best.ckpt;
-    - a folder from `qkvmt export format=ctranslate2` -> a CTranslate2Model, which translates.
+    - a folder from `qkvmt export format=ctranslate2` -> a CTranslate2Model, which translates;
+    - a Hugging Face model folder (Marian, M2M100), or hf:ORG/NAME in huggingface_hub's cache -> `Model`.
 
     average: more checkpoint files; the model is then the average of `path` and them.
     device: where Lightning Fabric puts the model ("auto": a GPU when there is one, or "cpu").
     precision: a Lightning precision for translation ("32-true", "bf16-mixed", ...).
+    src_lang, tgt_lang: the pair a many-to-many model (M2M100) translates; by default the one its folder names.
     """
     path = resolve(path)
     if path.is_dir() and is_ctranslate2_folder(path):
@@ -70,7 +80,7 @@ def load(path, average: list | None = None, device: str = "auto", precision: str
 
         return L.Fabric(accelerator=device, devices=1, precision=precision)
 
-    return Model.from_checkpoints([path, *map(resolve, average or [])], fabric)
+    return Model.from_checkpoints([path, *map(resolve, average or [])], fabric, src_lang, tgt_lang)
 
 
 class Model:
@@ -81,14 +91,24 @@ class Model:
         self.paths, self.fabric = paths, fabric
 
     @classmethod
-    def from_checkpoints(cls, paths: list[Path], fabric) -> "Model":
+    def from_checkpoints(
+        cls, paths: list[Path], fabric, src_lang: str | None = None, tgt_lang: str | None = None
+    ) -> "Model":
         """The model of one checkpoint file, or the average of several, placed by `fabric`: a
         Lightning Fabric, or a function that makes one once the files are read (Lightning takes
-        seconds to import, and a missing or bad file should not wait for it)."""
+        seconds to import, and a missing or bad file should not wait for it). src_lang, tgt_lang:
+        the pair of a many-to-many model (qkvmt.hf.languages.for_pair)."""
         ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
         transformer, tokenizer = build_model(ckpt, paths[0])
+        tokenizer, meta = for_pair(tokenizer, CheckpointMeta.from_dict(ckpt["qkvmt"]), src_lang, tgt_lang)
         fabric = fabric() if callable(fabric) else fabric
-        return cls(fabric.to_device(transformer), tokenizer, CheckpointMeta.from_dict(ckpt["qkvmt"]), paths, fabric)
+        return cls(fabric.to_device(transformer), tokenizer, meta, paths, fabric)
+
+    def pair(self, src_lang: str | None = None, tgt_lang: str | None = None) -> "Model":
+        """This many-to-many model translating src_lang -> tgt_lang (None keeps a side), without loading it
+        again: the same weights, the tokenizer and forced target language of the new pair."""
+        tokenizer, meta = for_pair(self.tokenizer, self.meta, src_lang, tgt_lang)
+        return Model(self.transformer, tokenizer, meta, self.paths, self.fabric)
 
     def __repr__(self) -> str:
         c = self.transformer.cfg
@@ -111,9 +131,12 @@ class Model:
 
     def decoding(self, settings: DecodeConfig | None = None, **decode) -> DecodeConfig:
         """`settings` (default: the checkpoint's own, its run's test decoding) with the fields
-        given as keywords taking precedence, e.g. decoding(beam_size=1)."""
+        given as keywords taking precedence, e.g. decoding(beam_size=1). A many-to-many model's
+        target language (qkvmt.hf.languages.for_pair) is forced first unless they force another."""
         stored = asdict(settings) if settings is not None else self.meta.decode
-        return DecodeConfig.merged(stored, decode)
+        cfg = DecodeConfig.merged(stored, decode)
+        language = self.meta.decode.get("forced_first_id")
+        return cfg if cfg.forced_first_id is not None or language is None else replace(cfg, forced_first_id=language)
 
     def translate(
         self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode

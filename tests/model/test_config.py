@@ -37,3 +37,27 @@ def test_a_stored_config_from_before_positions_were_configurable_is_sinusoidal()
     stored = ModelConfig(vocab_size=100, d_model=32, n_heads=4).to_dict()
     del stored["positions"]
     assert ModelConfig.from_dict(stored).positions == "sinusoidal"
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        (dict(activation="tanh"), r"model\.activation='tanh': use one of relu, gelu, swish, silu"),
+        (dict(sinusoidal_layout="spiral"), r"model\.sinusoidal_layout='spiral': use one of interleaved, halves"),
+        (dict(tgt_vocab_size=0), r"model\.tgt_vocab_size=0: give a positive whole number or null"),
+        (dict(tie_output="yes"), r"model\.tie_output='yes': give true, false or null"),
+        (dict(tgt_vocab_size=120), r"model\.tgt_vocab_size=120 differs from model\.vocab_size=100: .*tie_embeddings"),
+    ],
+)
+def test_the_settings_of_imported_architectures_are_checked(settings, match):
+    with pytest.raises(UserError, match=match):
+        ModelConfig(vocab_size=100, **settings)
+
+
+def test_a_stored_config_from_before_imported_architectures_builds_qkvmts_own_model():
+    # The import's settings at their defaults are qkvmt's model: a checkpoint without them loads as before.
+    stored = ModelConfig(vocab_size=100, d_model=32, n_heads=4).to_dict()
+    added = ("activation", "scale_embeddings", "sinusoidal_layout", "tgt_vocab_size", "tie_output", "output_bias")
+    cfg = ModelConfig.from_dict({k: v for k, v in stored.items() if k not in added})
+    assert (cfg.activation, cfg.scale_embeddings, cfg.sinusoidal_layout) == ("relu", True, "interleaved")
+    assert (cfg.target_vocab_size, cfg.output_tied, cfg.output_bias, cfg.banned_ids) == (100, True, False, [0, 1])

@@ -30,11 +30,11 @@ import torch
 from qkvmt.alignment.directions import SOFT_THRESHOLD, TwoWay
 from qkvmt.alignment.links import Link, pair_word_groups
 from qkvmt.alignment.policy import AlignmentPolicy, directed_links
-from qkvmt.analysis.forced import AttentionMap, token_names
+from qkvmt.analysis.forced import AttentionMap, target_names, token_names
 from qkvmt.data.batching import token_budget_batches
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
-from qkvmt.text.tokenizer import encode
+from qkvmt.text.tokenizer import encode, encode_target
 
 # Why a pair gets an empty line instead of links.
 EMPTY = "empty"  # a side is empty
@@ -84,13 +84,13 @@ class LayerReader:
         c, eos = self.transformer.cfg, self.transformer.cfg.eos_id
         out: list[Prepared | str] = []
         for source, target, src, tgt in zip(
-            sources, targets, encode(self.tokenizer, sources), encode(self.tokenizer, targets)
+            sources, targets, encode(self.tokenizer, sources), encode_target(self.tokenizer, targets)
         ):
             if not (fits(len(src), c.max_positions) and fits(len(tgt), c.max_positions)):
                 out.append(TOO_LONG)
                 continue
             src_tokens = token_names(self.tokenizer, [*src, eos])
-            out_tokens = token_names(self.tokenizer, [*tgt, eos])
+            out_tokens = target_names(self.tokenizer, [*tgt, eos])
             groups = pair_word_groups(src_tokens, out_tokens, source, target)
             out.append(UNGROUPED if groups is None else Prepared(src, tgt, src_tokens, out_tokens, *groups))
         return out

@@ -31,7 +31,7 @@ from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.tokenizer import encode
+from qkvmt.text.tokenizer import encode, encode_target, target_side
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +88,16 @@ def row_col_labels(
 def pair_ids(tokenizer: Tokenizer, source: str, target: str | list[int]) -> tuple[list[int], list[int]]:
     """Subword ids of a source text and a target that is text (tokenized with the model's own
     BPE) or the ids decoding generated, so a hypothesis is forced exactly as it was produced."""
-    return encode(tokenizer, [source])[0], target if isinstance(target, list) else encode(tokenizer, [target])[0]
+    return encode(tokenizer, [source])[0], target if isinstance(target, list) else encode_target(tokenizer, [target])[0]
 
 
 def token_names(tokenizer: Tokenizer, ids) -> list[str]:
     return [tokenizer.id_to_token(int(i)) for i in ids]
+
+
+def target_names(tokenizer: Tokenizer, ids) -> list[str]:
+    """Target ids' tokens, named by the target vocabulary where it is its own (qkvmt.text.tokenizer.target_side)."""
+    return token_names(target_side(tokenizer), ids)
 
 
 def one_pass_signals() -> set[str]:
@@ -251,8 +256,8 @@ def forced_attention(
         target=target if isinstance(target, str) else tokenizer.decode(target),
         forced=isinstance(target, str),
         src_tokens=token_names(tokenizer, x.src[0]),
-        tgt_tokens=token_names(tokenizer, x.tgt_in[0]),
-        out_tokens=token_names(tokenizer, x.tgt_out[0]),
+        tgt_tokens=target_names(tokenizer, x.tgt_in[0]),
+        out_tokens=target_names(tokenizer, x.tgt_out[0]),
         signal_maps=computed,
         token_scores=score_tokens(traced.logits[0], context.tgt_out[0], tokenizer),
         contributions=context.shared.computed_contributions,  # computed only if a signal read them

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from qkvmt.analysis.forced import pair_ids, row_col_labels, token_names
+from qkvmt.analysis.forced import pair_ids, row_col_labels, target_names, token_names
 from qkvmt.analysis.trace import KINDS, attention_modules, trace
 from qkvmt.analysis.value_norms import transformed_values
 from qkvmt.errors import UserError
@@ -131,7 +131,10 @@ def inspect_head(
     forward_output = site.heads[0, :, head * module.d_k : (head + 1) * module.d_k]  # (T_q, d_k): W_O's input
     added = transformed_values(site)[0, head].norm(dim=-1)  # (T_k,): ‖W_O^h v_j‖
     q_tokens, k_tokens = row_col_labels(
-        kind, *(token_names(tokenizer, t[0]) for t in (inputs.src, inputs.tgt_in, inputs.tgt_out))
+        kind,
+        token_names(tokenizer, inputs.src[0]),
+        target_names(tokenizer, inputs.tgt_in[0]),
+        target_names(tokenizer, inputs.tgt_out[0]),
     )
     top = weights.topk(min(top_k, weights.size(1)), dim=-1)
     as_array = lambda t: t.float().cpu().numpy()  # noqa: E731

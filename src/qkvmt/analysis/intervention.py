@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.analysis.edits import Donor, Patch, Shape, compiled, query_positional
-from qkvmt.analysis.forced import token_names
+from qkvmt.analysis.forced import target_names, token_names
 from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -121,8 +121,8 @@ def intervene(
         src_tokens=token_names(tokenizer, x.src[0]),
         original=original_text,
         edited=edited_text,
-        original_tokens=token_names(tokenizer, x.tgt_out[0]),
-        edited_tokens=token_names(tokenizer, [*changed, c.eos_id]),
+        original_tokens=target_names(tokenizer, x.tgt_out[0]),
+        edited_tokens=target_names(tokenizer, [*changed, c.eos_id]),
         changed=changed_words(original_text, edited_text),
         log_prob=log_prob,
         log_prob_edited=log_prob_edited,

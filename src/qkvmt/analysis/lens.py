@@ -21,7 +21,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from qkvmt.analysis.forced import token_names
+from qkvmt.analysis.forced import target_names
 from qkvmt.analysis.hooks import after
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -93,8 +93,10 @@ class LensPass:
 @torch.no_grad()
 def lens(model: Transformer, tokenizer: Tokenizer, source: str, cfg: DecodeConfig, top_k: int = 3) -> LensPass:
     """DecoderLens translations of `source` and the logit lens over the model's translation."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.cfg.vocab_size:
-        raise UserError(f"top_k={top_k!r}: give a whole number from 1 to the vocabulary's {model.cfg.vocab_size}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.cfg.target_vocab_size:
+        raise UserError(
+            f"top_k={top_k!r}: give a whole number from 1 to the vocabulary's {model.cfg.target_vocab_size}"
+        )
     per_depth = [d[0] for d in depth_ids(model, tokenizer, [source], cfg)]
     depths, ids = decode(tokenizer, per_depth), per_depth[-1]  # the last depth is the model's own translation
     c, device = model.cfg, next(model.parameters()).device
@@ -111,8 +113,8 @@ def lens(model: Transformer, tokenizer: Tokenizer, source: str, cfg: DecodeConfi
     return LensPass(
         source=source,
         depths=depths,
-        tokens=token_names(tokenizer, tgt_out),
-        top_tokens=[[token_names(tokenizer, row) for row in layer] for layer in top.indices.tolist()],
+        tokens=target_names(tokenizer, tgt_out),
+        top_tokens=[[target_names(tokenizer, row) for row in layer] for layer in top.indices.tolist()],
         top_probs=top.values.cpu().numpy(),
         final_rank=(probs > own).sum(-1).cpu().numpy(),
     )

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from qkvmt.text.tokenizer import target_side
+
 TOP = 5  # alternatives shown per token
 
 
@@ -28,7 +30,7 @@ def score_tokens(logits: Tensor, ids: Tensor, tokenizer: Tokenizer, top: int = T
     entropy = -(p * logp).sum(dim=-1)  # (T,)
     best = p.topk(min(top, p.size(-1)), dim=-1)
     chosen = p.gather(-1, ids[:, None])[:, 0]
-    name = tokenizer.id_to_token
+    name = target_side(tokenizer).id_to_token  # the rows predict target tokens
     return [
         TokenScore(name(int(i)), float(c), float(h), tuple((name(int(j)), float(q)) for q, j in zip(qs, js)))
         for i, c, h, qs, js in zip(

@@ -27,12 +27,16 @@ def resolve(spec) -> Path:
     """The path `spec` names: an existing file or folder as it is, else a bundled model's folder.
 
     spec: a path as text, any os.PathLike (a pathlib.Path, or an entry of `pretrained()`, which
-    names its folder), or a bundled model's name."""
+    names its folder), a bundled model's name, or hf:ORG/NAME (qkvmt.hf.hub)."""
     if not isinstance(spec, str | bytes | os.PathLike):
         raise TypeError(
             f"a model is a path, a bundled model's name or an entry of qkvmt.pretrained(), not {type(spec).__name__}"
         )
     text = os.fsdecode(spec)
+    if text.startswith("hf:"):  # a Hugging Face Hub model, in (or fetched into) huggingface_hub's cache
+        from qkvmt.hf.hub import hub_folder
+
+        return hub_folder(text.removeprefix("hf:"))
     path = Path(text)
     if not path.exists() and text in bundled_names():
         return HERE / text

@@ -25,6 +25,13 @@ class DecodeConfig:
     len_penalty_style: str = "fairseq"  # fairseq: score / len^a; gnmt: score / ((5 + len) / 6)^a
     use_cache: bool = True
     max_tokens: int = 4096  # source tokens per batch (each sentence decodes beam_size rows)
+    # Settings of models imported from transformers (qkvmt.hf), each at the value that keeps qkvmt's own search:
+    forced_first_id: int | None = None  # the first output token, forced at log-probability 0: the target
+    # language of a many-to-many model (transformers' forced_bos_token_id)
+    free_eos_at_limit: bool = False  # at the length limit </s> is forced at log-probability 0, as transformers'
+    # forced_eos_token_id does, instead of keeping its own
+    early_stopping: bool = True  # a sentence stops at beam_size finished hypotheses; False: transformers'
+    # early_stopping=False, which goes on while the best live beam, scored at its length now, beats the worst finished
 
     def __post_init__(self):
         if self.beam_size < 1:
@@ -66,8 +73,9 @@ class Stepper:
         self.first_limit = int(limit.min())  # before it, no row is at its limit (known on the host)
         self.state = model.new_state() if cfg.use_cache else None
         self.min_len = cfg.min_len
+        self.forced_first, self.free_eos = cfg.forced_first_id, cfg.free_eos_at_limit
         c = model.cfg
-        self.banned = torch.tensor([c.pad_id, c.bos_id], device=limit.device)
+        self.banned = torch.tensor(c.banned_ids, device=limit.device)
 
     def __call__(self, prefix: Tensor) -> tuple[Tensor, Tensor]:
         """prefix: (N, t + 1) BOS and the t tokens so far -> logits (N, V) and their log
@@ -75,8 +83,9 @@ class Stepper:
 
         Search ranks the logits and normalises only the few it keeps, which spares a
         log_softmax over the whole vocabulary each step. <pad> and <s> never appear inside an
-        output; EOS waits for min_len; a row at its length limit can only end (EOS keeps its
-        own probability, so scores stay comparable).
+        output (ModelConfig.banned_ids); forced_first_id, where set, is the only first token;
+        EOS waits for min_len; a row at its length limit can only end (EOS keeps its own
+        probability, so scores stay comparable, or costs nothing with free_eos_at_limit).
         """
         c = self.model.cfg
         ids = prefix[:, -1:] if self.state is not None else prefix
@@ -85,9 +94,12 @@ class Stepper:
         norm = logits.logsumexp(dim=-1, keepdim=True)
         n_out = prefix.size(1)  # output length if this step ends the row
         logits.index_fill_(1, self.banned, float("-inf"))
+        if self.forced_first is not None and n_out == 1:  # only the forced token, at log-probability 0
+            logits = torch.full_like(logits, float("-inf"))
+            logits[:, self.forced_first] = norm[:, 0]
         near_limit = n_out >= self.first_limit
         if near_limit:
-            eos = logits[:, c.eos_id].clone()
+            eos = norm[:, 0].clone() if self.free_eos else logits[:, c.eos_id].clone()
         if n_out < self.min_len:
             logits[:, c.eos_id] = float("-inf")
         if near_limit:  # the length limit wins over min_len
@@ -139,7 +151,7 @@ class Finished:
     where candidates that are not taken land, so every step writes with one scatter."""
 
     def __init__(self, b: int, k: int, max_t: int, pad_id: int, device):
-        self.k = k
+        self.k, self.pad_id = k, pad_id
         self.scores = torch.full((b, k + 1), float("-inf"), device=device)
         self.tokens = torch.full((b, k + 1, max_t), pad_id, dtype=torch.long, device=device)
         self.count = torch.zeros(b, dtype=torch.long, device=device)  # (B,) slots filled
@@ -156,6 +168,23 @@ class Finished:
         self.scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
         self.tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(-1, 2 * k, t), tokens)
         self.count += take.sum(dim=1)
+
+    def merge(self, eos: Tensor, normed: Tensor, tokens: Tensor) -> None:
+        """As `add`, but a candidate that scores better than a finished hypothesis takes its slot
+        (transformers' beam search without early stopping keeps the best K it has seen)."""
+        k, (b, n, t) = self.k, tokens.shape
+        scores = torch.cat([self.scores[:, :k], torch.where(eos & self.first_k, normed, float("-inf"))], dim=1)
+        new = torch.full((b, n, self.tokens.size(2)), self.pad_id, dtype=tokens.dtype, device=tokens.device)
+        new[:, :, :t] = tokens  # (B, 2K, max_t)
+        top, index = scores.topk(k, dim=1)  # (B, K): the best K of the kept and the new
+        merged = torch.cat([self.tokens[:, :k], new], dim=1)  # (B, 3K, max_t)
+        self.tokens[:, :k] = merged.gather(1, index[:, :, None].expand(-1, -1, merged.size(2)))
+        self.scores[:, :k] = top
+        self.count = torch.isfinite(top).sum(dim=1)
+
+    def worst(self) -> Tensor:
+        """(B,) the worst finished score of each sentence, -inf until it has K."""
+        return torch.where(self.count >= self.k, self.scores[:, : self.k].min(dim=1).values, float("-inf"))
 
     def best(self, eos_id: int, pad_id: int) -> list[Hypothesis]:
         """Each sentence's best finished hypothesis (none finished: empty, score -inf)."""
@@ -178,8 +207,10 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     active and which cache rows move.
     """
     c, k = model.cfg, cfg.beam_size
-    if 2 * k > c.vocab_size:
-        raise UserError(f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.vocab_size})")
+    if 2 * k > c.target_vocab_size:
+        raise UserError(
+            f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.target_vocab_size})"
+        )
     b, dev = src.size(0), src.device
     memory, src_mask, _ = model.encode(src)
     limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)  # (B,)
@@ -206,14 +237,20 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
 
         normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
         sel_tokens = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
-        finished.add(is_eos & active[:, None], normed, sel_tokens)
-        active &= (finished.count < k) & (t + 1 < limit)
-        if not active.any():
-            break
-
+        if cfg.early_stopping:
+            finished.add(is_eos & active[:, None], normed, sel_tokens)
+            active &= (finished.count < k) & (t + 1 < limit)
+        else:
+            finished.merge(is_eos & active[:, None], normed, sel_tokens)
         # Continue with the best K non-EOS candidates of each sentence.
         cont_scores = top_scores.masked_fill(is_eos, float("-inf"))
         keep_scores, keep = cont_scores.topk(k, dim=-1)  # (B, K)
+        if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
+            best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
+            active &= (best_live > finished.worst()) & (t + 1 < limit)
+        if not active.any():
+            break
+
         if width == k:  # beams are a set: order them so that rows continuing themselves stay put
             order = stable_order(beam.gather(1, keep))
             keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)

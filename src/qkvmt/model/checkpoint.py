@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
 from qkvmt.errors import UserError
+from qkvmt.hf.folder import is_hf_folder, read_hf_folder
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
@@ -33,6 +34,7 @@ class CheckpointMeta:
     decode: dict = field(default_factory=dict)  # the run's test decoding settings (DecodeConfig's fields)
     alignment: dict | None = None  # the supervised head (AlignmentSupervision.to_dict()), if trained with one
     averaged_from: list[str] | None = None  # the files an averaged checkpoint was made from
+    hf_folder: str | None = None  # a Hugging Face folder it was imported from (qkvmt.hf): its files are the tokenizer
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckpointMeta":
@@ -62,6 +64,8 @@ REQUIRED = {f.name: f.type for f in fields(CheckpointMeta) if f.default is MISSI
 
 def load_checkpoint(path) -> dict:
     path = Path(path)
+    if is_hf_folder(path):  # first: a folder exported to Hugging Face also holds our safetensors folder's names
+        return checked(read_hf_folder(path), path)
     if is_weights_folder(path):
         return checked(read_weights_folder(path), path)
     if path.is_dir():
@@ -130,6 +134,10 @@ def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
             f"it was edited or belongs to another model; {USE_ANOTHER}"
         ) from None
     model.eval()
+    if meta.hf_folder is not None:
+        from qkvmt.hf.tokenizers import load_tokenizer
+
+        return model, load_tokenizer(meta.hf_folder)
     try:
         tokenizer = Tokenizer.from_str(meta.tokenizer)
     except Exception as e:  # tokenizers raises a bare Exception for a malformed definition

@@ -3,8 +3,11 @@
 from dataclasses import asdict, dataclass, fields
 
 from qkvmt.errors import UserError
-from qkvmt.model.positions import POSITIONS
+from qkvmt.model.positions import POSITIONS, SINUSOIDAL_LAYOUTS
 from qkvmt.text.tokenizer import Specials
+
+# The feed-forward block's nonlinearity, by the names ModelConfig.activation takes (swish and silu are one function).
+ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 
 # The attention's ablation settings at their defaults: W_Q, W_K, W_V and W_O each of its own, as in the paper.
 ATTENTION_DEFAULTS = {
@@ -35,8 +38,16 @@ class ModelConfig:
     value_projection: bool = True  # False: no W_V, each head's values are its slice of the key input
     shared_key_value: bool = False  # True: one projection, W_K, gives both the keys and the values
     output_projection: bool = True  # False: no W_O, the heads' outputs side by side are the attention's output
+    # What a model imported from another toolkit (qkvmt.hf) differs in; the defaults are qkvmt's own, so every
+    # checkpoint without them builds as before:
+    activation: str = "relu"  # the feed-forward nonlinearity: relu, gelu (exact, erf) or swish (= silu)
+    scale_embeddings: bool = True  # token embeddings × √d_model (Vaswani et al.); False: × 1
+    sinusoidal_layout: str = "interleaved"  # qkvmt.model.positions.SINUSOIDAL_LAYOUTS: how sines and cosines sit
+    tgt_vocab_size: int | None = None  # a target vocabulary of its own (Marian's decoder_vocab_size); None: shared
+    tie_output: bool | None = None  # the output layer is the target embedding; None: as tie_embeddings
+    output_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
     pad_id: int = 0
-    bos_id: int = 1
+    bos_id: int = 1  # the token the decoder reads first (Marian: <pad>, M2M100: </s>)
     eos_id: int = 2
 
     def __post_init__(self):
@@ -66,6 +77,23 @@ class ModelConfig:
                 f"model.positions=rotary turns pairs of dimensions, but each head has an odd number: "
                 f"model.d_model={self.d_model} / model.n_heads={self.n_heads} = {self.d_model // self.n_heads}"
             )
+        if self.activation not in ACTIVATIONS:
+            raise UserError(f"model.activation={self.activation!r}: use one of {', '.join(ACTIVATIONS)}")
+        if self.sinusoidal_layout not in SINUSOIDAL_LAYOUTS:
+            raise UserError(
+                f"model.sinusoidal_layout={self.sinusoidal_layout!r}: use one of {', '.join(SINUSOIDAL_LAYOUTS)}"
+            )
+        if self.tgt_vocab_size is not None and (
+            isinstance(self.tgt_vocab_size, bool) or not isinstance(self.tgt_vocab_size, int) or self.tgt_vocab_size < 1
+        ):
+            raise UserError(f"model.tgt_vocab_size={self.tgt_vocab_size!r}: give a positive whole number or null")
+        if self.tie_output is not None and not isinstance(self.tie_output, bool):
+            raise UserError(f"model.tie_output={self.tie_output!r}: give true, false or null")
+        if self.tgt_vocab_size not in (None, self.vocab_size) and self.tie_embeddings:
+            raise UserError(
+                f"model.tgt_vocab_size={self.tgt_vocab_size} differs from model.vocab_size={self.vocab_size}: "
+                "one shared embedding cannot hold both; set model.tie_embeddings=false"
+            )
         if self.shared_key_value and not self.value_projection:
             raise UserError(
                 "model.shared_key_value=true gives the values W_K's projection, model.value_projection=false "
@@ -79,6 +107,22 @@ class ModelConfig:
             for name, default in ATTENTION_DEFAULTS.items()
             if getattr(self, name) != default
         ]
+
+    @property
+    def target_vocab_size(self) -> int:
+        """The size of the target vocabulary, which the decoder reads and the output layer scores."""
+        return self.tgt_vocab_size if self.tgt_vocab_size is not None else self.vocab_size
+
+    @property
+    def output_tied(self) -> bool:
+        """Whether the output layer is the target embedding's matrix."""
+        return self.tie_embeddings if self.tie_output is None else self.tie_output
+
+    @property
+    def banned_ids(self) -> list[int]:
+        """The tokens search never generates: <pad>, and the decoder's first token, unless that is </s>
+        (M2M100's decoder starts with the token that ends it)."""
+        return sorted({self.pad_id, self.bos_id} - {self.eos_id})
 
     @property
     def specials(self) -> Specials:

@@ -12,16 +12,20 @@ from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.kv_cache import KVCache
 
+# ModelConfig.activation's functions; gelu is the exact (erf) one, which transformers' "gelu" also is.
+ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}
+
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.activation_dropout = activation_dropout
+        self.activation = ACTIVATION_FUNCTIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.dropout(F.relu(self.fc1(x)), self.activation_dropout, self.training)
+        h = F.dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
         return self.fc2(h)
 
 
@@ -67,7 +71,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, positions: nn.Module | None = None):
         super().__init__()
         self.self_attn = attention(cfg, positions)
-        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
         self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
@@ -94,7 +98,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = attention(cfg, positions)
         self.cross_attn = attention(cfg)
-        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
         self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)

@@ -18,16 +18,37 @@ from torch import Tensor, nn
 
 POSITIONS = ("sinusoidal", "rotary")
 ROTARY_BASE = 10000.0
+# How a sinusoidal table lays out its columns (ModelConfig.sinusoidal_layout):
+#   interleaved: qkvmt's own, sin and cos of frequency i side by side (columns 2i, 2i+1);
+#   halves:      Marian's, every sine first, then every cosine, of the same frequencies;
+#   fairseq:     fairseq's and M2M100's, halves again but frequency i = 10000^(-i/(d/2 - 1)), and position p
+#                reads row pad_id + 1 + p, since fairseq numbers positions from after the padding index.
+SINUSOIDAL_LAYOUTS = ("interleaved", "halves", "fairseq")
 
 
-def sinusoidal_positions(n: int, d: int) -> Tensor:
-    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+def sinusoidal_positions(n: int, d: int, layout: str = "interleaved", pad_id: int = 0) -> Tensor:
+    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...), or another `layout`
+    of SINUSOIDAL_LAYOUTS (`pad_id` places fairseq's rows)."""
+    if layout == "fairseq":
+        return _fairseq_positions(n + pad_id + 1, d)[pad_id + 1 :]
     pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
     inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
     pe = torch.zeros(n, d)
     pe[:, 0::2] = torch.sin(pos * inv_freq)
     pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
+    if layout == "halves":  # an odd d has one sine more than cosines, as Marian's table
+        return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1)
     return pe
+
+
+def _fairseq_positions(n: int, d: int) -> Tensor:
+    """(n, d): fairseq's table from row 0 (the tensor2tensor variant): sin(p·ω_i) in the first d/2 columns,
+    cos(p·ω_i) in the next, ω_i = 10000^(-i/(d/2 - 1)); an odd d leaves the last column zero."""
+    half = d // 2
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))  # (d/2,)
+    angles = torch.arange(n, dtype=torch.float32)[:, None] * inv_freq[None]  # (n, d/2)
+    pe = torch.cat([angles.sin(), angles.cos()], dim=1)
+    return torch.cat([pe, torch.zeros(n, d % 2)], dim=1) if d % 2 else pe
 
 
 class RotaryPositions(nn.Module):

@@ -80,10 +80,14 @@ class Embedding(nn.Module):
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding):
         super().__init__()
         self.tokens = tokens
-        self.scale = math.sqrt(cfg.d_model)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         self.dropout = nn.Dropout(cfg.dropout)
         self.max_positions = cfg.max_positions
-        table = sinusoidal_positions(cfg.max_positions, cfg.d_model) if cfg.positions == "sinusoidal" else None
+        table = (
+            sinusoidal_positions(cfg.max_positions, cfg.d_model, cfg.sinusoidal_layout, cfg.pad_id)
+            if cfg.positions == "sinusoidal"
+            else None
+        )
         self.register_buffer("positions", table, persistent=False)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
@@ -102,7 +106,8 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
-        tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
+        tgt_vocab = cfg.target_vocab_size
+        tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(tgt_vocab, cfg.d_model, cfg.pad_id)
         self.src_embed = Embedding(cfg, src_tokens)
         self.tgt_embed = Embedding(cfg, tgt_tokens)
         # One rotation table serves every self-attention layer (its buffers are not saved).
@@ -112,9 +117,9 @@ class Transformer(nn.Module):
         # Pre-LN leaves the residual stream unnormalised, so each stack ends with a layer norm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
-        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.output = nn.Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
         self.reset_parameters()
-        if cfg.tie_embeddings:
+        if cfg.output_tied:
             self.output.weight = tgt_tokens.weight
 
     def reset_parameters(self) -> None:

@@ -3,6 +3,7 @@
 
 from omegaconf import DictConfig
 
+from qkvmt.errors import UserError
 from qkvmt.export.formats import export_format
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference
 
@@ -14,6 +15,11 @@ def export(cfg: DictConfig) -> dict:
     check_output_dir(cfg)
     # The weights are copied out on the CPU.
     model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
+    if model.meta.hf_folder is not None:  # its tokenizer is that folder's files, which no format here writes
+        raise UserError(
+            f"{model.meta.hf_folder} is a Hugging Face folder opened in qkvmt: it is an export already; "
+            "qkvmt export writes qkvmt's own checkpoints"
+        )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:

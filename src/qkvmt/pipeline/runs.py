@@ -26,8 +26,10 @@ def checkpoint_paths(cfg: DictConfig) -> list[Path]:
 def load_for_inference(cfg: DictConfig, **fabric_settings) -> Model:
     """The model of ckpt_path, or of the average of the checkpoints `average` names, placed by
     the Lightning Fabric cfg.fabric configures (a GPU when there is one), with `fabric_settings`
-    over it. The Fabric is made once the files are read: Lightning takes seconds to import."""
-    return Model.from_checkpoints(checkpoint_paths(cfg), partial(instantiate, cfg.fabric, **fabric_settings))
+    over it. The Fabric is made once the files are read: Lightning takes seconds to import.
+    src_lang, tgt_lang: a many-to-many model's pair (null: the one its folder names)."""
+    fabric = partial(instantiate, cfg.fabric, **fabric_settings)
+    return Model.from_checkpoints(checkpoint_paths(cfg), fabric, cfg.get("src_lang"), cfg.get("tgt_lang"))
 
 
 def decode_overrides(cfg_decode: DictConfig) -> dict:

@@ -116,5 +116,16 @@ def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in tok.encode_batch([" ".join(t.split()) for t in texts], add_special_tokens=False)]
 
 
+def target_side(tok: Tokenizer) -> Tokenizer:
+    """The tokenizer of target text and ids: the tokenizer's target side where it has one of its own (a
+    Marian SentencePiece pair or a many-to-many model's, qkvmt.hf), else the one joint tokenizer."""
+    return getattr(tok, "target", tok)
+
+
+def encode_target(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
+    """Subword ids of target text: `encode` with the tokenizer's target side."""
+    return encode(target_side(tok), texts)
+
+
 def decode(tok: Tokenizer, ids: list[list[int]]) -> list[str]:
     return tok.decode_batch(ids, skip_special_tokens=True)

@@ -1,0 +1,130 @@
+"""A Hugging Face model's weights under qkvmt's names, each checked against the ModelConfig it must fit.
+
+Marian and M2M100 name their modules alike (BART's layout): per layer self_attn, encoder_attn (the
+cross-attention), fc1, fc2 and a LayerNorm after (Marian) or before (M2M100) each sub-layer. Their
+separate q_proj, k_proj and v_proj become the rows of our one w_qkv, in that order. Weights that do not
+fit, hold NaN or infinity, are missing or are left over (a module qkvmt has no place for) are a
+UserError naming the tensor, before anything runs.
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from qkvmt.errors import UserError
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.transformer import Transformer
+
+SAFETENSORS, BIN = "model.safetensors", "pytorch_model.bin"
+WEIGHT_FILES = (SAFETENSORS, f"{SAFETENSORS}.index.json", BIN, f"{BIN}.index.json")
+# Tables transformers rebuilds from the config when it loads (Marian may have saved them): never weights.
+REBUILT = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+
+def weight_file(folder: Path) -> Path | None:
+    """The folder's weights (one file, or the index of shards), safetensors first, else None."""
+    return next((folder / name for name in WEIGHT_FILES if (folder / name).is_file()), None)
+
+
+def read_weights(path: Path) -> dict[str, Tensor]:
+    """Every tensor of a safetensors or pytorch_model.bin file, or of the shards an .index.json lists."""
+    if path.name.endswith(".index.json"):
+        shards = sorted(set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values()))
+        return {k: v for shard in shards for k, v in read_weights(path.parent / shard).items()}
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(path)
+    return torch.load(path, map_location="cpu", weights_only=True)  # plain tensors only, never pickled code
+
+
+def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
+    """Our Transformer's state dict (float32) from the tensors `hf` of the weights file `where`."""
+    hf = {k if k.startswith(("model.", "lm_head", "final_logits_bias")) else f"model.{k}": v for k, v in hf.items()}
+    with torch.device("meta"):  # the shapes the config needs, without allocating a model
+        expected = Transformer(cfg).state_dict()
+    used: set[str] = set()
+
+    def take(ours: str, *names: str, optional: bool = False) -> None:
+        """ours = the first of `names` the file holds; several `names` joined by "+" are stacked row-wise."""
+        for name in names:
+            parts = name.split("+")
+            if all(p in hf for p in parts):
+                want = expected[ours].shape
+                rows = want[0] // len(parts)
+                for p in parts:
+                    check(hf[p], p, (rows, *want[1:]), where)
+                    used.add(p)
+                out[ours] = torch.cat([hf[p].float().reshape(rows, *want[1:]) for p in parts])
+                return
+        if not optional:
+            raise UserError(f"{where}: no weight {names[0]}; the file does not hold a whole model of its config.json")
+
+    def linear(ours: str, theirs: str) -> None:
+        for kind in ("weight", "bias"):
+            take(f"{ours}.{kind}", f"{theirs}.{kind}")
+
+    def attention(ours: str, theirs: str) -> None:
+        for kind in ("weight", "bias"):
+            take(f"{ours}.w_qkv.{kind}", "+".join(f"{theirs}.{p}_proj.{kind}" for p in "qkv"))
+        linear(f"{ours}.w_o", f"{theirs}.out_proj")
+
+    out: dict[str, Tensor] = {}
+    shared = "model.shared.weight"
+    encoder_embed, decoder_embed = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
+    if cfg.tie_embeddings:
+        take("src_embed.tokens.weight", shared, encoder_embed)
+    else:  # transformers 5 unties them from `shared` along with the output; older files hold all three alike
+        take("src_embed.tokens.weight", encoder_embed, shared)
+        take("tgt_embed.tokens.weight", decoder_embed, shared)
+    if not cfg.output_tied:
+        take("output.weight", "lm_head.weight")
+    # Tied matrices are one tensor under each of our names, as Transformer's own state dict holds them.
+    if cfg.tie_embeddings:
+        out["tgt_embed.tokens.weight"] = out["src_embed.tokens.weight"]
+    if cfg.output_tied:
+        out["output.weight"] = out["tgt_embed.tokens.weight"]
+    if cfg.output_bias:  # transformers fills a missing final_logits_bias with zeros, so may we
+        take("output.bias", "final_logits_bias", optional=True)
+        out.setdefault("output.bias", torch.zeros(cfg.target_vocab_size))
+    for i in range(cfg.encoder_layers):
+        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        linear(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
+        linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
+        linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
+        linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+    for i in range(cfg.decoder_layers):
+        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
+        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        linear(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
+        attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn")
+        linear(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
+        linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
+        linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
+        linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+    if cfg.norm_first:  # pre-LN: each stack ends with a LayerNorm
+        linear("encoder_norm", "model.encoder.layer_norm")
+        linear("decoder_norm", "model.decoder.layer_norm")
+    # Copies of a tied matrix that the file holds beside the one read must be that matrix; `shared` is unused
+    # when the embeddings are untied.
+    tied = {encoder_embed: "src_embed.tokens.weight", decoder_embed: "src_embed.tokens.weight"}
+    tied = tied if cfg.tie_embeddings else {}
+    tied |= {"lm_head.weight": "output.weight"} if cfg.output_tied else {}
+    for name, ours in tied.items():
+        if name in hf and not torch.equal(hf[name].float(), out[ours]):
+            raise UserError(f"{where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
+    left = sorted(set(hf) - used - set(tied) - set(REBUILT) - ({shared} if not cfg.tie_embeddings else set()))
+    if left:
+        raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
+    return out
+
+
+def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:
+    """A UserError naming `name` unless the tensor has `shape` (a (1, V) bias counts as (V,)) and is finite."""
+    if tuple(t.shape) != tuple(shape) and not (t.dim() == 2 and t.size(0) == 1 and (t.size(1),) == tuple(shape)):
+        raise UserError(f"{where}: {name} is {tuple(t.shape)}, but config.json needs {tuple(shape)}")
+    if t.is_floating_point() and not torch.isfinite(t).all():
+        raise UserError(f"{where}: {name} holds NaN or infinity")

@@ -1,0 +1,55 @@
+"""Hugging Face model folders made in the tests: transformers' own models, built from small configs with
+every parameter random (LayerNorms not at 1 and 0, so a misplaced norm shows), saved as a hub folder."""
+
+from pathlib import Path
+
+import torch
+
+from qkvmt.model.checkpoint import load_checkpoint, model_weights
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.transformer import Transformer
+
+SMALL = dict(
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=3,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=24,
+    decoder_ffn_dim=24,
+    max_position_embeddings=64,
+    dropout=0.1,  # eval mode turns it off in both models
+)
+
+
+def randomized(model, seed: int = 0, eos_bias: float = 0.0):
+    """`model` with every parameter random, in eval mode: N(0, 0.3²), LayerNorm weights N(1, 0.3²) (so no
+    norm is at 1 and 0, and the network still depends on its input); not Marian's position tables, which
+    it keeps as frozen parameters and rebuilds when it loads. Marian's final_logits_bias is random too,
+    and `eos_bias` more for </s>, so outputs end at several lengths, not only at the length limit."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:
+                std = 0.05 if name.endswith("bias") else 0.1 if "embed_tokens" in name or "shared" in name else 0.3
+                torch.nn.init.normal_(p, mean=1.0 if "norm.weight" in name else 0.0, std=std)
+        if hasattr(model, "final_logits_bias"):
+            torch.nn.init.normal_(model.final_logits_bias, std=0.05)
+            model.final_logits_bias[0, model.config.eos_token_id] += eos_bias
+    return model.eval()
+
+
+def saved(model, folder: Path, **generation) -> Path:
+    """`model` saved into `folder` with these generation settings (generation_config.json)."""
+    for key, value in generation.items():
+        setattr(model.generation_config, key, value)
+    model.save_pretrained(str(folder))
+    return folder
+
+
+def ours(folder: Path) -> tuple[Transformer, dict]:
+    """The folder imported into qkvmt's Transformer (eval mode), and its stored decoding settings."""
+    ckpt = load_checkpoint(folder)
+    model = Transformer(ModelConfig.from_dict(ckpt["qkvmt"]["model_config"]))
+    model.load_state_dict(model_weights(ckpt))
+    return model.eval(), ckpt["qkvmt"]["decode"]

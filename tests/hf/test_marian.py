@@ -1,0 +1,84 @@
+"""Marian folders imported into qkvmt's blocks, against transformers' MarianMTModel with the same random
+weights: the logits of a forced pass, and greedy and beam search token for token."""
+
+import pytest
+import torch
+
+from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.model.inputs import build_inputs
+from tests.hf.folders import SMALL, ours, randomized, saved
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+VOCAB, PAD, EOS = 40, 39, 0  # Marian's layout: </s> is 0, <pad> last and the decoder's first token
+SOURCES = [[5, 6, 7, 8, 9, 10, 11], [12, 3], [30, 31, 32, 33, 34]]
+TARGETS = [[7, 8, 9], [1, 2, 3, 4, 5, 6], [20]]
+GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=14, early_stopping=False)
+SHAPES = {
+    "swish": dict(activation_function="swish"),
+    "relu": dict(activation_function="relu", scale_embedding=True),
+    "gelu untied": dict(activation_function="gelu", tie_word_embeddings=False),
+    "separate vocabularies": dict(
+        activation_function="swish", share_encoder_decoder_embeddings=False, decoder_vocab_size=VOCAB + 7
+    ),
+}
+
+
+def marian(tmp_path, shape: str, **generation):
+    config = transformers.MarianConfig(
+        vocab_size=VOCAB,
+        pad_token_id=PAD,
+        decoder_start_token_id=PAD,
+        eos_token_id=EOS,
+        forced_eos_token_id=EOS,
+        **SMALL,
+        **SHAPES[shape],
+    )
+    hf = randomized(transformers.MarianMTModel(config), eos_bias=1.0)  # some outputs end before the limit
+    return hf, saved(hf, tmp_path / "marian", **(GENERATION | generation))
+
+
+def hf_inputs(pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, SOURCES)) + 1
+    ids = torch.tensor([s + [EOS] + [pad] * (width - len(s) - 1) for s in SOURCES])
+    return ids, ids != pad
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_logits_match_transformers(tmp_path, shape):
+    hf, folder = marian(tmp_path, shape)
+    model, _ = ours(folder)
+    c = model.cfg
+    x = build_inputs(SOURCES, TARGETS, c.specials)
+    with torch.no_grad():
+        expected = hf(input_ids=x.src, attention_mask=x.src != c.pad_id, decoder_input_ids=x.tgt_in).logits  # (B, T, V)
+        logits, _ = model(x.src, x.tgt_in)
+    real = x.tgt_in != c.pad_id  # Marian's own decoder pads hold other positions than our right-padded rows
+    real[:, 0] = True
+    diff = (logits - expected).abs()[real].max().item()
+    assert logits.shape == expected.shape
+    assert diff < 1e-4, diff
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(
+    "search",
+    [
+        dict(num_beams=1),
+        dict(num_beams=5),
+        dict(num_beams=5, early_stopping=True),
+        dict(num_beams=5, length_penalty=0.6),
+    ],
+    ids=["greedy", "beam5", "beam5-early", "beam5-lp0.6"],
+)
+def test_search_matches_generate(tmp_path, shape, search):
+    hf, folder = marian(tmp_path, shape, **search)
+    model, decode = ours(folder)
+    src, mask = hf_inputs(model.cfg.pad_id)
+    with torch.no_grad():
+        out = hf.generate(input_ids=src, attention_mask=mask)
+    expected = [[t for t in row[1:] if t != model.cfg.pad_id] for row in out.tolist()]
+    expected = [row[: row.index(EOS)] if EOS in row else row for row in expected]
+    src = build_inputs(SOURCES, None, model.cfg.specials).src
+    got = [h.tokens for h in generate(model, src, DecodeConfig(**decode))]
+    assert got == expected
