@@ -30,7 +30,8 @@ def test_marian_position_table_is_ours_with_the_residual_coordinates_renamed():
     assert torch.allclose(marian.create_weight(), sinusoidal_positions(40, 12)[:, residual_permutation(12)], atol=1e-6)
 
 
-def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline_load(tmp_path):
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline_load(tmp_path, tied):
     torch.manual_seed(0)
     texts = ["a b c d", "b a", "c c d a b a", "d c b a"]
     tok = train_bpe(texts, vocab_size=20, min_frequency=1)
@@ -43,6 +44,7 @@ def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline
             decoder_layers=3,
             ffn_dim=24,
             max_positions=32,
+            tie_embeddings=tied,  # untied: Marian's separate encoder, decoder and output matrices
         )
     ).eval()
     with torch.no_grad():
@@ -89,8 +91,8 @@ def test_trained_model_greedy_generate_equals_ours(trained_run, tmp_path):
     assert texts == tok.decode_batch(ours, skip_special_tokens=True)
 
 
-def test_pre_ln_untied_and_rotary_models_are_refused_with_the_format_that_takes_them():
-    for kw in ({"norm_first": True}, {"tie_embeddings": False}, {"positions": "rotary"}):
+def test_pre_ln_rotary_and_fairseq_table_models_are_refused_with_the_format_that_takes_them():
+    for kw in ({"norm_first": True}, {"positions": "rotary"}, {"sinusoidal_layout": "fairseq"}):
         with pytest.raises(UserError, match="format=ctranslate2") as e:
             check_exportable(Transformer(ModelConfig(vocab_size=10, d_model=8, n_heads=2, **kw)))
         setting, value = next(iter(kw.items()))

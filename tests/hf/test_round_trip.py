@@ -4,11 +4,15 @@ import reads what the export wrote, so the model translates as it did."""
 from dataclasses import asdict
 
 import pytest
+import torch
 
 import qkvmt
+from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import export_huggingface
+from qkvmt.pipeline.export import export
+from tests.conftest import compose_inference
 
-pytest.importorskip("transformers", reason="transformers is not installed")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 LINES = [
     "Ein Mann fährt Fahrrad .",
@@ -27,3 +31,35 @@ def test_a_bundled_model_exported_and_imported_again_translates_identically(tmp_
     settings = asdict(ours.decoding())
     assert list(back.translate(LINES, **settings)) == list(ours.translate(LINES))
     assert back.translate(LINES, **settings).ids == ours.translate(LINES).ids
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["one vocabulary", "separate vocabularies"])
+def test_a_marian_folder_opened_in_qkvmt_exports_back_as_it_came(tmp_path, separate):
+    """qkvmt export format=huggingface of an imported Marian model: transformers opens the folder with its
+    own tokenizer files, its logits are the original model's, and it generates what the original does."""
+    from tests.hf.test_tokenizers import TEXTS, whole_marian_folder
+
+    folder, original, pad = whole_marian_folder(tmp_path / "opus-mt-de-en", separate)
+    out = tmp_path / "out"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=huggingface", f"output_dir={out}"))
+    for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"):
+        assert (out / name).read_bytes() == (folder / name).read_bytes()
+    back = transformers.MarianMTModel.from_pretrained(out, local_files_only=True).eval()
+    batch = transformers.MarianTokenizer.from_pretrained(str(out))(TEXTS, return_tensors="pt", padding=True)
+    targets = transformers.MarianTokenizer.from_pretrained(str(folder))(text_target=TEXTS, padding=True).input_ids
+    tgt_in = torch.tensor([[pad] + row[:-1] for row in targets])
+    with torch.no_grad():
+        logits = [m(**batch, decoder_input_ids=tgt_in).logits for m in (back, original)]
+        torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=0)
+        assert back.generate(**batch).tolist() == original.generate(**batch).tolist()
+
+
+@pytest.mark.parametrize("fmt", ["ctranslate2", "safetensors"])
+def test_other_formats_of_an_opened_hugging_face_model_are_refused(tmp_path, fmt):
+    from tests.hf.test_tokenizers import whole_marian_folder
+
+    folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en")
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match=rf"^format={fmt}: .* is a Hugging Face model opened in qkvmt, whose "):
+        export(compose_inference("export", f"ckpt_path={folder}", f"format={fmt}", f"output_dir={out}"))
+    assert not out.exists()

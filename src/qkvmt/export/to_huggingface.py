@@ -1,11 +1,14 @@
 """A trained model as a Hugging Face `MarianMTModel` folder: config, safetensors weights and a
 fast tokenizer, which `transformers` opens offline (and bertviz, through it).
 
-Marian is the post-LN encoder-decoder of Vaswani et al. with sinusoidal positions, tied
-embeddings scaled by √d and biased projections: our post-LN model, layer for layer. One thing
-differs: Marian's position table puts all sines before all cosines, ours interleaves them
-(columns 2i, 2i+1 = sin, cos of frequency i). Both tables hold the same columns, so the
-export renames the model's d coordinates of the residual stream with that permutation:
+Marian is the post-LN encoder-decoder of Vaswani et al. with sinusoidal positions, embeddings
+scaled by √d and biased projections: our post-LN model, layer for layer, and a Marian model opened
+in qkvmt (qkvmt.hf) goes back as it came, its activation, vocabularies, output bias and tokenizer
+files with it. One thing differs for qkvmt's own models: Marian's position table puts all sines
+before all cosines, ours interleaves them (columns 2i, 2i+1 = sin, cos of frequency i). Both
+tables hold the same columns, so the export renames the model's d coordinates of the residual
+stream with that permutation (a model with Marian's own table, `sinusoidal_layout=halves`, needs
+none):
 
     Marian column j  =  our column PERM[j],   PERM = [0, 2, 4, ..., 1, 3, 5, ...]
 
@@ -22,6 +25,7 @@ from tokenizers import Regex, Tokenizer, normalizers, processors
 
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.metadata import ExportMetadata
+from qkvmt.hf.tokenizers import tokenizer_files
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
@@ -32,15 +36,18 @@ def require_transformers():
     return optional_import("transformers", "pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)")
 
 
-def residual_permutation(d_model: int) -> torch.Tensor:
-    """PERM: Marian's residual coordinate j is our coordinate PERM[j]."""
+def residual_permutation(d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """PERM: Marian's residual coordinate j is our coordinate PERM[j] (the identity for Marian's own
+    table, `layout` halves)."""
+    if layout == "halves":
+        return torch.arange(d_model)
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
 def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     """Our weights under Marian's names, the residual stream's coordinates permuted."""
     c = model.cfg
-    p, d = residual_permutation(c.d_model), c.d_model
+    p, d = residual_permutation(c.d_model, c.sinusoidal_layout), c.d_model
     sd: dict[str, torch.Tensor] = {}
 
     def reads(name: str, linear: torch.nn.Linear, rows: slice = slice(None)) -> None:  # input: residual
@@ -63,12 +70,13 @@ def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
         reads(f"{name}.fc1", f.fc1)
         writes(f"{name}.fc2", f.fc2)
 
-    embed = model.src_embed.tokens.weight[:, p]
-    sd["model.shared.weight"] = sd["model.encoder.embed_tokens.weight"] = sd["model.decoder.embed_tokens.weight"] = (
-        embed
-    )
+    src, tgt = model.src_embed.tokens.weight[:, p], model.tgt_embed.tokens.weight[:, p]
+    sd["model.encoder.embed_tokens.weight"], sd["model.decoder.embed_tokens.weight"] = src, tgt
+    if c.tie_embeddings:  # Marian's one shared matrix; separate vocabularies have none
+        sd["model.shared.weight"] = src
     sd["lm_head.weight"] = model.output.weight[:, p]
-    sd["final_logits_bias"] = torch.zeros(1, c.vocab_size)
+    bias = model.output.bias
+    sd["final_logits_bias"] = torch.zeros(1, c.target_vocab_size) if bias is None else bias[None]
     positions = model.src_embed.positions[:, p]  # equal to Marian's own table
     sd["model.encoder.embed_positions.weight"] = sd["model.decoder.embed_positions.weight"] = positions
     for i, layer in enumerate(model.encoder_layers):
@@ -100,10 +108,10 @@ def check_exportable(model: Transformer) -> None:
             "format=huggingface: Marian is post-LN, this model is pre-LN (model.norm_first=true); "
             "use format=ctranslate2"
         )
-    if not c.tie_embeddings:
+    if c.sinusoidal_layout not in ("interleaved", "halves"):
         raise UserError(
-            "format=huggingface: Marian shares one embedding; "
-            "this model has separate ones (model.tie_embeddings=false); use format=ctranslate2"
+            f"format=huggingface writes Marian, whose position table this model's (model.sinusoidal_layout="
+            f"{c.sinusoidal_layout}) is not; use format=ctranslate2"
         )
     if c.d_model % 2:
         raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
@@ -121,7 +129,7 @@ def marian_config(c: ModelConfig):
     transformers = require_transformers()
     return transformers.MarianConfig(
         vocab_size=c.vocab_size,
-        decoder_vocab_size=c.vocab_size,
+        decoder_vocab_size=c.target_vocab_size,
         d_model=c.d_model,
         encoder_layers=c.encoder_layers,
         decoder_layers=c.decoder_layers,
@@ -129,11 +137,11 @@ def marian_config(c: ModelConfig):
         decoder_attention_heads=c.n_heads,
         encoder_ffn_dim=c.ffn_dim,
         decoder_ffn_dim=c.ffn_dim,
-        activation_function="relu",
+        activation_function=c.activation,
         max_position_embeddings=c.max_positions,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=c.tie_embeddings,
+        scale_embedding=c.scale_embeddings,
+        share_encoder_decoder_embeddings=c.tie_embeddings,
+        tie_word_embeddings=c.output_tied,
         dropout=c.dropout,
         attention_dropout=c.attention_dropout,
         activation_dropout=c.activation_dropout,
@@ -173,12 +181,21 @@ def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: Checkpoin
     missing, unexpected = hf.load_state_dict(marian_state_dict(model), strict=False)
     if unexpected or [k for k in missing if not k.endswith("embed_positions.weight")]:
         raise RuntimeError(f"Marian weights do not match: missing {missing}, unexpected {unexpected}")
-    hf.generation_config.bad_words_ids = [[model.cfg.pad_id], [model.cfg.bos_id]]  # as our search: never generated
-    hf.generation_config.num_beams = meta.decode.get("beam_size", 1)
-    hf.generation_config.max_length = model.cfg.max_positions
+    gen = hf.generation_config
+    gen.bad_words_ids = [[i] for i in model.cfg.banned_ids]  # as our search: never generated
+    gen.num_beams = meta.decode.get("beam_size", 1)
+    gen.max_length = model.cfg.max_positions
+    if gen.num_beams > 1:  # what a beam search ranks and when it stops (generate refuses them for greedy)
+        if meta.decode.get("len_penalty_style", "fairseq") == "fairseq":  # generate's own: score / length^alpha
+            gen.length_penalty = meta.decode.get("len_penalty", 1.0)
+        gen.early_stopping = meta.decode.get("early_stopping", True)
     transformers.utils.logging.disable_progress_bar()  # a bar for writing one small file is noise
     hf.save_pretrained(str(out))
-    fast_tokenizer(tokenizer).save_pretrained(str(out))
+    if meta.hf_folder is not None:  # a model opened from Hugging Face goes back with its own tokenizer files
+        for name, data in tokenizer_files(Path(meta.hf_folder)).items():
+            (out / name).write_bytes(data)
+    else:
+        fast_tokenizer(tokenizer).save_pretrained(str(out))
     ExportMetadata.of("huggingface", model.cfg, meta).write(out)
 
 

@@ -15,10 +15,10 @@ def export(cfg: DictConfig) -> dict:
     check_output_dir(cfg)
     # The weights are copied out on the CPU.
     model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
-    if model.meta.hf_folder is not None:  # its tokenizer is that folder's files, which no format here writes
+    if model.meta.hf_folder is not None and cfg.format != "huggingface":  # the folder's files are its tokenizer
         raise UserError(
-            f"{model.meta.hf_folder} is a Hugging Face folder opened in qkvmt: it is an export already; "
-            "qkvmt export writes qkvmt's own checkpoints"
+            f"format={cfg.format}: {model.meta.hf_folder} is a Hugging Face model opened in qkvmt, whose tokenizer "
+            "is that folder's files; use format=huggingface, which writes them with the model"
         )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
