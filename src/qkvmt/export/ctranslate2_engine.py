@@ -7,11 +7,14 @@ our decoder, and the search settings are translated to CTranslate2's:
     beam_size, len_penalty (fairseq style)     beam_size, length_penalty: score / length^alpha
     limit = a·(source + </s>) + b, EOS incl.   max_decoding_length = limit - 1, per sentence
     min_len (EOS included)                     min_decoding_length = min_len - 1
-    <pad> and <s> never generated              suppress_sequences
+    <pad> and <s> never generated              suppress_sequences (ModelConfig.banned_ids)
+    forced_first_id (a target language)        target_prefix
 
 Sentences are grouped by their length limit, so each gets exactly our limit. One difference
 stays: at the limit our search forces </s> and counts its probability, CTranslate2 just stops,
-so a beam that reaches the limit may rank differently (README, "Deploying").
+so a beam that reaches the limit may rank differently (README, "Deploying"); and CTranslate2 stops
+a sentence at beam_size finished hypotheses, as decode.early_stopping=true does. A Hugging Face
+model's folder (qkvmt.hf) brings its own tokenizer files, which `load_tokenizer` reads.
 """
 
 from dataclasses import asdict, dataclass
@@ -26,10 +29,11 @@ from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
 from qkvmt.export.to_ctranslate2 import require_ctranslate2
-from qkvmt.text.tokenizer import BOS, PAD, decode
+from qkvmt.model.config import ModelConfig
+from qkvmt.text.tokenizer import decode, target_side
 from qkvmt.views.translations import Translations
 
-FILES = ("model.bin", METADATA, TOKENIZER)
+FILES = ("model.bin", METADATA)  # and a tokenizer: tokenizer.json, or a Hugging Face model's files
 
 
 @dataclass
@@ -61,6 +65,20 @@ def is_ctranslate2_folder(folder: Path) -> bool:
     return all((Path(folder) / n).is_file() for n in FILES)
 
 
+def folder_tokenizer(folder: Path):
+    """The tokenizer an export folder holds: a Hugging Face model's own files (Marian's SentencePiece
+    pair, a tokenizer_config.json beside them), else qkvmt's tokenizer.json."""
+    if (folder / "tokenizer_config.json").is_file():
+        from qkvmt.hf.tokenizers import load_tokenizer
+
+        return load_tokenizer(folder)
+    if not (folder / TOKENIZER).is_file():
+        raise UserError(
+            f"model_dir={folder} has no {TOKENIZER}: give a folder written by qkvmt export format=ctranslate2"
+        )
+    return Tokenizer.from_file(str(folder / TOKENIZER))
+
+
 def load_ctranslate2(
     model_dir, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ) -> CTranslate2Model:
@@ -77,11 +95,12 @@ def load_ctranslate2(
         translator = ct2.Translator(str(folder), device=device, compute_type=compute_type, intra_threads=threads)
     except (RuntimeError, ValueError) as e:
         raise UserError(f"model_dir={folder}: CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
-    return CTranslate2Model(translator, Tokenizer.from_file(str(folder / TOKENIZER)), ExportMetadata.read(folder))
+    return CTranslate2Model(translator, folder_tokenizer(folder), ExportMetadata.read(folder))
 
 
-def search_options(cfg: DecodeConfig) -> dict:
-    """CTranslate2's translate_batch options for our decoding settings (the length limit aside)."""
+def search_options(cfg: DecodeConfig, model: ModelConfig, target) -> dict:
+    """CTranslate2's translate_batch options for our decoding settings (the length limit aside);
+    `target`: the target side's tokenizer, which names the tokens."""
     if cfg.len_penalty_style != "fairseq" and cfg.len_penalty != 0:
         raise UserError(
             f"decode.len_penalty_style={cfg.len_penalty_style}: CTranslate2 normalises by length^alpha only; "
@@ -91,7 +110,7 @@ def search_options(cfg: DecodeConfig) -> dict:
         "beam_size": cfg.beam_size,
         "length_penalty": cfg.len_penalty,
         "min_decoding_length": cfg.min_len - 1,
-        "suppress_sequences": [[PAD], [BOS]],
+        "suppress_sequences": [[target.id_to_token(i)] for i in model.banned_ids],
         "max_input_length": 0,  # sources are cut to the model's positions here, as ours are
         "max_batch_size": cfg.max_tokens,
         "batch_type": "tokens",
@@ -104,15 +123,19 @@ def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg:
     ids = encode_sources(tok, lines, engine.meta.max_positions)  # warns of sentences cut to fit
     src = [[tok.id_to_token(i) for i in x[: engine.meta.max_positions - 1]] for x in ids]
     limits = max_lengths(torch.tensor([len(x) + 1 for x in src]), cfg, engine.meta.max_positions).numpy()
-    options = search_options(cfg)
+    target = target_side(tok)
+    options = search_options(cfg, ModelConfig.from_dict(engine.meta.model_config), target)
+    if cfg.forced_first_id is not None:  # a many-to-many model's target language comes first
+        options["target_prefix"] = [[target.id_to_token(cfg.forced_first_id)]] * len(lines)
     out: list[list[int]] = [[] for _ in lines]
     for limit in np.unique(limits):
         rows = [i for i in np.flatnonzero(limits == limit) if src[i]]
         if not rows:
             continue
+        prefix = {"target_prefix": options["target_prefix"][: len(rows)]} if "target_prefix" in options else {}
         results = engine.translator.translate_batch(
-            [src[i] for i in rows], max_decoding_length=int(limit) - 1, **options
+            [src[i] for i in rows], max_decoding_length=int(limit) - 1, **(options | prefix)
         )
         for i, r in zip(rows, results):
-            out[i] = [tok.token_to_id(t) for t in r.hypotheses[0]]
+            out[i] = [target.token_to_id(t) for t in r.hypotheses[0]]
     return decode(tok, out)

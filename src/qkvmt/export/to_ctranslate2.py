@@ -4,7 +4,7 @@ Our layers map one to one onto `ctranslate2.specs.TransformerSpec`:
 
     ours                                   CTranslate2
     src/tgt tokens (× √d, tied)            encoder.embeddings[0] / decoder.embeddings (scaled)
-    sinusoidal_positions(max_positions)    position_encodings.encodings, stored explicitly:
+    the sinusoidal table (any layout)      position_encodings.encodings, stored explicitly:
                                            CTranslate2's own table puts all sines before all
                                            cosines, ours interleaves them
     RotaryPositions (positions=rotary)     rotary_dim=0 (all of d_k), rotary_interleave=True
@@ -15,11 +15,13 @@ Our layers map one to one onto `ctranslate2.specs.TransformerSpec`:
     w_o, fc1, fc2                          linear[-1], ffn.linear_0, ffn.linear_1
     Residual.norm (post- or pre-LN)        the sub-layer's layer_norm; pre_norm picks where it runs
     encoder_norm / decoder_norm (pre-LN)   encoder.layer_norm / decoder.layer_norm
-    output (tied)                          decoder.projection
+    output (and its bias)                  decoder.projection
+    activation, scale_embeddings           the layers' activation, scale_embeddings
 
-The joint vocabulary is registered for both sides, the source gets its </s> from the model's
-config (add_source_eos), and tokenizer.json and qkvmt.json (languages, decoding settings, model
-config) travel in the folder, so `translate.py engine=ctranslate2 model_dir=...` needs nothing else.
+Each side's vocabulary is registered (the joint one twice), the source gets its </s> from the
+model's config (add_source_eos), and the tokenizer (tokenizer.json, or a Hugging Face model's own
+files) and qkvmt.json (languages, decoding settings, model config) travel in the folder, so
+`translate.py engine=ctranslate2 model_dir=...` needs nothing else.
 """
 
 from pathlib import Path
@@ -29,10 +31,11 @@ from tokenizers import Tokenizer
 
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.metadata import TOKENIZER, ExportMetadata
+from qkvmt.hf.tokenizers import tokenizer_files
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.model.positions import ROTARY_BASE, sinusoidal_positions
+from qkvmt.model.positions import ROTARY_BASE
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.tokenizer import BOS, EOS, UNK
+from qkvmt.text.tokenizer import UNK, target_side
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
 
@@ -48,12 +51,14 @@ def check_quantization(quantization: str) -> None:
         raise UserError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
 
 
-def vocabulary(tokenizer: Tokenizer) -> list[str]:
-    """The token of every id, in id order."""
+def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
+    """The token of every id, in id order: `size` of them, as the model's embedding has rows."""
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     tokens = sorted(vocab, key=vocab.get)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
         raise UserError("the checkpoint's tokenizer has gaps in its ids; CTranslate2 needs one token per id")
+    if len(tokens) != size:
+        raise UserError(f"the tokenizer has {len(tokens)} tokens but the model {size}: the checkpoint is inconsistent")
     return tokens
 
 
@@ -73,7 +78,8 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     from ctranslate2.specs import common_spec, transformer_spec
 
     c = model.cfg
-    layout = dict(pre_norm=c.norm_first, activation=common_spec.Activation.RELU)
+    activation = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH", "silu": "SWISH"}[c.activation]
+    layout = dict(pre_norm=c.norm_first, activation=getattr(common_spec.Activation, activation))
     if c.positions == "rotary":
         layout.update(rotary_dim=0, rotary_interleave=True, rotary_base=ROTARY_BASE)
     spec = transformer_spec.TransformerSpec(
@@ -83,10 +89,9 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _np(model.src_embed.tokens.weight)
     dec.embeddings.weight = _np(model.tgt_embed.tokens.weight)
-    if c.positions == "sinusoidal":
-        positions = _np(sinusoidal_positions(c.max_positions, c.d_model))
-        enc.position_encodings.encodings = dec.position_encodings.encodings = positions
-    enc.scale_embeddings = dec.scale_embeddings = True
+    if c.positions == "sinusoidal":  # the model's own table, whatever its layout
+        enc.position_encodings.encodings = dec.position_encodings.encodings = _np(model.src_embed.positions)
+    enc.scale_embeddings = dec.scale_embeddings = c.scale_embeddings
     for layer, ours in zip(enc.layer, model.encoder_layers):
         _linear(layer.self_attention.linear[0], ours.self_attn.w_qkv)
         _linear(layer.self_attention.linear[1], ours.self_attn.w_o)
@@ -105,16 +110,13 @@ def build_spec(model: Transformer, tokenizer: Tokenizer):
     if c.norm_first:
         _norm(enc.layer_norm, model.encoder_norm)
         _norm(dec.layer_norm, model.decoder_norm)
-    dec.projection.weight = _np(model.output.weight)
-    tokens = vocabulary(tokenizer)
-    if len(tokens) != c.vocab_size:
-        raise UserError(
-            f"the tokenizer has {len(tokens)} tokens but the model {c.vocab_size}: the checkpoint is inconsistent"
-        )
-    spec.register_source_vocabulary(tokens)
-    spec.register_target_vocabulary(tokens)
-    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
-    spec.config.decoder_start_token = BOS
+    _linear(dec.projection, model.output)  # with Marian's final_logits_bias where the model has it
+    spec.register_source_vocabulary(vocabulary(tokenizer, c.vocab_size))
+    target = vocabulary(target_side(tokenizer), c.target_vocab_size)
+    spec.register_target_vocabulary(target)
+    unk = UNK if UNK in target else "<unk>"  # qkvmt's own, or a SentencePiece vocabulary's
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = unk, target[c.bos_id], target[c.eos_id]
+    spec.config.decoder_start_token = target[c.bos_id]
     spec.config.add_source_eos = True  # our source rows are x_1 .. x_n </s>
     spec.config.layer_norm_epsilon = model.decoder_layers[0].ffn_block.norm.eps
     return ct2, spec
@@ -129,7 +131,11 @@ def export_ctranslate2(
     spec.validate()
     spec.optimize(quantization=quantization)
     spec.save(str(out))
-    tokenizer.save(str(out / TOKENIZER))
+    if meta.hf_folder is not None:  # a Hugging Face model's own tokenizer files
+        for name, data in tokenizer_files(Path(meta.hf_folder)).items():
+            (out / name).write_bytes(data)
+    else:
+        tokenizer.save(str(out / TOKENIZER))
     ExportMetadata.of("ctranslate2", model.cfg, meta, quantization=quantization).write(out)
 
 

@@ -15,10 +15,10 @@ def export(cfg: DictConfig) -> dict:
     check_output_dir(cfg)
     # The weights are copied out on the CPU.
     model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
-    if model.meta.hf_folder is not None and cfg.format != "huggingface":  # the folder's files are its tokenizer
+    if model.meta.hf_folder is not None and cfg.format == "safetensors":  # the folder's files are its tokenizer
         raise UserError(
-            f"format={cfg.format}: {model.meta.hf_folder} is a Hugging Face model opened in qkvmt, whose tokenizer "
-            "is that folder's files; use format=huggingface, which writes them with the model"
+            f"format=safetensors: {model.meta.hf_folder} is a Hugging Face model opened in qkvmt, whose tokenizer "
+            "is that folder's files; use format=huggingface or format=ctranslate2, which write them with the model"
         )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")

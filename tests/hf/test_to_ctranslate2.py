@@ -1,0 +1,41 @@
+"""A Hugging Face model opened in qkvmt, exported to CTranslate2 (qkvmt export format=ctranslate2): the
+folder scores target tokens as qkvmt's forced pass does, and translates as qkvmt's search (with
+CTranslate2's stopping rule, early_stopping), through its own tokenizer files."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import qkvmt
+from qkvmt.export.ctranslate2_engine import load_ctranslate2
+from qkvmt.model.inputs import build_inputs
+from qkvmt.pipeline.export import export
+from qkvmt.text.tokenizer import encode, encode_target, target_side
+from tests.conftest import compose_inference
+from tests.hf.test_tokenizers import TEXTS, whole_marian_folder
+
+ctranslate2 = pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["one vocabulary", "separate vocabularies"])
+def test_an_opened_marian_model_exports_to_ctranslate2_and_scores_and_translates_as_qkvmt(tmp_path, separate):
+    folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en", separate)
+    out = tmp_path / "ct2"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=ctranslate2", f"output_dir={out}"))
+    ours, engine = qkvmt.load(folder, device="cpu"), load_ctranslate2(out)
+    tok, m = ours.tokenizer, ours.transformer
+    sources, targets = encode(tok, TEXTS), encode_target(tok, TEXTS)
+    name, target_name = tok.id_to_token, target_side(tok).id_to_token
+    scored = engine.translator.score_batch(
+        [[name(i) for i in s] for s in sources], [[target_name(i) for i in t] for t in targets]
+    )
+    x = build_inputs(sources, targets, m.cfg.specials)
+    with torch.no_grad():
+        log_probs = m(x.src, x.tgt_in)[0].log_softmax(-1).gather(-1, x.tgt_out[..., None])[..., 0]
+    for row, result, target in zip(log_probs, scored, targets):
+        torch.testing.assert_close(torch.tensor(result.log_probs), row[: len(target) + 1], atol=1e-4, rtol=0)
+    # CTranslate2's own stopping rule; min_len, as the random model would end every sentence at once
+    settings = replace(ours.decoding(), early_stopping=True, beam_size=4, min_len=4)
+    translated = list(engine.translate(TEXTS, settings))
+    assert translated == list(ours.translate(TEXTS, settings=settings)) and all(translated)
