@@ -51,7 +51,28 @@ def with_default_experiment(argv: list[str], has_gpu: bool) -> list[str]:
             f"no GPU found: running experiment={CPU_EXPERIMENT}, the CPU recipe (experiment=NAME chooses another)",
             file=sys.stderr,
         )
-    return [*argv, f"experiment={CPU_EXPERIMENT}"]
+    return [*argv[:1], *with_override(argv[1:], f"experiment={CPU_EXPERIMENT}")]
+
+
+def with_override(args: list[str], override: str) -> list[str]:
+    """`args` with `override` among the user's overrides. Hydra's argparse reads its overrides as
+    one run of positional arguments, so one put after a flag (`--help`) or a flag's value
+    (`--cfg job`) that follows them is an unrecognized argument. It goes just before the first
+    override (argparse itself tells an override from a flag's value), or first of all where there
+    is none (not last: `--info` would take it as its optional value)."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    try:
+        given = parser.parse_known_args(args)[0].overrides
+    except SystemExit:  # a malformed flag: Hydra's own parse reports it the same way
+        given = []
+    for at in [i for i, a in enumerate(args) if given and a == given[0]]:
+        placed = [*args[:at], override, *args[at:]]
+        parsed, extra = parser.parse_known_args(placed)
+        if parsed.overrides == [override, *given] and not extra:
+            return placed
+    return [override, *args]
 
 
 def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=None, subcommand: str | None = None):
