@@ -113,28 +113,55 @@ def model_weights(ckpt: dict) -> dict:
 
 
 def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
-    meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
-    try:
-        model = Transformer(ModelConfig.from_dict(meta.model_config))
-    except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
-        raise UserError(
-            f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}"
-        ) from None
-    weights = model_weights(ckpt)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as e:
-        raise UserError(
-            f"{path}: the weights do not fit the model configuration stored with them "
-            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); "
-            f"it was edited or belongs to another model; {USE_ANOTHER}"
-        ) from None
+    model, weights = checked_weights(ckpt, path)
+    model.load_state_dict(weights)
     model.eval()
+    meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
     try:
         tokenizer = Tokenizer.from_str(meta.tokenizer)
     except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
         raise UserError(f"{path}: the tokenizer stored in it is not readable ({_brief(e)}); {USE_ANOTHER}") from None
     return model, tokenizer
+
+
+def checked_weights(ckpt: dict, path, device: str = "cpu") -> tuple[Transformer, dict]:
+    """The Transformer of the configuration stored in `ckpt` (built on `device`; "meta" for its
+    names and shapes only, without memory) and the weights for it, checked: the configuration is
+    usable, the weights are the ones it makes (names and shapes), and every one is finite.
+    Whatever takes a checkpoint's weights (build_model, init_from) checks them here, so a file
+    that would load into the wrong shapes, or translate NaN into empty lines, is one line."""
+    meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
+    try:
+        with torch.device(device):
+            model = Transformer(ModelConfig.from_dict(meta.model_config))
+    except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
+        raise UserError(
+            f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}"
+        ) from None
+    weights = model_weights(ckpt)
+    mismatch = _mismatch(model.state_dict(), weights)
+    if mismatch:
+        raise UserError(
+            f"{path}: the weights do not fit the model configuration stored with them ({mismatch}); "
+            f"it was edited or belongs to another model; {USE_ANOTHER}"
+        )
+    for name, tensor in weights.items():
+        bad = _non_finite(tensor)
+        if bad:
+            raise UserError(
+                f"{path}: weight {name} holds NaN or infinity ({bad} values): the file is corrupt, or was saved "
+                f"from a run that diverged; {USE_ANOTHER}"
+            )
+    return model, weights
+
+
+def _non_finite(tensor: torch.Tensor) -> int:
+    """How many values of `tensor` are NaN or infinite. A sum is finite only when every value is
+    (NaN and infinity propagate; inf - inf is NaN), and costs a fifth of isfinite's mask over the
+    bundled model; only a sum that is not finite, or finite values overflowing it, pays for the count."""
+    if not tensor.is_floating_point() or torch.isfinite(tensor.sum()):
+        return 0
+    return int((~torch.isfinite(tensor)).sum())
 
 
 def _mismatch(expected: dict, found: dict) -> str:
