@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from qkvmt.errors import UserError
@@ -107,3 +108,25 @@ class StagedFolder:
         self.tmp.rename(final)
         self.final = final
         return False
+
+
+@contextmanager
+def removed_if_refused(folder: Path, record: str, log: str):
+    """A run folder that a UserError leaves as it was made, holding only the `record` folder and
+    the `log` file that Hydra writes before the run starts (.hydra/, train.log), is removed, so a
+    refused run leaves no folder. Only a folder the run made: one that held nothing else, and an
+    empty log, when the block began; an existing run's folder and files are never touched."""
+    folder = Path(folder)
+
+    def only_hydras(empty_log: bool) -> bool:
+        names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        logged = (folder / log).is_file() and (folder / log).stat().st_size > 0
+        return names <= {record, log} and not (empty_log and logged)
+
+    made_by_this_run = only_hydras(empty_log=True)
+    try:
+        yield
+    except UserError:
+        if made_by_this_run and only_hydras(empty_log=False):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
