@@ -1,5 +1,7 @@
 """Free text on the command line reaches the config unchanged."""
 
+import sys
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -67,6 +69,7 @@ def test_the_cpu_recipe_goes_among_the_users_overrides_never_after_a_flag(args, 
 )
 def test_train_without_a_gpu_takes_a_setting_before_or_after_hydras_flags(args, monkeypatch, capsys):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])  # main sets it, as the command line it runs
     commands.main(["train", *args])  # --cfg job: the composed config, nothing run
     out = capsys.readouterr().out
     assert "for CPUs: a 3+3-layer" in out  # the CPU recipe's description

@@ -4,6 +4,7 @@ same line from translate and from init_from, whose run has written nothing by th
 
 import json
 import struct
+import sys
 
 import pytest
 import torch
@@ -64,7 +65,8 @@ def translate_error(folder, capsys) -> str:
     return err[-1]
 
 
-def test_weights_holding_nan_are_one_line_naming_the_weight_and_the_values(tmp_path, capsys):
+def test_weights_holding_nan_are_one_line_naming_the_weight_and_the_values(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])  # main sets it, as the command line it runs
     folder = damaged(tmp_path, "nan")
     assert torch.isnan(torch.tensor(struct.unpack("<f", b"\xff" * 4))).all()  # what the bytes decode to
     assert translate_error(folder, capsys) == (
@@ -75,8 +77,9 @@ def test_weights_holding_nan_are_one_line_naming_the_weight_and_the_values(tmp_p
 
 @pytest.mark.parametrize("fault", ["nan", "misfit"])
 def test_init_from_refuses_the_weights_translate_refuses_before_the_run_writes_anything(
-    tmp_path, corpus, capsys, fault
+    tmp_path, corpus, capsys, monkeypatch, fault
 ):
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])
     folder = damaged(tmp_path, fault)
     out = tmp_path / "run"
     settings = ["model.d_model=96"] if fault == "misfit" else []  # the run asks for what qkvmt.json says
