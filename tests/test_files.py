@@ -45,3 +45,16 @@ def test_a_run_that_wrote_or_failed_otherwise_keeps_its_folder(tmp_path):
     crashed = hydras_record(tmp_path / "crashed")
     refused(crashed, fault=RuntimeError("a fault, not a refusal: its log is kept"))
     assert (crashed / "train.log").is_file()
+
+
+def test_the_working_folder_loses_only_what_hydra_wrote_and_a_folder_without_hydras_record_nothing(
+    tmp_path, monkeypatch
+):
+    here = hydras_record(tmp_path / "here")
+    monkeypatch.chdir(here)  # hydra.run.dir=.
+    refused(here)
+    assert here.is_dir() and list(here.iterdir()) == []
+    empty = tmp_path / "empty"  # no .hydra/: not a folder Hydra made for a run
+    empty.mkdir()
+    refused(empty)
+    assert empty.is_dir()

@@ -1,6 +1,7 @@
 """What every subcommand shares (qkvmt.commands): the Hydra main around a pipeline function over
 the packaged configuration, free text on the command line, and train's choice of recipe."""
 
+import contextlib
 import functools
 import os
 import re
@@ -10,6 +11,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError, report_user_errors
+from qkvmt.files import removed_if_refused
+from qkvmt.setting_types import check_setting_types
 
 # The configuration ships inside the package, so an installed qkvmt has it wherever it runs; the
 # repository's conf/ is a link to this folder, so the two are one set of files.
@@ -89,7 +92,13 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
     """
     import hydra  # here: `qkvmt --help` lists the subcommands without it
 
-    checked = report_user_errors(function)
+    @functools.wraps(function)  # Hydra's job name still comes from `function`'s module
+    def checked_run(cfg):
+        with hydras_folder_removed_if_refused():
+            check_setting_types(cfg)
+            return function(cfg)
+
+    checked = report_user_errors(checked_run)
 
     @functools.wraps(checked)
     def task(cfg):
@@ -112,6 +121,20 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
         return main()
 
     return run
+
+
+@contextlib.contextmanager
+def hydras_folder_removed_if_refused():
+    """A refused command leaves no run folder: Hydra makes it, with its record (.hydra/) and the
+    job's log (train.log), before the command starts (files.removed_if_refused)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or HydraConfig.get().output_subdir is None:
+        yield  # no record of Hydra's to tell a folder it made from the user's
+        return
+    hydra = HydraConfig.get()
+    with removed_if_refused(Path(hydra.runtime.output_dir), hydra.output_subdir, f"{hydra.job.name}.log"):
+        yield
 
 
 def check_overrides(config_name: str, overrides: list[str]) -> None:

@@ -112,14 +112,15 @@ class StagedFolder:
 
 @contextmanager
 def removed_if_refused(folder: Path, record: str, log: str):
-    """A run folder that a UserError leaves as it was made, holding only the `record` folder and
+    """A run folder that a UserError leaves as Hydra made it, holding only the `record` folder and
     the `log` file that Hydra writes before the run starts (.hydra/, train.log), is removed, so a
-    refused run leaves no folder. Only a folder the run made: one that held nothing else, and an
-    empty log, when the block began; an existing run's folder and files are never touched."""
+    refused run leaves no folder. Only a folder this run made: it held the record, an empty log
+    and nothing else when the block began. An existing run's folder and files are never touched,
+    and the working folder itself (hydra.run.dir=.) loses only what Hydra wrote into it."""
     folder = Path(folder)
 
     def only_hydras(empty_log: bool) -> bool:
-        names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        names = {p.name for p in folder.iterdir()} if (folder / record).is_dir() else {None}
         logged = (folder / log).is_file() and (folder / log).stat().st_size > 0
         return names <= {record, log} and not (empty_log and logged)
 
@@ -128,5 +129,8 @@ def removed_if_refused(folder: Path, record: str, log: str):
         yield
     except UserError:
         if made_by_this_run and only_hydras(empty_log=False):
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder / record, ignore_errors=True)
+            (folder / log).unlink(missing_ok=True)
+            if folder.resolve() != Path.cwd().resolve():
+                folder.rmdir()
         raise

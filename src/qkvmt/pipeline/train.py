@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.alignment.supervision import AlignmentSupervision
 from qkvmt.errors import UserError
-from qkvmt.files import atomic_write, removed_if_refused, write_json
+from qkvmt.files import atomic_write, write_json
 from qkvmt.model.checkpoint import (
     average_checkpoints,
     check_resumable,
@@ -248,11 +248,8 @@ def run_test(trainer: L.Trainer, module, dm, last: Path | None, n_average: int) 
 
 
 def train_command(cfg: DictConfig) -> float | None:
-    """scripts/train.py: train, and give Hydra's sweepers `optimized_metric` (null: nothing). A
-    refused run leaves no folder: Hydra made it, with .hydra/ and the job's log (named after this
-    module), before the checks."""
-    with removed_if_refused(Path(cfg.paths.output_dir), ".hydra", "train.log"):
-        return optimized_value(train(cfg), cfg.optimized_metric)
+    """scripts/train.py: train, and give Hydra's sweepers `optimized_metric` (null: nothing)."""
+    return optimized_value(train(cfg), cfg.optimized_metric)
 
 
 def optimized_value(metrics: dict, name: str | None) -> float | None:
