@@ -58,3 +58,14 @@ def test_the_working_folder_loses_only_what_hydra_wrote_and_a_folder_without_hyd
     empty.mkdir()
     refused(empty)
     assert empty.is_dir()
+
+
+def test_a_refusal_hydra_wrapped_is_a_refusal(tmp_path):
+    """A UserError raised while Hydra builds a configured object reaches the run in Hydra's own exception."""
+    from hydra.errors import InstantiationException
+
+    run = hydras_record(tmp_path / "run")
+    wrapped = InstantiationException("Error in call to target ...")
+    wrapped.__cause__ = UserError("data.vocab_size=0: give a whole number of at least 5")
+    refused(run, fault=wrapped)
+    assert not run.exists()

@@ -9,7 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from qkvmt.errors import UserError
+from qkvmt.errors import UserError, user_error_of
 
 
 def atomic_write(path: Path, write) -> None:
@@ -127,8 +127,8 @@ def removed_if_refused(folder: Path, record: str, log: str):
     made_by_this_run = only_hydras(empty_log=True)
     try:
         yield
-    except UserError:
-        if made_by_this_run and only_hydras(empty_log=False):
+    except Exception as e:
+        if user_error_of(e) is not None and made_by_this_run and only_hydras(empty_log=False):
             shutil.rmtree(folder / record, ignore_errors=True)
             (folder / log).unlink(missing_ok=True)
             if folder.resolve() != Path.cwd().resolve():
