@@ -88,3 +88,12 @@ def test_init_from_refuses_the_weights_translate_refuses_before_the_run_writes_a
     assert translate_error(folder, capsys) == f"error: {refused.value}"
     assert ("NaN or infinity" if fault == "nan" else "the weights do not fit") in str(refused.value)
     assert not out.exists()
+
+
+def test_the_weights_file_of_a_model_folder_says_to_give_the_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])
+    folder = tiny_folder(tmp_path / "model")
+    assert translate_error(folder / WEIGHTS, capsys) == (
+        f"error: {folder / WEIGHTS} is the weights file of a model folder, which loads as a whole: give the folder "
+        f"{folder} instead (model.safetensors with tokenizer.json and qkvmt.json beside it)"
+    )

@@ -71,6 +71,11 @@ def load_checkpoint(path) -> dict:
             f"checkpoint not found: {path}; set ckpt_path to a .ckpt file, a model folder or a bundled "
             f"model's name ({', '.join(bundled_names()) or 'none installed'})"
         )
+    if path.suffix == ".safetensors":  # torch.load would call it no qkvmt checkpoint, which says too little
+        raise UserError(
+            f"{path} is the weights file of a model folder, which loads as a whole: give the folder "
+            f"{path.parent} instead (model.safetensors with tokenizer.json and qkvmt.json beside it)"
+        )
     try:
         with warnings.catch_warnings():
             # An unusual pickle protocol only means the load below fails, which is reported.
