@@ -99,6 +99,8 @@ def test_nonsense_sizes_train_but_say_so(small_run):
 def test_a_rerun_with_another_vocabulary_is_refused_and_the_tokenizer_kept(small_run):
     tok = small_run["out"] / "tokenizer.json"
     before = tok.read_bytes()
+    files = sorted(p.relative_to(small_run["out"]) for p in small_run["out"].rglob("*"))
+    assert any(p.parts[0] == "checkpoints" for p in files)
     assert json.loads((small_run["out"] / "tokenizer.settings.json").read_text())["vocab_size"] == 8
     r = run_script(
         "train", *train_args(small_run["corpus"], small_run["out"], "data.vocab_size=30", "data.max_tokens=6")
@@ -106,6 +108,7 @@ def test_a_rerun_with_another_vocabulary_is_refused_and_the_tokenizer_kept(small
     line = user_error(r)
     assert f"{tok} was made with other settings (data.vocab_size=8 there, 30 asked)" in line and "hydra.run.dir" in line
     assert tok.read_bytes() == before
+    assert sorted(p.relative_to(small_run["out"]) for p in small_run["out"].rglob("*")) == files  # all kept
 
 
 def test_a_rerun_on_other_text_is_refused(small_run, tmp_path):
