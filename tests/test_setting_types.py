@@ -7,7 +7,7 @@ import pytest
 
 from qkvmt import commands
 from qkvmt.setting_types import check_setting_types
-from tests.conftest import compose_inference, compose_train
+from tests.conftest import CONF, compose_inference, compose_train
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,9 @@ def test_a_training_setting_of_the_wrong_type_leaves_no_run_folder(tmp_path, cap
 
 
 def test_the_shipped_configurations_hold_settings_of_their_types():
-    """No default is refused: the check reads every qkvmt class a command's configuration builds."""
-    check_setting_types(compose_train("experiment=multi30k_de_en_cpu_align"))
-    for name in ("translate", "evaluate", "align"):
+    """No default is refused: every command's configuration and every recipe passes the check."""
+    commands_configs = sorted({c.config for c in commands.COMMANDS.values()})
+    for name in commands_configs:
         check_setting_types(compose_inference(name))
+    for recipe in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
+        check_setting_types(compose_train(f"experiment={recipe}"))
