@@ -1,4 +1,4 @@
-"""A model's weights checked wherever they load (checkpoint.checked_weights): they must fit the
+"""A model's weights checked wherever they load (checkpoint.checked_model): they must fit the
 configuration stored with them and be finite, or the load is one line naming the weight, the
 same line from translate and from init_from, whose run has written nothing by then."""
 

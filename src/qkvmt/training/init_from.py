@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, checked_weights, load_checkpoint, model_weights
+from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, checked_model, load_checkpoint, model_weights
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.weights_folder import is_weights_folder, missing_files
 
@@ -69,7 +69,7 @@ def starting_point(spec, wanted: ModelConfig, src_lang: str, tgt_lang: str) -> S
         )
     start = Start(spec, path, load_checkpoint(path))
     # as translate checks them: the weights fit the model's own settings, and are finite
-    checked_weights(start.ckpt, path, device="meta")
+    checked_model(start.ckpt, path, device="meta")
     meta = start.meta
     if (meta.src_lang, meta.tgt_lang) != (src_lang, tgt_lang):
         raise UserError(
