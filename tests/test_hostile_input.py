@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from qkvmt import commands
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
@@ -32,10 +33,22 @@ def ckpt(trained_run):
 # ------------------------------------------------------------------ nothing written before the check
 
 
-def only_hydras_record(run) -> bool:
-    """Hydra makes the run folder and logs its config before our code starts; nothing of ours
-    (tokenizer, run.json, caches, checkpoints) may follow a refused configuration."""
-    return not run.exists() or {p.name for p in run.iterdir()} <= {".hydra", "train.log"}
+def test_a_refused_run_leaves_no_folder_and_a_refused_rerun_keeps_the_runs_files(tmp_path, capsys, monkeypatch):
+    """Hydra makes the run folder, .hydra/ and train.log, before our code starts: a refused run
+    removes that folder of its own, and never an existing run's (qkvmt train in this process)."""
+    corpus = write_corpus(tmp_path / "corpus", sizes=SMALL, gz=False)
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])
+    for run, before in ((tmp_path / "new", None), (tmp_path / "old", {"checkpoints/step1.ckpt", "train.log"})):
+        for name in before or ():
+            (run / name).parent.mkdir(parents=True, exist_ok=True)
+            (run / name).write_text("an earlier run's")
+        with pytest.raises(SystemExit) as stop:
+            commands.main(["train", *train_args(corpus, run, "model.d_model=7")])
+        assert stop.value.code == 2 and "model.d_model=7 is not divisible" in capsys.readouterr().err
+        if before is None:
+            assert not run.exists()
+        else:
+            assert before <= {str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()}
 
 
 @pytest.mark.slow(reason="one fresh scripts/train.py process, importing torch and Lightning, per setting")
@@ -62,7 +75,7 @@ def test_a_bad_setting_is_one_line_and_leaves_no_run_folder(override, named, tmp
     corpus = write_corpus(tmp_path / "corpus", sizes=SMALL, gz=False)
     r = run_script("train", *train_args(corpus, tmp_path / "run", override))
     assert user_error(r) == f"error: {named}"
-    assert only_hydras_record(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 @training_fixture(scope="module")
@@ -86,6 +99,8 @@ def test_nonsense_sizes_train_but_say_so(small_run):
 def test_a_rerun_with_another_vocabulary_is_refused_and_the_tokenizer_kept(small_run):
     tok = small_run["out"] / "tokenizer.json"
     before = tok.read_bytes()
+    files = sorted(p.relative_to(small_run["out"]) for p in small_run["out"].rglob("*"))
+    assert any(p.parts[0] == "checkpoints" for p in files)
     assert json.loads((small_run["out"] / "tokenizer.settings.json").read_text())["vocab_size"] == 8
     r = run_script(
         "train", *train_args(small_run["corpus"], small_run["out"], "data.vocab_size=30", "data.max_tokens=6")
@@ -93,6 +108,7 @@ def test_a_rerun_with_another_vocabulary_is_refused_and_the_tokenizer_kept(small
     line = user_error(r)
     assert f"{tok} was made with other settings (data.vocab_size=8 there, 30 asked)" in line and "hydra.run.dir" in line
     assert tok.read_bytes() == before
+    assert sorted(p.relative_to(small_run["out"]) for p in small_run["out"].rglob("*")) == files  # all kept
 
 
 def test_a_rerun_on_other_text_is_refused(small_run, tmp_path):
@@ -106,7 +122,7 @@ def test_resuming_from_a_checkpoint_of_another_size_names_the_setting(ckpt, tmp_
     r = run_script("train", *train_args(corpus, tmp_path / "run", f"resume={ckpt}", "model.d_model=128"))
     line = user_error(r)
     assert f"resume={ckpt} holds a model with model.d_model=64 but this run asks for model.d_model=128" in line
-    assert only_hydras_record(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 # ------------------------------------------------------------------ outputs

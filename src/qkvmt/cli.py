@@ -1,6 +1,7 @@
 """What every subcommand shares (qkvmt.commands): the Hydra main around a pipeline function over
 the packaged configuration, free text on the command line, and train's choice of recipe."""
 
+import contextlib
 import functools
 import os
 import re
@@ -10,6 +11,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError, report_user_errors
+from qkvmt.files import removed_if_refused
+from qkvmt.setting_types import check_setting_types
 
 # The configuration ships inside the package, so an installed qkvmt has it wherever it runs; the
 # repository's conf/ is a link to this folder, so the two are one set of files.
@@ -51,7 +54,28 @@ def with_default_experiment(argv: list[str], has_gpu: bool) -> list[str]:
             f"no GPU found: running experiment={CPU_EXPERIMENT}, the CPU recipe (experiment=NAME chooses another)",
             file=sys.stderr,
         )
-    return [*argv, f"experiment={CPU_EXPERIMENT}"]
+    return [*argv[:1], *with_override(argv[1:], f"experiment={CPU_EXPERIMENT}")]
+
+
+def with_override(args: list[str], override: str) -> list[str]:
+    """`args` with `override` among the user's overrides. Hydra's argparse reads its overrides as
+    one run of positional arguments, so one put after a flag (`--help`) or a flag's value
+    (`--cfg job`) that follows them is an unrecognized argument. It goes just before the first
+    override (argparse itself tells an override from a flag's value), or first of all where there
+    is none (not last: `--info` would take it as its optional value)."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    try:
+        given = parser.parse_known_args(args)[0].overrides
+    except SystemExit:  # a malformed flag: Hydra's own parse reports it the same way
+        given = []
+    for at in [i for i, a in enumerate(args) if given and a == given[0]]:
+        placed = [*args[:at], override, *args[at:]]
+        parsed, extra = parser.parse_known_args(placed)
+        if parsed.overrides == [override, *given] and not extra:
+            return placed
+    return [override, *args]
 
 
 def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=None, subcommand: str | None = None):
@@ -68,7 +92,13 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
     """
     import hydra  # here: `qkvmt --help` lists the subcommands without it
 
-    checked = report_user_errors(function)
+    @functools.wraps(function)  # Hydra's job name still comes from `function`'s module
+    def checked_run(cfg):
+        with hydras_folder_removed_if_refused():
+            check_setting_types(cfg)
+            return function(cfg)
+
+    checked = report_user_errors(checked_run)
 
     @functools.wraps(checked)
     def task(cfg):
@@ -91,6 +121,20 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
         return main()
 
     return run
+
+
+@contextlib.contextmanager
+def hydras_folder_removed_if_refused():
+    """A refused command leaves no run folder: Hydra makes it, with its record (.hydra/) and the
+    job's log (train.log), before the command starts (files.removed_if_refused)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or HydraConfig.get().output_subdir is None:
+        yield  # no record of Hydra's to tell a folder it made from the user's
+        return
+    hydra = HydraConfig.get()
+    with removed_if_refused(Path(hydra.runtime.output_dir), hydra.output_subdir, f"{hydra.job.name}.log"):
+        yield
 
 
 def check_overrides(config_name: str, overrides: list[str]) -> None:

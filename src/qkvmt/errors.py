@@ -23,6 +23,14 @@ def optional_import(module: str, install: str, name: str | None = None):
         raise UserError(f"{name or module} is not installed: {install}") from None
 
 
+def user_error_of(e: BaseException) -> UserError | None:
+    """The UserError that `e` is, or was raised from (Hydra wraps errors raised while building
+    configured objects in its own), else None."""
+    while e is not None and not isinstance(e, UserError):
+        e = e.__cause__
+    return e
+
+
 def report_user_errors(fn):
     """Wrap an entry point: a UserError becomes `error: <message>` on stderr and exit code 2,
     Ctrl-C one line and exit code 130; known third-party noise is filtered from the console
@@ -38,9 +46,7 @@ def report_user_errors(fn):
             print("error: interrupted (Ctrl-C)", file=sys.stderr)
             sys.exit(130)
         except Exception as e:
-            cause = e
-            while cause is not None and not isinstance(cause, UserError):
-                cause = cause.__cause__  # Hydra wraps errors raised while building configured objects
+            cause = user_error_of(e)
             if cause is None:
                 raise
             # One line, even when the message quotes a library's multi-line error.

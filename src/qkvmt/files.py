@@ -6,9 +6,10 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
-from qkvmt.errors import UserError
+from qkvmt.errors import UserError, user_error_of
 
 
 def atomic_write(path: Path, write) -> None:
@@ -107,3 +108,29 @@ class StagedFolder:
         self.tmp.rename(final)
         self.final = final
         return False
+
+
+@contextmanager
+def removed_if_refused(folder: Path, record: str, log: str):
+    """A run folder that a UserError leaves as Hydra made it, holding only the `record` folder and
+    the `log` file that Hydra writes before the run starts (.hydra/, train.log), is removed, so a
+    refused run leaves no folder. Only a folder this run made: it held the record, an empty log
+    and nothing else when the block began. An existing run's folder and files are never touched,
+    and the working folder itself (hydra.run.dir=.) loses only what Hydra wrote into it."""
+    folder = Path(folder)
+
+    def only_hydras(empty_log: bool) -> bool:
+        names = {p.name for p in folder.iterdir()} if (folder / record).is_dir() else {None}
+        logged = (folder / log).is_file() and (folder / log).stat().st_size > 0
+        return names <= {record, log} and not (empty_log and logged)
+
+    made_by_this_run = only_hydras(empty_log=True)
+    try:
+        yield
+    except Exception as e:
+        if user_error_of(e) is not None and made_by_this_run and only_hydras(empty_log=False):
+            shutil.rmtree(folder / record, ignore_errors=True)
+            (folder / log).unlink(missing_ok=True)
+            if folder.resolve() != Path.cwd().resolve():
+                folder.rmdir()
+        raise

@@ -116,3 +116,17 @@ def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
     assert client.post("/api/align", json={}).json() == {"error": "a user's mistake"}
     assert client.post("/api/inspect", json={"n": 3}).json() == {"fine": 3}
     assert client.get("/api/sentence").status_code == 405
+
+
+def test_a_deeply_nested_body_is_a_json_error_and_the_server_keeps_serving():
+    class Echo:
+        def sentence(self, body):
+            return {"echo": body}
+
+        align = inspect = curves = intervene = lens = sentence
+
+    client = client_of(Echo())
+    depth = 30_000  # 60 KB: under MAX_BODY, past the JSON parser's recursion limit
+    r = client.post("/api/sentence", content=b"[" * depth + b"]" * depth, headers=JSON)
+    assert r.status_code == 400 and r.json()["error"].startswith("the request body nests too deeply")
+    assert client.post("/api/sentence", json={"source": "x"}).json() == {"echo": {"source": "x"}}

@@ -181,3 +181,17 @@ def test_split_test_is_the_runs_test_split_or_multi30ks_without_a_run(tmp_path, 
         gzip.decompress((corpus / f"{expected}.{lang}.gz").read_bytes()).decode().splitlines() for lang in ("de", "en")
     )
     assert name == expected
+
+
+def test_a_run_on_plain_files_is_evaluated_on_its_own_folder_without_data_root(tmp_path):
+    """run.json records the folder the run read; evaluate reads the split there, without data.root=."""
+    corpus = write_corpus(tmp_path / "corpus", sizes={"val": 3, "test_2016_flickr": 5}, gz=False)
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    source = {"_target_": "qkvmt.text.sources.TextFiles", "_partial_": True, "download_url": None}
+    (run / "run.json").write_text(json.dumps({"data": {"source": source, "root": str(corpus)}}))
+    meta = type("Meta", (), {"src_lang": "de", "tgt_lang": "en"})
+    cfg = compose_inference("evaluate", f"data.root={tmp_path / 'elsewhere'}", "split=test_2016_flickr")
+    src, refs, name = read_inputs(cfg, meta, run / "checkpoints" / "best.ckpt")
+    assert (src, refs) == tuple((corpus / f"test_2016_flickr.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    assert name == "test_2016_flickr"

@@ -83,3 +83,20 @@ def test_a_missing_model_is_a_one_line_error_naming_it(corpus, tmp_path):
     with pytest.raises(UserError, match=r"init_from=nowhere/model.ckpt: no checkpoint, model folder or bundled model"):
         train(compose_train(*tiny_overrides(corpus, out), "init_from=nowhere/model.ckpt"))
     assert not out.exists()
+
+
+def test_an_empty_folder_or_one_without_the_model_files_says_what_it_lacks(corpus, tmp_path):
+    out = tmp_path / "run"
+    empty, partial = tmp_path / "empty", tmp_path / "partial"
+    empty.mkdir()
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"")
+    for folder, held in ((empty, "an empty folder"), (partial, "a folder without tokenizer.json, qkvmt.json")):
+        with pytest.raises(UserError) as refused:
+            train(compose_train(*tiny_overrides(corpus, out), f"init_from={folder}"))
+        assert str(refused.value) == (
+            f"init_from={folder}: {folder} is {held}: give a model folder (model.safetensors, tokenizer.json and "
+            "qkvmt.json, as qkvmt export format=safetensors writes it), a .ckpt file such as a run's "
+            "checkpoints/best.ckpt, or a bundled model's name"
+        )
+        assert not out.exists()

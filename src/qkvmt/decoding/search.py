@@ -13,6 +13,7 @@ from torch import Tensor
 
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
+from qkvmt.setting_types import check_fields
 
 
 @dataclass
@@ -34,6 +35,7 @@ class DecodeConfig:
     # early_stopping=False, which goes on while the best live beam, scored at its length now, beats the worst finished
 
     def __post_init__(self):
+        check_fields(self, "decode.")  # a value of another type, before the comparisons below fail on it
         if self.beam_size < 1:
             raise UserError(f"decode.beam_size must be at least 1, got {self.beam_size}")
         if self.min_len < 1:

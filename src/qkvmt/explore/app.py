@@ -52,6 +52,10 @@ def create_app(explorer, access: Access):
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as e:
                 return error(f"the request body is not JSON ({e})", 400)
+            except RecursionError:  # brackets nested past the parser's stack: small enough to pass MAX_BODY
+                return error(
+                    "the request body nests too deeply to be read: send a JSON object of the page's fields", 400
+                )
             try:  # in a worker thread: a forced pass must not stall the event loop
                 return JSONResponse(await run_in_threadpool(answer, body), headers=HEADERS)
             except UserError as e:

@@ -45,7 +45,7 @@ def answer(model: Model, sentence, row: int) -> dict:
                 "random": c["random"],
             }
         )
-    return sentence.curves[row]
+    return sentence.curves.latest(row)
 
 
 def readings(curves: dict[str, list]) -> list[dict]:

@@ -56,12 +56,10 @@ def answer(model: Model, sentence, top_k: int, decode: dict) -> dict:
     """`Model.lens(source, top_k, **decode)` of `sentence` (session.Sentence: a source, already
     checked to fit the model's positions, and its forced pass) as the page draws it. Kept per
     sentence and top_k (KEPT): asked again, nothing is recomputed."""
-    if top_k not in sentence.lenses:
-        if len(sentence.lenses) >= KEPT:
-            del sentence.lenses[next(iter(sentence.lenses))]
+    if top_k not in sentence.lenses:  # sentence.lenses keeps the KEPT latest
         r = model.lens(sentence.attention.source, top_k=top_k, **decode).to_dict()
         own = r["encoder_depths"][-1]["translation"]  # the last depth reads every layer: the model's translation
         for depth in r["encoder_depths"]:
             depth |= {"words": depth["translation"].split(), "changed": changed_words(own, depth["translation"])}
         sentence.lenses[top_k] = plain(r | {"translation": own})
-    return sentence.lenses[top_k]
+    return sentence.lenses.latest(top_k)

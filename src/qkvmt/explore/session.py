@@ -40,9 +40,33 @@ from qkvmt.text.tokenizer import encode
 from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
-RECENT = 8  # sentences whose forced passes are kept, so that policy and head requests recompute nothing
+# What is kept, so that a click back recomputes nothing while memory stays bounded however long the
+# explorer serves: the latest sentences (each its forced pass, every signal's maps), and per sentence
+# the latest heads inspected and rows' deletion curves (what_if and lens_panel keep their own KEPT).
+RECENT = 8
+HEADS_KEPT = 16
+CURVES_KEPT = 16
 # what `inspect` answers of a head's pass, beside the one query's walk
 HEAD = ("kind", "layer", "head", "d_k", "query_tokens", "key_tokens", "weights", "scores", "contributions", "check")
+
+
+class Kept(OrderedDict):
+    """A mapping of at most `most` entries: adding one more drops the one added or asked for
+    longest ago (`latest` marks an entry as asked for)."""
+
+    def __init__(self, most: int):
+        super().__init__()
+        self.most = most
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.latest(key)
+        while len(self) > self.most:
+            self.popitem(last=False)
+
+    def latest(self, key):
+        self.move_to_end(key)
+        return self[key]
 
 
 @dataclass
@@ -52,10 +76,10 @@ class Sentence:
 
     ids: list[int]
     attention: ForcedPass
-    heads: dict = field(default_factory=dict)  # (kind, layer, head) -> HeadPass
-    curves: dict = field(default_factory=dict)  # target row -> its deletion curves
-    edits: dict = field(default_factory=dict)  # edit -> what_if.answer
-    lenses: dict = field(default_factory=dict)  # top_k -> lens_panel.answer
+    heads: Kept = field(default_factory=lambda: Kept(HEADS_KEPT))  # (kind, layer, head) -> HeadPass
+    curves: Kept = field(default_factory=lambda: Kept(CURVES_KEPT))  # target row -> its deletion curves
+    edits: Kept = field(default_factory=lambda: Kept(what_if.KEPT))  # edit -> what_if.answer
+    lenses: Kept = field(default_factory=lambda: Kept(lens_panel.KEPT))  # top_k -> lens_panel.answer
 
 
 class Explorer:
@@ -81,7 +105,7 @@ class Explorer:
         else:
             check_unpaired(method, threshold, "", "a reverse model")
         self._lock = threading.Lock()
-        self._recent: OrderedDict[str, Sentence] = OrderedDict()
+        self._recent = Kept(RECENT)  # source -> Sentence
 
     def page(self) -> str:
         """The explorer's page: one page of the shared template, which fetches everything else."""
@@ -170,7 +194,7 @@ class Explorer:
             if key not in s.heads:
                 m = self.model
                 s.heads[key] = inspect_head(m.transformer, m.tokenizer, source, s.ids, kind, layer, head)
-            h = s.heads[key]
+            h = s.heads.latest(key)
             return plain({name: getattr(h, name) for name in HEAD} | {"query": h.query(row)})
 
     def curves(self, body) -> dict:
@@ -192,10 +216,9 @@ class Explorer:
             return lens_panel.answer(self.model, self._sentence(source), top_k, self.decode)
 
     def _sentence(self, source: str) -> Sentence:
-        """The translation and forced passes of `source`, kept for the RECENT latest sources."""
+        """The translation and forced passes of `source`, kept for the RECENT latest sources asked for."""
         if source in self._recent:
-            self._recent.move_to_end(source)
-            return self._recent[source]
+            return self._recent.latest(source)
         m = self.model
         self._check_fits(encode(m.tokenizer, [source])[0], "source")
         ids = m.forced(source, None, **self.decode)
@@ -204,8 +227,6 @@ class Explorer:
             m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, analyses=set(SIGNALS)
         )
         self._recent[source] = s = Sentence(ids, attention)
-        while len(self._recent) > RECENT:
-            self._recent.popitem(last=False)
         return s
 
     def _check_fits(self, ids: list[int], what: str) -> None:

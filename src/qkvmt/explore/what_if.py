@@ -88,9 +88,7 @@ def answer(model: Model, sentence, body: dict, decode: dict) -> dict:
     original token's log-probability with and without the edit, and their total change. Kept per
     sentence and edit (KEPT): asked again, nothing is recomputed."""
     edit = edit_of(body)
-    if edit not in sentence.edits:
-        if len(sentence.edits) >= KEPT:
-            del sentence.edits[next(iter(sentence.edits))]
+    if edit not in sentence.edits:  # sentence.edits keeps the KEPT latest
         r = model.intervene(sentence.attention.source, edit, original=sentence.ids, **decode)
         sentence.edits[edit] = plain(
             {
@@ -110,4 +108,4 @@ def answer(model: Model, sentence, body: dict, decode: dict) -> dict:
                 "log_prob_change": r.log_prob_change.sum(),
             }
         )
-    return sentence.edits[edit]
+    return sentence.edits.latest(edit)

@@ -30,8 +30,12 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 
 def is_weights_folder(folder) -> bool:
-    folder = Path(folder)
-    return folder.is_dir() and all((folder / n).is_file() for n in (WEIGHTS, TOKENIZER, METADATA))
+    return Path(folder).is_dir() and not missing_files(folder)
+
+
+def missing_files(folder) -> list[str]:
+    """The files of a model folder that `folder` lacks."""
+    return [n for n in (WEIGHTS, TOKENIZER, METADATA) if not (Path(folder) / n).is_file()]
 
 
 def write_weights_folder(

@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list[str], list[str], str]:
     """Source lines, references and a short name for them (the file's, or the split read):
     src_file/ref_file, or a split. A split comes from the data source the checkpoint's run
-    trained on (a Hugging Face dataset, say), or, for a run on plain files and a model without
-    its run, from {split}.{lang}[.gz] in data.root. `split` may name the run's val/test (the
+    trained on (a Hugging Face dataset, say), or from {split}.{lang}[.gz] in the folder of plain
+    files its run read (run.json), or, for a model without its run or whose folder is gone, in
+    data.root. `split` may name the run's val/test (the
     run's names, or data.splits where the run names none) or the source's own split."""
     if cfg.src_file or cfg.ref_file:
         if not (cfg.src_file and cfg.ref_file):
@@ -52,7 +53,10 @@ def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list
         source = instantiate(OmegaConf.create(data["source"]))(data["root"])
         src, ref = source.read(split, meta.src_lang, meta.tgt_lang)
     else:
-        src, ref = TextFiles(cfg.data.root).read(split, meta.src_lang, meta.tgt_lang)
+        # a run on plain files reads them where its run.json says, while that folder is there
+        own = Path(data["root"]) if data is not None and data.get("root") else None
+        root = own if own is not None and own.is_dir() else Path(cfg.data.root)
+        src, ref = TextFiles(root).read(split, meta.src_lang, meta.tgt_lang)
     return src, ref, split
 
 

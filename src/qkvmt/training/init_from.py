@@ -14,9 +14,9 @@ from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, load_checkpoint, model_weights
+from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, checked_model, load_checkpoint, model_weights
 from qkvmt.model.config import ModelConfig
-from qkvmt.model.weights_folder import is_weights_folder
+from qkvmt.model.weights_folder import is_weights_folder, missing_files
 
 # Regularization, not the weights' shapes: a fine-tuning run may set its own.
 MAY_DIFFER = ("dropout", "attention_dropout", "activation_dropout")
@@ -55,12 +55,21 @@ def starting_point(spec, wanted: ModelConfig, src_lang: str, tgt_lang: str) -> S
         return None
     spec = str(spec)
     path = resolve(spec)
-    if not path.exists() or (path.is_dir() and not is_weights_folder(path)):
+    if path.is_dir() and not is_weights_folder(path):
+        held = "an empty folder" if not any(path.iterdir()) else f"a folder without {', '.join(missing_files(path))}"
+        raise UserError(
+            f"init_from={spec}: {path} is {held}: give a model folder (model.safetensors, tokenizer.json and "
+            "qkvmt.json, as qkvmt export format=safetensors writes it), a .ckpt file such as a run's "
+            "checkpoints/best.ckpt, or a bundled model's name"
+        )
+    if not path.exists():
         raise UserError(
             f"init_from={spec}: no checkpoint, model folder or bundled model of that name "
             f"({', '.join(bundled_names()) or 'none installed'}); give a .ckpt file, a model folder or a bundled name"
         )
     start = Start(spec, path, load_checkpoint(path))
+    # as translate checks them: the weights fit the model's own settings, and are finite
+    checked_model(start.ckpt, path, device="meta")
     meta = start.meta
     if (meta.src_lang, meta.tgt_lang) != (src_lang, tgt_lang):
         raise UserError(

@@ -1,0 +1,71 @@
+"""files.py: a refused run's own folder is removed, and nothing else ever is."""
+
+import pytest
+
+from qkvmt.errors import UserError
+from qkvmt.files import removed_if_refused
+
+
+def hydras_record(folder, log: str = ""):
+    """A folder as Hydra leaves it before the run starts: .hydra/ and the job's log."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    (folder / "train.log").write_text(log)
+    return folder
+
+
+def refused(folder, fault=UserError("refused"), during=lambda: None):
+    with pytest.raises(type(fault)):
+        with removed_if_refused(folder, ".hydra", "train.log"):
+            during()
+            raise fault
+
+
+def test_a_refused_run_removes_the_folder_hydra_made_for_it(tmp_path):
+    run = hydras_record(tmp_path / "run")
+    refused(run, during=lambda: (run / "train.log").write_text("[INFO] run folder: ...\n"))  # its own log lines
+    assert not run.exists() and tmp_path.exists()
+
+
+def test_an_existing_runs_folder_and_files_are_kept(tmp_path):
+    with_checkpoints = hydras_record(tmp_path / "a")
+    (with_checkpoints / "checkpoints").mkdir()
+    (with_checkpoints / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    earlier_log = hydras_record(tmp_path / "b", log="[INFO] an earlier run's lines\n")
+    for run in (with_checkpoints, earlier_log):
+        before = sorted(p.relative_to(run) for p in run.rglob("*"))
+        refused(run)
+        assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
+def test_a_run_that_wrote_or_failed_otherwise_keeps_its_folder(tmp_path):
+    wrote = hydras_record(tmp_path / "wrote")
+    refused(wrote, during=lambda: (wrote / "tokenizer.json").write_text("{}"))  # a later error, after it wrote
+    assert (wrote / "tokenizer.json").is_file()
+    crashed = hydras_record(tmp_path / "crashed")
+    refused(crashed, fault=RuntimeError("a fault, not a refusal: its log is kept"))
+    assert (crashed / "train.log").is_file()
+
+
+def test_the_working_folder_loses_only_what_hydra_wrote_and_a_folder_without_hydras_record_nothing(
+    tmp_path, monkeypatch
+):
+    here = hydras_record(tmp_path / "here")
+    monkeypatch.chdir(here)  # hydra.run.dir=.
+    refused(here)
+    assert here.is_dir() and list(here.iterdir()) == []
+    empty = tmp_path / "empty"  # no .hydra/: not a folder Hydra made for a run
+    empty.mkdir()
+    refused(empty)
+    assert empty.is_dir()
+
+
+def test_a_refusal_hydra_wrapped_is_a_refusal(tmp_path):
+    """A UserError raised while Hydra builds a configured object reaches the run in Hydra's own exception."""
+    from hydra.errors import InstantiationException
+
+    run = hydras_record(tmp_path / "run")
+    wrapped = InstantiationException("Error in call to target ...")
+    wrapped.__cause__ = UserError("data.vocab_size=0: give a whole number of at least 5")
+    refused(run, fault=wrapped)
+    assert not run.exists()

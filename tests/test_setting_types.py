@@ -1,0 +1,54 @@
+"""A setting of the wrong type is one line naming the key and the type it takes, for every
+command, before the command runs (qkvmt.setting_types, called by every subcommand's main)."""
+
+import sys
+
+import pytest
+
+from qkvmt import commands
+from qkvmt.setting_types import check_setting_types
+from tests.conftest import CONF, compose_inference, compose_train
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["translate", "ckpt_path=multi30k-de-en", "sentence=x", "decode.beam_size=abc"],
+            "decode.beam_size='abc': give a whole number (int)",
+        ),
+        (
+            ["evaluate", "ckpt_path=multi30k-de-en", "decode.use_cache=3"],
+            "decode.use_cache=3: give true or false (bool)",
+        ),
+        (
+            ["align", "ckpt_path=multi30k-de-en", "sentence=x", "decode.len_penalty=true"],
+            "decode.len_penalty=true: give a number (float)",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_its_type(args, line, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])
+    with pytest.raises(SystemExit) as stop:
+        commands.main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err and err.strip().splitlines()[-1] == f"error: {line}"
+
+
+def test_a_training_setting_of_the_wrong_type_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["qkvmt"])
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stop:
+        commands.main(["train", "experiment=multi30k_de_en_cpu", "model.ffn_dim=wide", f"hydra.run.dir={run}"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: model.ffn_dim='wide': give a whole number (int)"
+    assert not run.exists()
+
+
+def test_the_shipped_configurations_hold_settings_of_their_types():
+    """No default is refused: every command's configuration and every recipe passes the check."""
+    commands_configs = sorted({c.config for c in commands.COMMANDS.values()})
+    for name in commands_configs:
+        check_setting_types(compose_inference(name))
+    for recipe in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
+        check_setting_types(compose_train(f"experiment={recipe}"))
