@@ -206,6 +206,7 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
         ("sentence", {"source": " \n "}, "source is empty"),
         ("sentence", {"source": 7}, "source: give text, not int"),
         ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
+        ("sentence", {"source": SOURCE, "reference": "t9 \udfff"}, "reference is not valid UTF-8 text"),
         ("align", {"source": SOURCE, "policy": {"layer": 9}}, r"alignment.layer=9: the decoder has 2 layers"),
         ("align", {"source": SOURCE, "policy": "best"}, "policy: give an object"),
         ("sentence", {"source": SOURCE, "policy": {"nope": 1}}, "policy field 'nope': no such field"),

@@ -285,6 +285,6 @@ def fields(body, *names: str) -> list[str | None]:
             raise UserError(f"{name}: give text, not {type(value).__name__}")
         if i == 0:
             out.append(required_text(value, name))
-        else:
-            out.append(value if value is not None and value.strip() else None)
+        else:  # blank is absent; text that is there is checked as the first is (a lone surrogate: not UTF-8)
+            out.append(required_text(value, name) if value is not None and value.strip() else None)
     return out
