@@ -20,6 +20,11 @@ def export(cfg: DictConfig) -> dict:
             f"{model.meta.hf_folder} is a Hugging Face folder opened in qkvmt: it is an export already; "
             "qkvmt export writes qkvmt's own checkpoints"
         )
+    if model.meta.tokenizer_files is not None:  # fine-tuned from such a folder: its tokenizer is the folder's files
+        raise UserError(
+            f"{model.paths[0]} was fine-tuned from a Hugging Face folder, whose tokenizer files no format here "
+            "writes; qkvmt export writes models with qkvmt's own tokenizer"
+        )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:
