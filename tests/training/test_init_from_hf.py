@@ -22,7 +22,8 @@ from tests.pipeline.test_train import logged, read_csv
 pytest.importorskip("transformers", reason="transformers is not installed")
 pytest.importorskip("sentencepiece", reason="sentencepiece is not installed")
 
-from tests.hf.test_tokenizers import whole_marian_folder  # noqa: E402  (needs transformers)
+from tests.hf.test_languages import m2m100_folder  # noqa: E402  (needs transformers)
+from tests.hf.test_tokenizers import whole_marian_folder  # noqa: E402
 
 
 def lines(corpus, split: str, lang: str) -> list[str]:
@@ -87,11 +88,15 @@ def test_the_runs_checkpoint_translates_without_the_folder_as_the_folder_does(ma
     assert still_run["metrics"]["steps"] == 2 and still_run["metrics"]["test_bleu"] is not None
 
 
-def test_training_lowers_the_loss_and_a_run_continues_from_its_checkpoint(marian, still_run, tmp_path):
+def test_training_lowers_the_loss_and_a_run_continues_from_its_checkpoint(marian, still_run, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="qkvmt.pipeline.train")
     out = tmp_path / "run"
     fine_tuned(marian["corpus"], marian["folder"], out, "module.optimizer.lr=3e-2", steps=8)
     start = logged(read_csv(still_run["run"]), "val/loss")[-1]  # the folder's model, untrained
     assert logged(read_csv(out), "val/loss")[-1] < start
+    # the same command with more steps resumes the run from its last.ckpt
+    assert fine_tuned(marian["corpus"], marian["folder"], out, "module.optimizer.lr=3e-2", steps=10)["steps"] == 10
+    assert f"resuming from {out / 'checkpoints' / 'last.ckpt'}" in caplog.text
     # init_from its checkpoint: the tokenizer and settings come from the file
     again = tmp_path / "again"
     fine_tuned(marian["corpus"], out / "checkpoints" / "last.ckpt", again, "module.optimizer.lr=0.0")
@@ -148,3 +153,20 @@ def test_an_imported_model_learns_an_alignment_head(marian, tmp_path, caplog):
     assert logged(read_csv(out), "train/align_loss")
     meta = load_checkpoint(out / "checkpoints" / "last.ckpt")["qkvmt"]
     assert meta["alignment"]["layer"] == 2 and meta["alignment"]["head"] == 1
+
+
+@pytest.mark.slow
+def test_a_many_to_many_model_is_fine_tuned_on_the_runs_pair(marian, tmp_path):
+    """An M2M100 folder fine-tuned en->de: the run's data sets the pair, and the target language is forced
+    first in its decoding, as qkvmt.load(folder, src_lang=, tgt_lang=) forces it."""
+    folder = tmp_path / "m2m100"
+    m2m100_folder(folder, num_beams=2)
+    out = tmp_path / "run"
+    fine_tuned(marian["corpus"], folder, out, "module.optimizer.lr=0.0", "data.src_lang=en", "data.tgt_lang=de")
+    tuned = qkvmt.load(out / "checkpoints" / "last.ckpt", device="cpu")
+    german = tuned.tokenizer.language_id("de")
+    assert (tuned.meta.src_lang, tuned.meta.tgt_lang, tuned.meta.decode["forced_first_id"]) == ("en", "de", german)
+    src = lines(marian["corpus"], "val", "en")[:5]
+    out_ids = tuned.translate(src).ids
+    assert all(row[0] == german for row in out_ids)
+    assert out_ids == qkvmt.load(folder, device="cpu", src_lang="en", tgt_lang="de").translate(src).ids
