@@ -2,12 +2,14 @@
 fine-tuned with its own tokenizer and settings, and its run's checkpoints self-contained."""
 
 import gzip
+import io
 import json
 import logging
 import shutil
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 import qkvmt
 from qkvmt.data.batching import TokenizedCorpus
@@ -15,8 +17,9 @@ from qkvmt.errors import UserError
 from qkvmt.hf.tokenizers import load_tokenizer
 from qkvmt.model.checkpoint import load_checkpoint, model_weights
 from qkvmt.pipeline.train import train
+from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import encode, encode_target
-from tests.conftest import compose_train, tiny_overrides, training_fixture, write_corpus
+from tests.conftest import compose_inference, compose_train, tiny_overrides, training_fixture, write_corpus
 from tests.pipeline.test_train import logged, read_csv
 
 pytest.importorskip("transformers", reason="transformers is not installed")
@@ -40,10 +43,10 @@ def marian(tmp_path_factory):
     return {"corpus": corpus, "folder": folder}
 
 
-def fine_tuned(corpus, folder, out, *more: str, steps: int = 2):
+def fine_tuned(corpus, folder, out, *more: str, steps: int = 2, model: str = "init_from"):
     """qkvmt train init_from=<folder> model=init_from on the toy corpus."""
     overrides = [o for o in tiny_overrides(corpus, out, steps=steps, val_every=2) if o != "model=tiny"]
-    return train(compose_train(*overrides, "model=init_from", f"init_from={folder}", "module.warmup_steps=1", *more))
+    return train(compose_train(*overrides, f"model={model}", f"init_from={folder}", "module.warmup_steps=1", *more))
 
 
 @training_fixture(scope="module")
@@ -83,9 +86,14 @@ def test_the_runs_checkpoint_translates_without_the_folder_as_the_folder_does(ma
     ckpt = load_checkpoint(still_run["run"] / "checkpoints" / "last.ckpt")
     assert "hf_folder" not in ckpt["qkvmt"] and ckpt["qkvmt"]["decode"]["beam_size"] == 4  # the folder's num_beams
     src = lines(marian["corpus"], "test_2016_flickr", "de")[:6]
-    tuned = qkvmt.load(still_run["run"] / "checkpoints" / "last.ckpt", device="cpu").translate(src)
+    tuned_model = qkvmt.load(still_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
+    tuned = tuned_model.translate(src)
     assert list(tuned) == list(qkvmt.load(marian["folder"], device="cpu").translate(src))
     assert still_run["metrics"]["steps"] == 2 and still_run["metrics"]["test_bleu"] is not None
+    printed = io.StringIO()  # qkvmt translate ckpt_path=<the run's checkpoint>, which decodes with its own settings
+    cfg = compose_inference("translate", f"ckpt_path={still_run['run'] / 'checkpoints' / 'last.ckpt'}")
+    translate(cfg, stdin=io.StringIO("\n".join(src)), stdout=printed)
+    assert printed.getvalue().splitlines() == list(tuned_model.translate(src, settings=instantiate(cfg.decode)))
 
 
 def test_training_lowers_the_loss_and_a_run_continues_from_its_checkpoint(marian, still_run, tmp_path, caplog):
@@ -109,16 +117,26 @@ def test_training_lowers_the_loss_and_a_run_continues_from_its_checkpoint(marian
     [
         ("+model.d_model=32", r"holds a model with model.d_model=16 but this run asks for model.d_model=32"),
         ("data.src_lang=en", r"translates de->en, but this run's data is en->de"),
+        ("data.max_positions=65", r"data.max_positions=65, but init_from=.* has 64 positions"),
     ],
 )
 def test_settings_that_contradict_the_folder_are_refused_before_anything_is_written(
     marian, tmp_path, override, message
 ):
     out = tmp_path / "run"
-    more = [override, "data.tgt_lang=de"] if override.startswith("data") else [override]
+    more = [override, "data.tgt_lang=de"] if override.startswith("data.src_lang") else [override]
     with pytest.raises(UserError, match=message) as refused:
         fine_tuned(marian["corpus"], marian["folder"], out, *more)
     assert "\n" not in str(refused.value) and not out.exists()
+
+
+def test_a_model_group_of_other_settings_is_refused_naming_model_init_from(marian, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(
+        UserError, match=r"model.d_model=16, .* but this run asks for model.d_model=64, .*model=init_from"
+    ):
+        fine_tuned(marian["corpus"], marian["folder"], out, model="tiny")
+    assert not out.exists()
 
 
 def test_a_folder_without_its_tokenizer_files_is_refused_before_anything_is_written(marian, tmp_path):

@@ -143,6 +143,11 @@ def checked_plan(cfg: DictConfig) -> Plan:
     if start is not None and start.imported:  # the model's own settings, the run's dropout
         start, wanted = imported_start(start, run_model_settings(cfg.model), dm.src_lang, dm.tgt_lang)
         dm.max_positions = dm.max_positions or wanted.max_positions  # model=init_from: the model's
+        if dm.max_positions > wanted.max_positions:  # its position table ends there
+            raise UserError(
+                f"data.max_positions={dm.max_positions}, but init_from={cfg.init_from} has "
+                f"{wanted.max_positions} positions: leave data.max_positions out, or set it lower"
+            )
     else:
         wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
     alignment = alignment.validated(wanted.decoder_layers, wanted.n_heads)

@@ -111,7 +111,7 @@ def imported_start(start: Start, run_model: dict, src_lang: str, tgt_lang: str) 
         meta.settings,
         run_model,
         what,
-        "leave them out (model=init_from takes every setting from it; only dropout may differ)",
+        "give model=init_from, which takes every setting from it, and leave those out (only dropout may differ)",
         may_differ=MAY_DIFFER,
     )
     tok = start.tokenizer()
