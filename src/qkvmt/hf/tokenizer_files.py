@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.files import write_json
+from qkvmt.files import atomic_write, write_json
 
 # Every file qkvmt.hf.tokenizers and qkvmt.hf.languages read: Marian's, M2M100's, a tokenizer.json, and the
 # configuration that names special and language tokens.
@@ -83,6 +83,6 @@ def keep_in_run(files: dict[str, bytes], folder: Path) -> None:
         check_settings(folder, record, settings)
         return
     folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
+    for name, data in files.items():  # each whole or not at all: every DDP process writes the same files
+        atomic_write(folder / name, lambda f, data=data: f.write(data))
     write_json(record, settings)  # last: a record says the files beside it are whole
