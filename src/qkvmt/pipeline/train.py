@@ -141,13 +141,7 @@ def checked_plan(cfg: DictConfig) -> Plan:
     model_partial = instantiate(cfg.model)
     start = load_start(cfg.init_from)
     if start is not None and start.imported:  # the model's own settings, the run's dropout
-        start, wanted = imported_start(start, run_model_settings(cfg.model), dm.src_lang, dm.tgt_lang)
-        dm.max_positions = dm.max_positions or wanted.max_positions  # model=init_from: the model's
-        if dm.max_positions > wanted.max_positions:  # its position table ends there
-            raise UserError(
-                f"data.max_positions={dm.max_positions}, but init_from={cfg.init_from} has "
-                f"{wanted.max_positions} positions: leave data.max_positions out, or set it lower"
-            )
+        start, wanted = imported_start(start, cfg.model, dm)
     else:
         wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
     alignment = alignment.validated(wanted.decoder_layers, wanted.n_heads)
@@ -156,12 +150,6 @@ def checked_plan(cfg: DictConfig) -> Plan:
     if start is not None and not start.imported:
         check_start(start, wanted, dm.src_lang, dm.tgt_lang)
     return Plan(n_average, dm, model_partial, wanted, alignment, start)
-
-
-def run_model_settings(model: DictConfig) -> dict:
-    """The model.* settings a run gives, as values (model=init_from gives none but dropout, perhaps)."""
-    given = OmegaConf.to_container(model, resolve=True)
-    return {k: v for k, v in given.items() if not k.startswith("_") and v is not None}
 
 
 def build_trainer(cfg: DictConfig, precision: str, memory: RecordHostMemory) -> L.Trainer:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
@@ -100,12 +101,15 @@ def load_start(spec) -> Start | None:
     return Start(spec, path, load_checkpoint(path))
 
 
-def imported_start(start: Start, run_model: dict, src_lang: str, tgt_lang: str) -> tuple[Start, ModelConfig]:
-    """An imported model set to the run's language pair, and its ModelConfig with the run's dropout.
-    `run_model`: the model.* settings the run gives (model=init_from gives none); each must agree with
-    the model's, but dropout. A Marian folder names no pair of ours: the run's data gives it; a
-    many-to-many model is set to it (its target language forced first)."""
-    meta = start.meta
+def imported_start(start: Start, model: DictConfig, dm) -> tuple[Start, ModelConfig]:
+    """An imported model set to the language pair of the run's data `dm`, and its ModelConfig with the
+    run's dropout. `model`: the run's model.* (model=init_from gives none, but what an experiment sets);
+    each setting given must agree with the model's, but dropout. A Marian folder names no pair of ours:
+    the run's data gives it; a many-to-many model is set to it (its target language forced first). The
+    data's max_positions, unless set, is the model's."""
+    given = OmegaConf.to_container(model, resolve=True)
+    run_model = {k: v for k, v in given.items() if not k.startswith("_") and v is not None}
+    meta, src_lang, tgt_lang = start.meta, dm.src_lang, dm.tgt_lang
     what = f"init_from={start.spec}"
     check_same_model(
         meta.settings,
@@ -121,6 +125,12 @@ def imported_start(start: Start, run_model: dict, src_lang: str, tgt_lang: str) 
     tok, meta = for_pair(tok, replace(meta, src_lang=src_lang, tgt_lang=tgt_lang), src_lang, tgt_lang)
     start = Start(start.spec, start.path, {**start.ckpt, "qkvmt": meta.to_dict()})  # opens its tokenizer at the pair
     config = ModelConfig.from_dict(meta.model_config | {k: run_model[k] for k in MAY_DIFFER if k in run_model})
+    dm.max_positions = dm.max_positions or config.max_positions
+    if dm.max_positions > config.max_positions:  # its position table ends there
+        raise UserError(
+            f"data.max_positions={dm.max_positions}, but {what} has {config.max_positions} positions: "
+            "leave data.max_positions out, or set it lower"
+        )
     return start, config
 
 
