@@ -28,10 +28,10 @@ def sentences(lang: str, n: int = 300, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS[lang]) for _ in range(rng.randint(3, 9))) + " ." for _ in range(n)]
 
 
-def trained_spm(lang: str) -> bytes:
+def trained_spm(lines: list[str]) -> bytes:
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences(lang)),
+        sentence_iterator=iter(lines),
         model_writer=model,
         vocab_size=36,
         model_type="unigram",
@@ -40,13 +40,14 @@ def trained_spm(lang: str) -> bytes:
     return model.getvalue()
 
 
-def marian_folder(folder, separate: bool = False):
+def marian_folder(folder, separate: bool = False, texts: dict[str, list[str]] | None = None):
     """source.spm, target.spm, vocab.json (target_vocab.json) as Marian's converter writes them: </s> 0,
-    <unk> 1, every other piece of both models, <pad> last."""
+    <unk> 1, every other piece of both models, <pad> last; trained on `texts` (language -> lines), by
+    default on sentences of WORDS."""
     folder.mkdir(parents=True, exist_ok=True)
     pieces = {}
     for name, lang in (("source.spm", "de"), ("target.spm", "en")):
-        data = trained_spm(lang)
+        data = trained_spm(texts[lang] if texts else sentences(lang))
         (folder / name).write_bytes(data)
         proc = spm.SentencePieceProcessor(model_proto=data)
         pieces[lang] = [proc.id_to_piece(i) for i in range(proc.get_piece_size())]
@@ -78,10 +79,10 @@ def test_marian_ids_and_text_match_marian_tokenizer(tmp_path, separate):
     assert ours.get_vocab() == theirs.get_vocab() if not separate else ours.get_vocab_size() == theirs.vocab_size
 
 
-def whole_marian_folder(folder, separate: bool = False):
+def whole_marian_folder(folder, separate: bool = False, texts: dict[str, list[str]] | None = None):
     """A Marian folder as the hub holds one: tokenizer files and a random model of their vocabulary (or
     vocabularies: both of one size here, so <pad> has one id); and the model and its <pad>."""
-    folder = marian_folder(folder, separate)
+    folder = marian_folder(folder, separate, texts)
     vocab = json.loads((folder / "vocab.json").read_text())
     pad = vocab["<pad>"]
     config = transformers.MarianConfig(

@@ -19,7 +19,7 @@ from torch.utils.data import Dataset, Sampler
 from qkvmt.alignment.supervision import label_matrix
 from qkvmt.files import hash_lines
 from qkvmt.model.inputs import build_inputs
-from qkvmt.text.tokenizer import Specials, encode
+from qkvmt.text.tokenizer import Specials, encode, target_side
 
 
 class TokenizedCorpus(Dataset):
@@ -55,22 +55,24 @@ class TokenizedCorpus(Dataset):
 
     @classmethod
     def build(
-        cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000
+        cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000, key: str | None = None
     ) -> "TokenizedCorpus":
-        """Encode once and reuse: the cache folder is keyed by tokenizer and text.
+        """Encode once and reuse: the cache folder is keyed by tokenizer and text. The target side is
+        encoded with the tokenizer's target side (Marian's target.spm); `key`: what names a tokenizer
+        that has no JSON of its own (an imported model's), else its JSON.
 
         Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text
         stays that of one chunk, whatever the corpus size.
         """
-        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str(), src, tgt)
+        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str() if key is None else key, src, tgt)
         if not (folder / "tgt_off.npy").exists():
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
-            for name, texts in (("src", src), ("tgt", tgt)):
+            for name, texts, side in (("src", src, tokenizer), ("tgt", tgt, target_side(tokenizer))):
                 offsets = np.zeros(len(texts) + 1, dtype=np.int64)
                 with open(tmp / f"{name}.ids", "wb") as f:
                     for i in range(0, len(texts), chunk):
-                        ids = encode(tokenizer, texts[i : i + chunk])
+                        ids = encode(side, texts[i : i + chunk])
                         lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
                         offsets[i + 1 : i + 1 + len(ids)] = offsets[i] + np.cumsum(lens)
                         f.write(

@@ -15,8 +15,9 @@ from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpu
 from qkvmt.data.items import Labelled, Subset, extra_files
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
+from qkvmt.hf.tokenizer_files import digest, keep_in_run
 from qkvmt.text.sources import read_parallel
-from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
+from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train, target_side
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers, self.seed = num_workers, seed
         self.alignment_links, self.aligner = alignment_links, aligner
         self.tokenizer = None
+        # An imported model's (qkvmt.hf): its special ids, and what keys its id cache; else the BPE's own
+        self.specials: Specials | None = None
+        self.tokenizer_key: str | None = None
         self.links: list[np.ndarray | None] | None = None
         self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
         self.epoch_items: str | None = None  # a digest of the items an epoch is made of
@@ -151,10 +155,21 @@ class TranslationDataModule(L.LightningDataModule):
             )
         return self.tokenizer
 
+    def imported_tokenizer(self, tokenizer, files: dict[str, bytes], model, out: Path):
+        """An imported model's own tokenizer (qkvmt.hf), never a BPE of the data: its files kept in the run
+        folder (tokenizer/), its special ids the model's (`model`: its ModelConfig; Marian's decoder starts
+        with <pad>), and its id cache keyed by the files and the pair, so it never mixes with a BPE run's."""
+        keep_in_run(files, out / "tokenizer")
+        self.tokenizer, self.specials = tokenizer, model.specials
+        self.tokenizer_key = f"hf-tokenizer {digest(files)} {self.src_lang}-{self.tgt_lang}"
+        return tokenizer
+
     def corpus(self, stage: str) -> TokenizedCorpus:
         if stage not in self.corpora:
             src, tgt = self.training_pairs() if stage == "train" else self.read(stage)
-            self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, src, tgt, self.cache_dir)
+            self.corpora[stage] = TokenizedCorpus.build(
+                self.tokenizer, src, tgt, self.cache_dir, key=self.tokenizer_key
+            )
         return self.corpora[stage]
 
     def training_links(self) -> list[np.ndarray | None]:
@@ -167,10 +182,14 @@ class TranslationDataModule(L.LightningDataModule):
                 aligner, src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir
             )
             corpus = self.corpus("train")
-            names = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
+            # each side's token names (one joint BPE: the same; Marian's target: target_vocab.json's)
+            src_names, tgt_names = (
+                [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+                for tok in (self.tokenizer, target_side(self.tokenizer))
+            )
             self.links = []
             for k, (i, s_ids, t_ids) in enumerate(corpus):
-                tokens = [names[t] for t in s_ids], [names[t] for t in t_ids]
+                tokens = [src_names[t] for t in s_ids], [tgt_names[t] for t in t_ids]
                 self.links.append(subword_links(words[k], *tokens, src[k], tgt[k]))
             unlabelled = sum(x is None for x in self.links)
             log.info(
@@ -288,7 +307,9 @@ class TranslationDataModule(L.LightningDataModule):
             dataset,
             batch_sampler=sampler,
             collate_fn=Collate(
-                Specials.of(self.tokenizer), max_len=self.max_positions, length_multiple=self.length_multiple
+                self.specials or Specials.of(self.tokenizer),
+                max_len=self.max_positions,
+                length_multiple=self.length_multiple,
             ),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,

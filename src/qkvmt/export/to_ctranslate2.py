@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.metadata import TOKENIZER, ExportMetadata
-from qkvmt.hf.tokenizers import tokenizer_files
+from qkvmt.hf.tokenizer_files import files_of
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.positions import ROTARY_BASE
 from qkvmt.model.transformer import Transformer
@@ -131,8 +131,9 @@ def export_ctranslate2(
     spec.validate()
     spec.optimize(quantization=quantization)
     spec.save(str(out))
-    if meta.hf_folder is not None:  # a Hugging Face model's own tokenizer files
-        for name, data in tokenizer_files(Path(meta.hf_folder)).items():
+    files = files_of(meta)  # a model opened from Hugging Face (or fine-tuned from one): its own tokenizer files
+    if files is not None:
+        for name, data in files.items():
             (out / name).write_bytes(data)
     else:
         tokenizer.save(str(out / TOKENIZER))

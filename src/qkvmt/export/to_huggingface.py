@@ -25,7 +25,7 @@ from tokenizers import Regex, Tokenizer, normalizers, processors
 
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.metadata import ExportMetadata
-from qkvmt.hf.tokenizers import tokenizer_files
+from qkvmt.hf.tokenizer_files import files_of
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
@@ -183,16 +183,25 @@ def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: Checkpoin
         raise RuntimeError(f"Marian weights do not match: missing {missing}, unexpected {unexpected}")
     gen = hf.generation_config
     gen.bad_words_ids = [[i] for i in model.cfg.banned_ids]  # as our search: never generated
-    gen.num_beams = meta.decode.get("beam_size", 1)
-    gen.max_length = model.cfg.max_positions
+    d = meta.decode
+    gen.num_beams = d.get("beam_size", 1)
+    # a fixed length limit (a model opened from Hugging Face, fine-tuned or not) is generate's own; qkvmt's
+    # limit grows with the source, which generate cannot: then the model's positions
+    fixed = d.get("max_len_a") == 0 and "max_len_b" in d
+    gen.max_length = int(d["max_len_b"]) + 1 if fixed else model.cfg.max_positions  # + 1: the start token
+    if d.get("min_len", 1) > 1:
+        gen.min_length = d["min_len"]
+    if d.get("forced_first_id") is not None:  # a many-to-many model's target language
+        gen.forced_bos_token_id = d["forced_first_id"]
     if gen.num_beams > 1:  # what a beam search ranks and when it stops (generate refuses them for greedy)
-        if meta.decode.get("len_penalty_style", "fairseq") == "fairseq":  # generate's own: score / length^alpha
-            gen.length_penalty = meta.decode.get("len_penalty", 1.0)
-        gen.early_stopping = meta.decode.get("early_stopping", True)
+        if d.get("len_penalty_style", "fairseq") == "fairseq":  # generate's own: score / length^alpha
+            gen.length_penalty = d.get("len_penalty", 1.0)
+        gen.early_stopping = d.get("early_stopping", True)
     transformers.utils.logging.disable_progress_bar()  # a bar for writing one small file is noise
     hf.save_pretrained(str(out))
-    if meta.hf_folder is not None:  # a model opened from Hugging Face goes back with its own tokenizer files
-        for name, data in tokenizer_files(Path(meta.hf_folder)).items():
+    files = files_of(meta)  # a model opened from Hugging Face (or fine-tuned from one): its own tokenizer files
+    if files is not None:
+        for name, data in files.items():
             (out / name).write_bytes(data)
     else:
         fast_tokenizer(tokenizer).save_pretrained(str(out))

@@ -20,20 +20,6 @@ from qkvmt.errors import UserError, optional_import
 SPIECE_UNDERLINE = "▁"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 M2M100_FILES = ("sentencepiece.bpe.model", "vocab.json")
-# Every file a folder's tokenizer may be read from: what goes with the model when it is exported again.
-TOKENIZER_FILES = (
-    *MARIAN_FILES,
-    "target_vocab.json",
-    "sentencepiece.bpe.model",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
-
-
-def tokenizer_files(folder: Path) -> dict[str, bytes]:
-    """The tokenizer files `folder` holds, by name: what `load_tokenizer` reads of it."""
-    return {name: (folder / name).read_bytes() for name in TOKENIZER_FILES if (folder / name).is_file()}
 
 
 @dataclass(frozen=True)

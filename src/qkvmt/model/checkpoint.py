@@ -37,6 +37,8 @@ class CheckpointMeta:
     alignment: dict | None = None  # the supervised head (AlignmentSupervision.to_dict()), if trained with one
     averaged_from: list[str] | None = None  # the files an averaged checkpoint was made from
     hf_folder: str | None = None  # a Hugging Face folder it was imported from (qkvmt.hf): its files are the tokenizer
+    # A model fine-tuned from such a folder: the folder's tokenizer files, name -> base64 (qkvmt.hf.tokenizer_files)
+    tokenizer_files: dict | None = None
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckpointMeta":
@@ -127,6 +129,10 @@ def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
     model = checked_model(ckpt, path)
     model.eval()
     meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
+    if meta.tokenizer_files is not None:  # before hf_folder: the file alone makes the tokenizer
+        from qkvmt.hf.tokenizer_files import from_text, open_files
+
+        return model, open_files(from_text(meta.tokenizer_files), meta.src_lang, meta.tgt_lang)
     if meta.hf_folder is not None:
         from qkvmt.hf.tokenizers import load_tokenizer
 

@@ -50,7 +50,7 @@ from qkvmt.training.host_memory import (
     training_need_mb,
     warn_if_short,
 )
-from qkvmt.training.init_from import Start, starting_point
+from qkvmt.training.init_from import Start, check_start, imported_start, load_start
 from qkvmt.training.progress import StepProgress
 from qkvmt.training.torch_build import idle_cuda_build
 
@@ -78,7 +78,10 @@ def train(cfg: DictConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # An existing run's tokenizer is reused, or refused if it was made with other settings,
     # before this run records anything in the folder.
-    tokenizer = plan.dm.load_tokenizer(out / "tokenizer.json", given=plan.start.tokenizer() if plan.start else None)
+    if plan.start and plan.start.imported:  # its own tokenizer, whose files the run folder keeps
+        tokenizer = plan.dm.imported_tokenizer(plan.start.tokenizer(), plan.start.tokenizer_files, plan.wanted, out)
+    else:
+        tokenizer = plan.dm.load_tokenizer(out / "tokenizer.json", given=plan.start.tokenizer() if plan.start else None)
     # trainer.precision: what Lightning itself will run
     run = {
         "experiment": cfg.experiment_name,
@@ -136,11 +139,16 @@ def checked_plan(cfg: DictConfig) -> Plan:
         cfg.data, alignment_links=alignment.labels if alignment.weight else None, aligner=alignment.aligner
     )  # checks data.*
     model_partial = instantiate(cfg.model)
-    wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
-    alignment = alignment.validated(cfg.model.decoder_layers, cfg.model.n_heads)
+    start = load_start(cfg.init_from)
+    if start is not None and start.imported:  # the model's own settings, the run's dropout
+        start, wanted = imported_start(start, cfg.model, dm)
+    else:
+        wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
+    alignment = alignment.validated(wanted.decoder_layers, wanted.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
-    start = starting_point(cfg.init_from, wanted, dm.src_lang, dm.tgt_lang)
+    if start is not None and not start.imported:
+        check_start(start, wanted, dm.src_lang, dm.tgt_lang)
     return Plan(n_average, dm, model_partial, wanted, alignment, start)
 
 
@@ -199,14 +207,23 @@ def log_cpu_memory(cfg: DictConfig, plan: Plan, precision: str, onednn_cache: in
 
 
 def build_module(cfg: DictConfig, plan: Plan, tokenizer):
-    """The LightningModule, its model sized by the run's tokenizer."""
-    model_config = plan.model_partial(vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields())
-    return instantiate(cfg.module)(
+    """The LightningModule, its model sized by the run's tokenizer (an imported model's: as it is)."""
+    module = instantiate(cfg.module)
+    more = {}
+    if plan.start and plan.start.imported:
+        model_config = plan.wanted
+        more = plan.start.module_settings(module.keywords["val_decode"], module.keywords["test_decode"])
+    else:
+        model_config = plan.model_partial(
+            vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
+        )
+    return module(
         model_config=model_config,
         tokenizer=tokenizer,
         src_lang=plan.dm.src_lang,
         tgt_lang=plan.dm.tgt_lang,
         alignment=plan.alignment,
+        **more,
     )
 
 

@@ -69,7 +69,7 @@ def load_or_train(
         settings = {"init_from": hashlib.sha256(given.to_str().encode()).hexdigest()[:20]}
     record = path.with_name(path.stem + ".settings.json")
     if path.exists():
-        _check_settings(path, record, settings)
+        check_settings(path, record, settings)
         return Tokenizer.from_file(str(path))
     tok = train_bpe(texts_fn(), vocab_size, min_frequency) if given is None else given
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def load_or_train(
     return tok
 
 
-def _check_settings(path: Path, record: Path, wanted: dict) -> None:
+def check_settings(path: Path, record: Path, wanted: dict) -> None:
     if not record.exists():
         return  # a run from before records were kept: nothing to compare against
     found = json.loads(record.read_text(encoding="utf-8"))

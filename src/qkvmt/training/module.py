@@ -42,6 +42,8 @@ class TranslationModule(L.LightningModule):
     linear_row_multiple: under CPU bf16 autocast, every linear layer of a training, validation or
     test step computes on its rows padded to a multiple of this, so that oneDNN meets few shapes
     (qkvmt.training.matmul_rows); 0: off. Decoding runs in float32 and needs none.
+    tokenizer_files: a model imported from a Hugging Face folder (qkvmt.hf): its tokenizer files, name ->
+    base64, which every checkpoint keeps in place of a tokenizer JSON, so it needs no folder to load.
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class TranslationModule(L.LightningModule):
         alignment: AlignmentSupervision | None = None,
         compile: bool = False,
         compile_mode: str = "default",
+        tokenizer_files: dict[str, str] | None = None,
     ):
         super().__init__()
         self.model_config = model_config
@@ -69,7 +72,7 @@ class TranslationModule(L.LightningModule):
         self.alignment = (alignment or AlignmentSupervision()).validated(
             model_config.decoder_layers, model_config.n_heads
         )
-        self.tokenizer = tokenizer
+        self.tokenizer, self.tokenizer_files = tokenizer, tokenizer_files
         self.optimizer_fn = optimizer
         self.warmup_steps, self.label_smoothing = warmup_steps, label_smoothing
         self.lr_factor = lr_factor(lr_schedule, warmup_steps, self.budget_spent)  # checked now, not after setup
@@ -214,9 +217,10 @@ class TranslationModule(L.LightningModule):
         # tokenizer, and loads with torch.load(weights_only=True).
         checkpoint["qkvmt"] = CheckpointMeta(
             model_config=self.model_config.to_dict(),
-            tokenizer=self.tokenizer.to_str(),
+            tokenizer=self.tokenizer.to_str() if self.tokenizer_files is None else "",
             src_lang=self.src_lang,
             tgt_lang=self.tgt_lang,
             decode=asdict(self.test_decode),  # the run's test settings; align.py decodes with them
             alignment=self.alignment.to_dict() if self.alignment.on else None,  # align.py's default policy reads it
+            tokenizer_files=self.tokenizer_files,
         ).to_dict()
