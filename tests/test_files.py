@@ -69,3 +69,16 @@ def test_a_refusal_hydra_wrapped_is_a_refusal(tmp_path):
     wrapped.__cause__ = UserError("data.vocab_size=0: give a whole number of at least 5")
     refused(run, fault=wrapped)
     assert not run.exists()
+
+
+def test_the_empty_folders_made_above_a_refused_run_go_too_and_no_others(tmp_path, monkeypatch):
+    """outputs/<experiment>/<time>/: the folders Hydra made down to the run go with it, up to the working
+    folder; one that holds anything else, or the working folder, stays."""
+    monkeypatch.chdir(tmp_path)
+    run = hydras_record(tmp_path / "outputs" / "multi30k_de_en_cpu" / "12-00-00")
+    refused(run)
+    assert list(tmp_path.iterdir()) == []
+    run = hydras_record(tmp_path / "outputs" / "multi30k_de_en_cpu" / "12-00-01")
+    (tmp_path / "outputs" / "an earlier run").mkdir()
+    refused(run)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["an earlier run", "outputs"]

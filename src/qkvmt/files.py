@@ -125,6 +125,7 @@ def removed_if_refused(folder: Path, record: str, log: str):
         return names <= {record, log} and not (empty_log and logged)
 
     made_by_this_run = only_hydras(empty_log=True)
+    parents = sole_parents(folder)
     try:
         yield
     except Exception as e:
@@ -133,4 +134,19 @@ def removed_if_refused(folder: Path, record: str, log: str):
             (folder / log).unlink(missing_ok=True)
             if folder.resolve() != Path.cwd().resolve():
                 folder.rmdir()
+                for parent in parents:  # outputs/<experiment>/, made for this run, if still empty
+                    if not any(parent.iterdir()):
+                        parent.rmdir()
         raise
+
+
+def sole_parents(folder: Path) -> list[Path]:
+    """The folders above `folder` and below the working folder that hold nothing but the way down
+    to it, nearest first: made for it, as Hydra makes outputs/<experiment>/ for outputs/<experiment>/<time>/."""
+    cwd, child, out = Path.cwd().resolve(), Path(folder).resolve(), []
+    for parent in child.parents:
+        if parent == cwd or cwd not in parent.parents or [p.name for p in parent.iterdir()] != [child.name]:
+            break
+        out.append(parent)
+        child = parent
+    return out
