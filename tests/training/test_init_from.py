@@ -96,7 +96,7 @@ def test_an_empty_folder_or_one_without_the_model_files_says_what_it_lacks(corpu
             train(compose_train(*tiny_overrides(corpus, out), f"init_from={folder}"))
         assert str(refused.value) == (
             f"init_from={folder}: {folder} is {held}: give a model folder (model.safetensors, tokenizer.json and "
-            "qkvmt.json, as qkvmt export format=safetensors writes it), a .ckpt file such as a run's "
-            "checkpoints/best.ckpt, or a bundled model's name"
+            "qkvmt.json, as qkvmt export format=safetensors writes it), a Hugging Face model's folder, a .ckpt "
+            "file such as a run's checkpoints/best.ckpt, or a bundled model's name"
         )
         assert not out.exists()

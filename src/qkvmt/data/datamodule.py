@@ -306,11 +306,7 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=Collate(
-                self.specials or Specials.of(self.tokenizer),
-                max_len=self.max_positions,
-                length_multiple=self.length_multiple,
-            ),
+            collate_fn=Collate(self.specials or Specials.of(self.tokenizer), self.max_positions, self.length_multiple),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
             # On a GPU, batches in page-locked memory: Lightning copies them up with non_blocking,
