@@ -8,22 +8,11 @@ UserError saying how to give the folder itself.
 from pathlib import Path
 
 from qkvmt.errors import UserError, optional_import
+from qkvmt.hf.tokenizer_files import TOKENIZER_FILES
 
 PREFIX = "hf:"
 # What qkvmt.hf reads of a model folder; a repository's other weights (TensorFlow, Flax, ONNX) stay on the hub.
-FILES = [
-    "config.json",
-    "generation_config.json",
-    "model.safetensors*",
-    "pytorch_model.bin*",
-    "*.spm",
-    "vocab.json",
-    "target_vocab.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "sentencepiece.bpe.model",
-]
+FILES = ["config.json", "generation_config.json", "model.safetensors*", "pytorch_model.bin*", *TOKENIZER_FILES]
 
 
 def hub_folder(name: str) -> Path:

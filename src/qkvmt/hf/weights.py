@@ -15,6 +15,7 @@ from torch import Tensor
 
 from qkvmt.errors import UserError
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.finite import non_finite
 from qkvmt.model.transformer import Transformer
 
 SAFETENSORS, BIN = "model.safetensors", "pytorch_model.bin"
@@ -43,6 +44,9 @@ def read_weights(path: Path) -> dict[str, Tensor]:
 def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
     """Our Transformer's state dict (float32) from the tensors `hf` of the weights file `where`."""
     hf = {k if k.startswith(("model.", "lm_head", "final_logits_bias")) else f"model.{k}": v for k, v in hf.items()}
+    bad = non_finite(hf)  # named as the folder names them
+    if bad:
+        raise UserError(f"{where}: {next(iter(bad))} holds NaN or infinity")
     with torch.device("meta"):  # the shapes the config needs, without allocating a model
         expected = Transformer(cfg).state_dict()
     used: set[str] = set()
@@ -123,8 +127,6 @@ def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str
 
 
 def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:
-    """A UserError naming `name` unless the tensor has `shape` (a (1, V) bias counts as (V,)) and is finite."""
+    """A UserError naming `name` unless the tensor has `shape` (a (1, V) bias counts as (V,))."""
     if tuple(t.shape) != tuple(shape) and not (t.dim() == 2 and t.size(0) == 1 and (t.size(1),) == tuple(shape)):
         raise UserError(f"{where}: {name} is {tuple(t.shape)}, but config.json needs {tuple(shape)}")
-    if t.is_floating_point() and not torch.isfinite(t).all():
-        raise UserError(f"{where}: {name} holds NaN or infinity")
