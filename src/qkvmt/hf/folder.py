@@ -47,11 +47,12 @@ def read_hf_folder(folder) -> dict:
     path = weight_file(folder)
     if path is None:
         raise UserError(f"{folder} holds no weights: it needs one of {', '.join(WEIGHT_FILES)}")
-    try:
-        tensors = read_weights(path)
+    try:  # each tensor is read as it is taken: a file that is cut short fails part-way
+        weights = state_dict(read_weights(path), cfg, path)
+    except UserError:
+        raise
     except Exception as e:  # safetensors, torch.load and json each fail in their own ways on a bad file
         raise UserError(f"{path} is not a readable weights file ({type(e).__name__}: {str(e)[:120]})") from None
-    weights = state_dict(tensors, cfg, path)
     src_lang, tgt_lang = languages(folder)
     meta = {
         "model_config": cfg.to_dict(),

@@ -8,6 +8,7 @@ UserError naming the tensor, before anything runs.
 """
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -29,24 +30,52 @@ def weight_file(folder: Path) -> Path | None:
     return next((folder / name for name in WEIGHT_FILES if (folder / name).is_file()), None)
 
 
-def read_weights(path: Path) -> dict[str, Tensor]:
-    """Every tensor of a safetensors or pytorch_model.bin file, or of the shards an .index.json lists."""
-    if path.name.endswith(".index.json"):
-        shards = sorted(set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values()))
-        return {k: v for shard in shards for k, v in read_weights(path.parent / shard).items()}
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+class Tensors(Mapping):
+    """The tensors of a safetensors or pytorch_model.bin file, or of the shards an .index.json lists, by
+    name, each read from its file when asked for: an import holds the weights it has made and the one it is
+    reading, never a second copy of the whole file."""
 
-        return load_file(path)
-    return torch.load(path, map_location="cpu", weights_only=True)  # plain tensors only, never pickled code
+    def __init__(self, path: Path):
+        self.handles: dict[Path, object] = {}
+        if path.name.endswith(".index.json"):
+            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+            self.files = {name: path.parent / shard for name, shard in weight_map.items()}
+        else:
+            self.files = dict.fromkeys(self.handle(path).keys(), path)
+
+    def handle(self, file: Path):
+        if file not in self.handles:
+            if file.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                self.handles[file] = safe_open(str(file), framework="pt")
+            else:  # plain tensors only, never pickled code; mapped, where the file's format allows it
+                try:
+                    self.handles[file] = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+                except RuntimeError:  # the legacy (not zip) format cannot be mapped
+                    self.handles[file] = torch.load(file, map_location="cpu", weights_only=True)
+        return self.handles[file]
+
+    def __getitem__(self, name: str) -> Tensor:
+        h = self.handle(self.files[name])
+        return h.get_tensor(name) if hasattr(h, "get_tensor") else h[name]
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
 
-def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
-    """Our Transformer's state dict (float32) from the tensors `hf` of the weights file `where`."""
-    hf = {k if k.startswith(("model.", "lm_head", "final_logits_bias")) else f"model.{k}": v for k, v in hf.items()}
-    bad = non_finite(hf)  # named as the folder names them
-    if bad:
-        raise UserError(f"{where}: {next(iter(bad))} holds NaN or infinity")
+def read_weights(path: Path) -> Tensors:
+    return Tensors(path)
+
+
+def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
+    """Our Transformer's state dict (float32) from the tensors of the weights file `where`, each read once
+    (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
+    prefixed = ("model.", "lm_head", "final_logits_bias")
+    hf = _Renamed(tensors, {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors})  # under one prefix
     with torch.device("meta"):  # the shapes the config needs, without allocating a model
         expected = Transformer(cfg).state_dict()
     used: set[str] = set()
@@ -58,10 +87,15 @@ def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str
             if all(p in hf for p in parts):
                 want = expected[ours].shape
                 rows = want[0] // len(parts)
+                read = []
                 for p in parts:
-                    check(hf[p], p, (rows, *want[1:]), where)
+                    t = hf[p]
+                    check(t, p, (rows, *want[1:]), where)
+                    if non_finite({p: t}):  # named as the folder names it
+                        raise UserError(f"{where}: {p} holds NaN or infinity")
+                    read.append(t.float().reshape(rows, *want[1:]))
                     used.add(p)
-                out[ours] = torch.cat([hf[p].float().reshape(rows, *want[1:]) for p in parts])
+                out[ours] = read[0] if len(read) == 1 else torch.cat(read)
                 return
         if not optional:
             raise UserError(f"{where}: no weight {names[0]}; the file does not hold a whole model of its config.json")
@@ -124,6 +158,22 @@ def state_dict(hf: dict[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str
     if left:
         raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
     return out
+
+
+class _Renamed(Mapping):
+    """`tensors` under other names (`names`: new name -> the file's)."""
+
+    def __init__(self, tensors: Mapping[str, Tensor], names: dict[str, str]):
+        self.tensors, self.names = tensors, names
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self.tensors[self.names[name]]
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:

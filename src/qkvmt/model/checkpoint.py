@@ -4,7 +4,6 @@ A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is 
 `torch.load(weights_only=True)`, which refuses to run pickled code.
 """
 
-import contextlib
 import pickle
 import warnings
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
@@ -144,30 +143,29 @@ def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
     return model, tokenizer
 
 
-def checked_model(ckpt: dict, path, device: str = "cpu") -> Transformer:
+def checked_model(ckpt: dict, path) -> Transformer:
     """The Transformer of the configuration stored in `ckpt`, holding its weights, checked: the
     configuration is usable, the weights are the ones it makes (names and shapes), and every one
-    is finite. Built on `device`; "meta" checks without memory (the weights are not kept).
-    Whatever takes a checkpoint's weights (build_model, init_from) checks them here, so a file
-    that would load into the wrong shapes, or translate NaN into empty lines, is one line."""
+    is finite. Its parameters are the checkpoint's own tensors (Transformer.from_weights), so
+    checking costs no second copy. Whatever takes a checkpoint's weights (build_model, init_from)
+    checks them here, so a file that would load into the wrong shapes, or translate NaN into empty
+    lines, is one line."""
     meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
     try:
-        # torch.device as a context intercepts every op: only where needed (2 ms of the bundled model's ~45 ms load)
-        with torch.device(device) if device != "cpu" else contextlib.nullcontext():
-            model = Transformer(ModelConfig.from_dict(meta.model_config))
+        cfg = ModelConfig.from_dict(meta.model_config)
+        with torch.device("meta"):  # settings the blocks cannot build fail here, before any weight is read
+            expected = Transformer(cfg).state_dict()
     except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
         raise UserError(
             f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}"
         ) from None
     weights = model_weights(ckpt)
     try:
-        # checks every name and shape (_mismatch says which, only when one fails); on "meta" the tensors are
-        # taken as they are, where a copy into no memory would warn once per weight
-        model.load_state_dict(weights, assign=device == "meta")
+        model = Transformer.from_weights(cfg, weights)
     except RuntimeError as e:
         raise UserError(
             f"{path}: the weights do not fit the model configuration stored with them "
-            f"({_mismatch(model.state_dict(), weights) or _brief(e)}); "
+            f"({_mismatch(expected, weights) or _brief(e)}); "
             f"it was edited or belongs to another model; {USE_ANOTHER}"
         ) from None
     bad = non_finite(weights)

@@ -63,10 +63,15 @@ class RotaryPositions(nn.Module):
     def __init__(self, d_k: int, max_positions: int, base: float = ROTARY_BASE):
         super().__init__()
         assert d_k % 2 == 0, "rotary positions turn pairs of dimensions: d_k must be even"
-        theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k/2,)
-        angles = torch.outer(torch.arange(max_positions, dtype=torch.float32), theta)  # (P, d_k/2)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.d_k, self.max_positions, self.base = d_k, max_positions, base
+        self.register_buffer("cos", None, persistent=False)
+        self.register_buffer("sin", None, persistent=False)
+        self.fill_tables()
+
+    def fill_tables(self) -> None:
+        theta = self.base ** (-torch.arange(0, self.d_k, 2, dtype=torch.float32) / self.d_k)  # (d_k/2,)
+        angles = torch.outer(torch.arange(self.max_positions, dtype=torch.float32), theta)  # (P, d_k/2)
+        self.cos, self.sin = angles.cos(), angles.sin()
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, H, T, d_k), rows at positions offset .. offset+T-1 (a cached decoder's new rows

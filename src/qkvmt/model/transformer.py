@@ -83,12 +83,15 @@ class Embedding(nn.Module):
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         self.dropout = nn.Dropout(cfg.dropout)
         self.max_positions = cfg.max_positions
-        table = (
-            sinusoidal_positions(cfg.max_positions, cfg.d_model, cfg.sinusoidal_layout, cfg.pad_id)
-            if cfg.positions == "sinusoidal"
-            else None
-        )
-        self.register_buffer("positions", table, persistent=False)
+        self.cfg = cfg
+        self.register_buffer("positions", None, persistent=False)
+        self.fill_tables()
+
+    def fill_tables(self) -> None:
+        """The sinusoidal table, a buffer the state dict leaves out (it is computed, never trained)."""
+        c = self.cfg
+        if c.positions == "sinusoidal":
+            self.positions = sinusoidal_positions(c.max_positions, c.d_model, c.sinusoidal_layout, c.pad_id)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """ids (B, T) at positions offset .. offset+T-1 -> (B, T, D)."""
@@ -119,8 +122,28 @@ class Transformer(nn.Module):
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.output = nn.Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
         self.reset_parameters()
-        if cfg.output_tied:
-            self.output.weight = tgt_tokens.weight
+        self.tie()
+
+    def tie(self) -> None:
+        if self.cfg.output_tied:
+            self.output.weight = self.tgt_embed.tokens.weight
+
+    @classmethod
+    def from_weights(cls, cfg: ModelConfig, weights: dict[str, Tensor]) -> "Transformer":
+        """The model of `cfg` whose parameters are the tensors `weights` themselves (float32, as a freshly
+        built model's): built on the meta device and given them by assignment, so loading holds the weights
+        once, not twice, and spends nothing on an initialisation they replace. A weight that is missing,
+        left over or of another shape is load_state_dict's RuntimeError."""
+        with torch.device("meta"):
+            model = cls(cfg)
+        dtypes = {k: v.dtype for k, v in model.state_dict().items()}
+        cast = {k: v.to(dtypes[k]) if isinstance(v, Tensor) and k in dtypes else v for k, v in weights.items()}
+        model.load_state_dict(cast, assign=True)
+        model.tie()  # assignment gave the output its own Parameter
+        for module in model.modules():  # the computed tables, left on the meta device
+            if hasattr(module, "fill_tables"):
+                module.fill_tables()
+        return model
 
     def reset_parameters(self) -> None:
         # Xavier for projections (as in the paper); N(0, d^-1/2) for embeddings, so that

@@ -106,7 +106,7 @@ def load_start(spec) -> Start | None:
             "folder (or hf:ORG/NAME) or a bundled name"
         )
     start = Start(spec, path, load_checkpoint(path))
-    checked_model(start.ckpt, path, device="meta")  # as translate checks them: they fit its settings, finite
+    checked_model(start.ckpt, path)  # as translate checks them: they fit its settings, finite
     return start
 
 
