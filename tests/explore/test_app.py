@@ -107,7 +107,7 @@ def test_a_fault_is_a_500_json_error_and_the_next_request_is_served(caplog):
         def inspect(self, body):
             return {"fine": body["n"]}
 
-        curves = intervene = lens = inspect
+        curves = intervene = lens = signal = inspect
 
     client = client_of(Broken())
     r = client.post("/api/sentence", json={"source": "x"})
@@ -123,7 +123,7 @@ def test_a_deeply_nested_body_is_a_json_error_and_the_server_keeps_serving():
         def sentence(self, body):
             return {"echo": body}
 
-        align = inspect = curves = intervene = lens = sentence
+        align = inspect = curves = intervene = lens = signal = sentence
 
     client = client_of(Echo())
     depth = 30_000  # 60 KB: under MAX_BODY, past the JSON parser's recursion limit

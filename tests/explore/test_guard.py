@@ -31,7 +31,7 @@ class Echo:
         self.asked.append(body)
         return {"source": body["source"]}
 
-    align = inspect = curves = intervene = lens = sentence
+    align = inspect = curves = intervene = lens = signal = sentence
 
 
 def client(access: Access, host: str = OWN):

@@ -14,8 +14,9 @@ from qkvmt.alignment.policy import cross_signals
 from qkvmt.analysis.faithfulness import FRACTIONS, cuts, forced_inputs
 from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
+from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
-from qkvmt.explore import deletion, session
+from qkvmt.explore import deletion, later, session
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align import align
 from qkvmt.text.metrics import sentence_scores
@@ -32,21 +33,31 @@ def close(shown, expected):
     np.testing.assert_allclose(shown, np.where(np.isneginf(expected), np.nan, expected), atol=ATOL)
 
 
-def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(explorer, model):
+def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(model, reverse_model):
+    explorer = Explorer(model, reverse_model)  # its own: the shared one may hold the sentence with more signals
     shown = json.loads(json.dumps(explorer.sentence({"source": SOURCE, "reference": REFERENCE})))  # as sent
-    attention = model.attention(SOURCE, signals=set(SIGNALS))  # the explorer shows every registered signal
+    attention = model.attention(SOURCE, signals=set(SIGNALS))
     assert shown["translation"] == attention.target == model.translate(SOURCE)[0]
-    for kind, viewer in shown["attention"].items():
-        assert ["weights", *viewer["signals"]] == [s for s in attention.signals if kind in attention.signal_maps[s]]
-        for signal in ["weights", *viewer["signals"]]:
+    for kind, viewer in shown["attention"].items():  # the first view: the weights and ALTI+ only
+        assert ["weights", *viewer.get("signals", {})] == [s for s in later.FIRST if kind in attention.signal_maps[s]]
+        assert (viewer["rows"], viewer["cols"]) == (attention.map(kind).rows, attention.map(kind).cols)
+    for signal in SIGNALS:  # every other signal when asked for, each kind it covers at once
+        asked = (
+            {}
+            if signal in later.FIRST
+            else json.loads(json.dumps(explorer.signal({"source": SOURCE, "signal": signal})))
+        )
+        for kind in KINDS:
+            if kind not in attention.signal_maps[signal]:
+                assert kind not in asked
+                continue
             expected = attention.map(kind, signal)
-            drawn = viewer if signal == "weights" else viewer["signals"][signal]
-            if expected.weights is None:
-                assert drawn["maps"] is None
-            else:
-                close(drawn["maps"], expected.weights)
+            viewer = shown["attention"][kind]
+            drawn = (
+                viewer if signal == "weights" else viewer["signals"][signal] if signal in later.FIRST else asked[kind]
+            )
+            assert drawn["maps"] is None if expected.weights is None else close(drawn["maps"], expected.weights) is None
             close(drawn["layers"], expected.layers)
-        assert (viewer["rows"], viewer["cols"]) == (expected.rows, expected.cols)
     assert [t["token"] for t in shown["token_scores"]] == attention.out_tokens
     close([t["prob"] for t in shown["token_scores"]], [t.prob for t in attention.token_scores])
     close(shown["source_share"], attention.contributions.source_share)
@@ -64,14 +75,13 @@ def test_the_page_and_a_sentence_list_every_registered_signal(model):
         explorer = Explorer(model)
         choices = json.loads(re.search(r'id="data">(.*?)</script>', explorer.page(), re.S).group(1))["choices"]
         assert choices["signal"] == cross_signals() and {PER_LAYER, WHOLE, SLOW} <= set(choices["signal"])
-        shown = explorer.sentence({"source": SOURCE})
-        cross = shown["attention"]["cross"]["signals"]
-        assert {PER_LAYER, WHOLE, SLOW} <= set(cross) and cross[WHOLE]["label"] == "probe, whole model"
-        assert cross[WHOLE]["maps"] is None and len(cross[WHOLE]["layers"]) == 1
-        assert (
-            PER_LAYER in shown["attention"]["encoder"]["signals"]
-            and WHOLE not in shown["attention"]["encoder"]["signals"]
-        )
+        listed = json.loads(re.search(r'id="data">(.*?)</script>', explorer.page(), re.S).group(1))["signals"]
+        assert {PER_LAYER, WHOLE, SLOW} <= set(listed["cross"]) and listed["cross"][WHOLE] == "probe, whole model"
+        assert PER_LAYER in listed["encoder"] and WHOLE not in listed["encoder"]
+        explorer.sentence({"source": SOURCE})
+        cross = explorer.signal({"source": SOURCE, "signal": WHOLE})["cross"]
+        assert cross["label"] == "probe, whole model" and cross["maps"] is None and len(cross["layers"]) == 1
+        assert set(explorer.signal({"source": SOURCE, "signal": PER_LAYER})) == set(KINDS)
         for policy in ({"signal": WHOLE}, {"signal": PER_LAYER, "layer": 0}):
             links = explorer.align({"source": SOURCE, "policy": policy})
             assert links["pharaoh"] == model.align(SOURCE, policy=policy).pharaoh
@@ -253,3 +263,9 @@ def test_text_beyond_the_models_positions_is_refused_not_cut(explorer, model):
     ):
         explorer.sentence({"source": " ".join(["w1"] * n)})
     assert explorer.sentence({"source": " ".join(["w1"] * (n - 1))})["translation"] is not None  # the longest that fits
+
+
+@pytest.mark.parametrize("signal", ["nope", None, 3, ["alti"]])
+def test_a_signal_that_is_not_registered_is_a_one_line_error(explorer, signal):
+    with pytest.raises(UserError, match=r"signal=.*: (use|give a signal's name,) one of weights, value_norms"):
+        explorer.signal({"source": SOURCE, "signal": signal})

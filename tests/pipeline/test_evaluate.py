@@ -131,6 +131,23 @@ def test_evaluate_exports_attention_next_to_the_scores(trained_run, tmp_path):
     assert sorted(j for _, j in words["links"]) == list(range(len(words["tgt_words"])))
 
 
+def test_the_report_shows_the_signals_asked_for_and_refuses_one_that_is_not_registered(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    with pytest.raises(UserError, match="attention.signals: alt is no signal; list some of weights, value_norms"):
+        run_eval(trained_run, f"ckpt_path={ckpt}", "attention.signals=[alt]", f"output_dir={tmp_path / 'refused'}")
+    assert not (tmp_path / "refused").exists()  # refused before anything ran
+    run_eval(
+        trained_run,
+        f"ckpt_path={ckpt}",
+        "attention.num_samples=1",
+        "attention.signals=[alti]",
+        f"output_dir={tmp_path}",
+    )
+    html = (tmp_path / "report.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    assert set(data["samples"][0]["attention"]["cross"]["signals"]) == {"alti"}  # beside the weights, no other
+
+
 def test_report_shows_hostile_sources_and_references_only_as_text(trained_run, tmp_path):
     import html
 

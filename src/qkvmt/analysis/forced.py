@@ -153,6 +153,17 @@ class ForcedPass:
         """The maps of every kind this signal covers."""
         return [self.map(kind, signal) for kind in KINDS if kind in self.signal_maps.get(signal, {})]
 
+    def adding(self, other: "ForcedPass") -> "ForcedPass":
+        """This pass with the signals `other` (a pass of the same pair) holds beside its own, in the
+        registry's order."""
+        maps = other.signal_maps | self.signal_maps
+        return replace(
+            self,
+            signal_maps={name: maps[name] for name in SIGNALS if name in maps},
+            full_context=other.full_context | self.full_context,
+            contributions=self.contributions or other.contributions,
+        )
+
     @property
     def for_alignment(self) -> "ForcedPass":
         """The pass as alignments read it: with a full-context layer, its cross-attention maps of

@@ -1,7 +1,7 @@
 """The explorer's web server: a Starlette application over a `session.Explorer`, served by uvicorn.
 
 Starlette and uvicorn (the `explore` extra) parse HTTP; this module only routes: GET / is the
-page, POST /api/{sentence,align,inspect,curves,intervene,lens} take a JSON object and answer
+page, POST /api/<name> for each of session.ENDPOINTS take a JSON object and answer
 JSON. Every failure is a JSON {"error": message} with a 4xx status for the user's mistakes (a
 UserError, a body that is not JSON, not sent as JSON or too large) or 500 for a fault, logged;
 either way the server keeps serving. `guard` refuses, in the same shape, what did not come from
@@ -14,6 +14,7 @@ import socket
 
 from qkvmt.errors import UserError, optional_import
 from qkvmt.explore.guard import Access, Guard
+from qkvmt.explore.session import ENDPOINTS
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def error(message: str, status: int):
 
 
 def create_app(explorer, access: Access):
-    """The Starlette application: the page and the six JSON endpoints of `explorer`, answering
+    """The Starlette application: the page and the JSON endpoints of `explorer`, answering
     only the requests `access` allows (guard.Access.of(host, port) of the server's socket)."""
     optional_import("starlette", INSTALL)  # a clear error when it is missing, before the imports below
     from starlette.applications import Starlette
@@ -72,12 +73,7 @@ def create_app(explorer, access: Access):
     return Starlette(
         routes=[
             Route("/", home),
-            Route("/api/sentence", endpoint(explorer.sentence), methods=["POST"]),
-            Route("/api/align", endpoint(explorer.align), methods=["POST"]),
-            Route("/api/inspect", endpoint(explorer.inspect), methods=["POST"]),
-            Route("/api/curves", endpoint(explorer.curves), methods=["POST"]),
-            Route("/api/intervene", endpoint(explorer.intervene), methods=["POST"]),
-            Route("/api/lens", endpoint(explorer.lens), methods=["POST"]),
+            *(Route(f"/api/{name}", endpoint(getattr(explorer, name)), methods=["POST"]) for name in ENDPOINTS),
         ],
         middleware=[Middleware(Guard, access=access, refuse=error)],
     )

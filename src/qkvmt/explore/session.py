@@ -28,11 +28,10 @@ from qkvmt.alignment.directions import (
 from qkvmt.alignment.policy import DIRECTIONS, ROWS, cross_signals
 from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.inspection import inspect_head
-from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.explore import deletion, lens_panel, what_if
+from qkvmt.explore import deletion, later, lens_panel, what_if
 from qkvmt.model.inputs import fits
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
@@ -48,6 +47,8 @@ HEADS_KEPT = 16
 CURVES_KEPT = 16
 # what `inspect` answers of a head's pass, beside the one query's walk
 HEAD = ("kind", "layer", "head", "d_k", "query_tokens", "key_tokens", "weights", "scores", "contributions", "check")
+# the JSON endpoints, POST /api/<name>, each a method of Explorer (app.py routes them, the page calls them)
+ENDPOINTS = ("sentence", "align", "inspect", "curves", "intervene", "lens", "signal")
 
 
 class Kept(OrderedDict):
@@ -71,8 +72,9 @@ class Kept(OrderedDict):
 
 @dataclass
 class Sentence:
-    """One source's translation (the generated subwords) and its forced pass, with every
-    registered signal (and the checkpoint's full-context layer as Model.align reads it)."""
+    """One source's translation (the generated subwords) and its forced pass, with the signals
+    computed so far (later.FIRST, then each when asked for; and the checkpoint's full-context layer
+    as Model.align reads it)."""
 
     ids: list[int]
     attention: ForcedPass
@@ -134,7 +136,7 @@ class Explorer:
         )
         data = {
             "page": "explorer",
-            "api": {name: f"api/{name}" for name in ("sentence", "align", "inspect", "curves", "intervene", "lens")},
+            "api": {name: f"api/{name}" for name in ENDPOINTS},
             "policy": m.default_policy.to_dict(),
             "choices": {
                 "layer": list(range(c.decoder_layers)),
@@ -144,16 +146,19 @@ class Explorer:
                 "signal": cross_signals(),
             },
             "what_if": what_if.choices(),
+            "signals": later.listed(),
         }
         return page("Attention explorer", body, data, fetches=True)
 
     def sentence(self, body) -> dict:
-        """Every view of one sentence: texts and scores, tokens, maps of every signal, the word
-        links of the checkpoint's policy (or the one asked for), the symmetrized links."""
+        """Every view of one sentence: texts and scores, tokens, maps of the signals computed so far
+        (the others are computed when asked for: `signal`), the word links of the checkpoint's
+        policy (or the one asked for), the symmetrized links."""
         source, reference = fields(body, "source", "reference")
         policy = body.get("policy")
         with self._lock:
             s = self._sentence(source)
+            alignment = self._alignment(s, policy)  # first: the policy's own signal joins the maps
             a = s.attention
             scores = None
             if reference is not None:
@@ -168,7 +173,7 @@ class Explorer:
                     "token_scores": [t.to_dict() for t in a.token_scores],
                     "source_share": None if a.contributions is None else a.contributions.source_share,
                     "attention": viewer_maps(a.maps(), {name: a.maps(name) for name in a.signals[1:]}),
-                    "alignment": self._alignment(s, policy),
+                    "alignment": alignment,
                     "symmetrized": self._symmetrized(source, s),
                 }
             )
@@ -209,6 +214,12 @@ class Explorer:
         with self._lock:  # the edited search hooks the model's modules
             return what_if.answer(self.model, self._sentence(source), body, self.decode)
 
+    def signal(self, body) -> dict:
+        """One more signal's maps of the sentence, computed the first time it is asked for: later.answer."""
+        (source,) = fields(body, "source")
+        with self._lock:
+            return later.answer(self.model, self._sentence(source), body)
+
     def lens(self, body) -> dict:
         """What each layer already knows, as Model.lens gives it: lens_panel.answer."""
         (source,), top_k = fields(body, "source"), lens_panel.top_k_of(body)
@@ -223,9 +234,7 @@ class Explorer:
         self._check_fits(encode(m.tokenizer, [source])[0], "source")
         ids = m.forced(source, None, **self.decode)
         self._check_fits(ids, "translation")
-        attention = forced_attention(
-            m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, analyses=set(SIGNALS)
-        )
+        attention = forced_attention(m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, later.FIRST)
         self._recent[source] = s = Sentence(ids, attention)
         return s
 
@@ -241,6 +250,7 @@ class Explorer:
         if policy is not None and not isinstance(policy, dict):
             raise UserError('policy: give an object such as {"layer": 1, "head": "mean"}')
         policy = self.model.policy(policy)
+        later.ensure(self.model, s, policy.signal)
         a = SentenceAlignment.of(s.attention, policy)
         return {
             "policy": a.policy,

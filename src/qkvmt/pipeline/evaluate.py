@@ -63,6 +63,7 @@ def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     check_output_dir(cfg)
+    signals = report_signals(cfg.attention.signals)
     model = load_for_inference(cfg)
     meta, paths = model.meta, model.paths
     src, refs, name = read_inputs(cfg, meta, paths[0])
@@ -104,6 +105,7 @@ def evaluate(cfg: DictConfig) -> dict:
             hyps,
             metrics,
             cfg.attention.num_samples,
+            signals,
             validation_curve(paths[0]),
             beside_checkpoint(cfg, paths, "heads"),
         )
@@ -116,6 +118,18 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
+def report_signals(names) -> set[str]:
+    """The signals the report shows (attention.signals): null, every registered one; else the ones
+    listed, each checked by name before anything runs."""
+    if names is None:
+        return set(SIGNALS)
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [n for n in names if n not in SIGNALS]
+    if unknown:
+        raise UserError(f"attention.signals: {unknown[0]} is no signal; list some of {', '.join(SIGNALS)}")
+    return {"weights", *names}
+
+
 def export_attention(
     out: Path,
     model: Model,
@@ -124,12 +138,13 @@ def export_attention(
     hyps,
     metrics: dict,
     num_samples: int,
+    signals: set[str],
     curve: list[dict],
     heads_file: Path,
 ) -> None:
     """Every layer's and head's attention for the first `num_samples` sentences, next to the scores:
     attention/<i>_<kind>.png (layers × heads), attention.npz (raw weights) and report.html, where
-    each sample also shows every registered signal's maps, its own BLEU and chrF and the word
+    each sample also shows the maps of `signals` (report_signals), its own BLEU and chrF and the word
     links of the checkpoint's default alignment policy (align.py's), and the run's validation
     curve is drawn when it has one. `hyps`: the Translations of `src`, whose generated ids are
     forced exactly."""
@@ -143,7 +158,7 @@ def export_attention(
     for i, scores in zip(picked, own):
         # a head supervised with full context is read from its layer without the causal mask, as align.py reads it
         sa = forced_attention(
-            model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=set(SIGNALS)
+            model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=signals
         )
         for m in sa.maps():
             heatmap_grid(

@@ -88,7 +88,9 @@
   // pass to inspect_attention). Starts at `initial` {layer, head[, signal]} (head may be "mean")
   // where valid, else at the last layer as a whole; one kind hides the kind selector, and a kind
   // with weights only hides the signal selector. `opts` (the explorer): marks(kind) -> cells to
-  // dot, onCell(kind, row, column), onShow({kind, layer, head, signal}) after each drawing.
+  // dot, onCell(kind, row, column), onShow({kind, layer, head, signal}) after each drawing, and
+  // signals {kind: {signal: label}} with signal(name) -> a promise of {kind: {label, maps, layers}}:
+  // every signal listed, those `kinds` has no maps of computed when chosen.
   // Returns {draw}, to draw again (new marks) without a change of selection.
   function attentionViewer(host, kinds, initial, opts) {
     opts = opts || {};
@@ -113,9 +115,12 @@
       const valid = (i, n) => Number.isInteger(i) && i >= 0 && i < n;
       const start = initial || { layer: layer && +layer.value, head: headSel && headSel.value };
       initial = null;  // only the first drawing follows it
-      const others = Object.entries(k.signals || {}).map(([name, s]) => [name, s.label]);
+      const held = k.signals || {}, listed = (opts.signals || {})[kind.value] || {};
+      const names = Object.keys(listed).concat(Object.keys(held).filter((n) => !(n in listed))).filter((n) => n !== "weights");
+      const later = names.filter((n) => !(n in held));
+      const others = names.map((n) => [n, n in held ? held[n].label : listed[n] + " (computed when chosen)"]);
       const want = start.signal || signal.value;  // a policy's own signal, first
-      const keep = others.some(([name]) => name === want) ? want : "weights";
+      const keep = want in held ? want : "weights";
       signal = select("signal", [["weights", "attention weights"]].concat(others), keep);
       const s = shown(), L = s.layers.length, H = s.maps ? s.maps[0].length : 0, wholeModel = !s.maps && L === 1;
       layer = select("layer", [...Array(L).keys()].map((l) => [l, "layer " + l]),
@@ -125,10 +130,26 @@
       headSel = select("head", [["mean", whole]].concat(
         [...Array(H).keys()].map((h) => [h, "head " + h])), valid(head, H) ? head : "mean");
       layer.onchange = headSel.onchange = draw;
-      signal.onchange = rebuild;
+      signal.onchange = () => (later.includes(signal.value) ? compute(signal.value) : rebuild());
       controls.replaceChildren(...(names.length > 1 ? [kind] : []), ...(others.length ? [signal] : []),
                                ...(wholeModel ? [] : [layer]), headSel);
       draw();
+    }
+    async function compute(name) {  // a signal listed for later: fetched once, then drawn as the others
+      const start = { layer: +layer.value, head: headSel.value, signal: name };
+      controls.querySelectorAll("select").forEach((s) => { s.disabled = true; });
+      map.replaceChildren(el("p", { class: "status" }, "computing " + name.replace(/_/g, " ") + "…"));
+      try {
+        const got = await opts.signal(name);
+        Object.entries(got).forEach(([k, maps]) => { kinds[k].signals = Object.assign(kinds[k].signals || {}, { [name]: maps }); });
+        initial = start;
+      } catch (e) {
+        map.replaceChildren(el("p", { class: "error", role: "alert" }, "error: " + e.message));
+        return;
+      } finally {
+        controls.querySelectorAll("select").forEach((s) => { s.disabled = false; });
+      }
+      rebuild();
     }
     kind.onchange = rebuild;
     host.replaceChildren(controls, map);

@@ -265,7 +265,8 @@
       $("inspector").removeAttribute("data-shown");
       const p = r.alignment.policy;
       s.viewer = attentionViewer($("viewer"), r.attention, { layer: p.layer, head: p.head, signal: p.signal }, {
-        marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; s.whatIf.scope(shown); inspect(); } });
+        marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; s.whatIf.scope(shown); inspect(); },
+        signals: DATA.signals, signal: (name) => call(DATA.api.signal, { source: r.source, signal: name }) });
       policyControls(p);
       drawPolicy();
       drawBoth(r.symmetrized);
