@@ -22,6 +22,7 @@ from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, t
 from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
+from qkvmt.training.host_memory import release_freed_host_memory
 from tests.conftest import ROOT, compose_train, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
@@ -218,7 +219,10 @@ def test_hf_fixed_length_generates_exactly_n_tokens():
 
 def test_peak_memory_sees_what_is_allocated():
     # A block large beside what the rest of the process may free meanwhile (a CI run once saw a
-    # 64 MiB block as 43 MiB: freed pages elsewhere offset part of it), so the margin is real.
+    # 64 MiB block as 43 MiB: freed pages elsewhere offset part of it), so the margin is real. Free heap
+    # pages go back first: after an earlier test kept freed blocks (prepare_host_memory), the block
+    # would reuse pages already resident.
+    release_freed_host_memory()
     with PeakMemory() as mem:
         block = np.ones(256 * 2**20, dtype=np.uint8)  # touched, so resident
     del block
@@ -273,6 +277,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
         "analysis.sentences=3",
         "memory.steps=6",
         "memory.every=2",
+        "stages=[peers,memory]",  # the imported stage: tests/bench/test_imported.py
         'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)

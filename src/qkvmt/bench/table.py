@@ -7,12 +7,15 @@ def table(r: dict) -> str:
     lines = [
         f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · "
         f"compile={r['compile']['train']}{_mode(r['compile'])} · {r['date']}",
-        f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
-        f"{'beam sent/s':>13}",
-        *_system_rows(r),
-        *_ratio_lines(r["train"], r["decode"]),
-        *_scaling_lines(r["scaling"]),
     ]
+    if "train" in r:
+        lines += [
+            f"{'system':<10}{'params':>11}{'train tgt tok/s':>17}{'src+tgt tok/s':>15}{'step ms':>9}{'MFU':>7}"
+            f"{'beam sent/s':>13}",
+            *_system_rows(r),
+            *_ratio_lines(r["train"], r["decode"]),
+            *_scaling_lines(r["scaling"]),
+        ]
     a = r.get("analysis")
     if a:
         lines.append(
@@ -23,7 +26,26 @@ def table(r: dict) -> str:
         )
     if r.get("memory"):
         lines.append(memory_line(r["memory"]))
+    if r.get("imported"):
+        lines += imported_lines(r["imported"])
     return "\n".join(lines)
+
+
+def imported_lines(i: dict) -> list[str]:
+    """The imported Marian model: load, memory, beam search against generate, the explorer."""
+    s, ld, d, e = i["shape"], i["load"], i["decode"], i["explorer"]
+    return [
+        f"imported Marian (d_model {s['d_model']}, {s['layers']}+{s['layers']} layers, {s['heads']} heads, "
+        f"{s['vocab_size']:,}-token vocabulary, {ld['weights_mib']:.0f} MiB of weights):",
+        f"  load {ld['load_s']:.2f} s in a fresh process ({ld['load_after_imports_s']:.2f} s after the imports); "
+        f"memory at its peak +{ld['peak_growth_mib']:.0f} MiB, {ld['peak_vs_weights']:.2f}x the weights",
+        f"  beam {d['settings']['beam_size']}, {d['sentences']} sentences: ours {d['ours_s']:.2f} s, generate "
+        f"{d['hf_s']:.2f} s, ours {d['ours_vs_hf']:.2f}x as fast; {d['identical']} of {d['sentences']} identical",
+        f"  explorer, {len(e['sentences'])} sentences (median, largest): first view {e['first_view_s_median']:.2f} s, "
+        f"{e['first_view_s_max']:.2f} s; an intervention {e['intervention_s_median']:.2f} s, "
+        f"{e['intervention_s_max']:.2f} s; layers panel {e['lens_s_median']:.2f} s, {e['lens_s_max']:.2f} s",
+        "  signals computed when chosen: " + ", ".join(f"{k} {v:.2f} s" for k, v in e["signal_s"].items()),
+    ]
 
 
 def _system_rows(r: dict) -> list[str]:

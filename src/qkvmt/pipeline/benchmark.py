@@ -5,7 +5,9 @@ measured side by side in one process, on the same batches and sentences: trainin
 beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the time and memory
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
 default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU, the last
-stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory). Writes
+stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory), and the last opens
+a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported); `stages=` chooses among the
+peers (stages 1-5), memory and imported. Writes
 benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt,
 where N steps of ours spent their time (qkvmt.bench.profile).
 """
@@ -15,6 +17,7 @@ import functools
 import importlib.metadata
 import logging
 import platform
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.decoding import decode_ctranslate2, decode_scaling, decode_speed
 from qkvmt.bench.flops import peak_tflops, training_flops
+from qkvmt.bench.imported import imported_speed, marian_folder
 from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import NO_HF, Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import profile_training
@@ -45,6 +49,7 @@ from qkvmt.training.host_memory import prepare_host_memory
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
 LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
+STAGES = ("peers", "memory", "imported")  # what stages= may name, in the order they run
 DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16, "32-true": None}
 
 
@@ -55,6 +60,31 @@ def benchmark(cfg: DictConfig) -> dict:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dm = instantiate(cfg.data)
+    result = {
+        "device": _device_name(hardware),
+        "hardware": hardware.to_dict(),
+        "date": datetime.date.today().isoformat(),
+        "versions": _versions(),
+        "precision": precision,
+        "precision_reason": why,
+        "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
+        "stages": list(cfg.stages),
+        "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
+    }
+    if "peers" in cfg.stages:
+        result |= _peers(cfg, dm, device, precision, out, result["device"])
+    if "memory" in cfg.stages:
+        result["memory"] = _memory(cfg, device)
+    if "imported" in cfg.stages:
+        result["imported"] = _imported(cfg, dm)
+    write_json(out / "benchmark.json", result)
+    print(table(result))
+    log.info("wrote %s", out / "benchmark.json")
+    return result
+
+
+def _peers(cfg, dm, device, precision: str, out: Path, device_name: str) -> dict:
+    """Stages 1 to 5: ours and the peers built alike, trained on the same batches, then decoding."""
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
     model_cfg = instantiate(cfg.model)(
@@ -67,26 +97,10 @@ def benchmark(cfg: DictConfig) -> dict:
     # compile=true compiles the training step of every system. Decoding stays eager for all:
     # each step has a new cache length, which would recompile or need dynamic shapes.
     trained = {name: _compiled(m, cfg.compile_mode) if cfg.compile else m for name, m in present.items()}
-    result = {
-        "device": _device_name(hardware),
-        "hardware": hardware.to_dict(),
-        "date": datetime.date.today().isoformat(),
-        "versions": _versions(),
-        "precision": precision,
-        "precision_reason": why,
-        "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
-        "params": params,
-        "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
-    }
-    log.info("stage 1/6, training speed: %s on %s", ", ".join(present), result["device"])
+    log.info("stage 1/7, training speed: %s on %s", ", ".join(present), device_name)
     batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
-    result["train"] = _train(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
-    result |= _decoding_and_analysis(cfg, present, dm, tokenizer, model_cfg, device)
-    result["memory"] = _memory(cfg, device)
-    write_json(out / "benchmark.json", result)
-    print(table(result))
-    log.info("wrote %s", out / "benchmark.json")
-    return result
+    train = _train(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
+    return {"params": params, "train": train} | _decoding_and_analysis(cfg, present, dm, tokenizer, model_cfg, device)
 
 
 def _settings(cfg) -> tuple[torch.device, object, str, str]:
@@ -100,6 +114,9 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
             "compile=true with ours_align in systems: training does not compile an alignment-supervised step; "
             "benchmark ours_align with compile=false"
         )
+    unknown = sorted(set(cfg.stages) - set(STAGES))
+    if unknown or not cfg.stages:
+        raise UserError(f"stages={list(cfg.stages)}: give some of {', '.join(STAGES)}")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     if cfg.train.profile_steps < 0:
@@ -139,22 +156,22 @@ def _systems(cfg, model_cfg) -> dict:
 def _decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device) -> dict:
     """Stages 2 to 5, on the trained weights, uncompiled: decoding, its scaling with output
     length, the analysis of one sentence, and tokenizing large corpora."""
-    log.info("stage 2/6, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    log.info("stage 2/7, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
     decode = decode_speed(cfg, models, src, device)
     decode |= decode_ctranslate2(cfg, models.get("ours"), tokenizer, src, decode)
-    log.info("stage 3/6, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    log.info("stage 3/7, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info(
-        "stage 4/6, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
+        "stage 4/7, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
         cfg.analysis.sentences,
     )
     analysis = analysis_timings(models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
     log.info(
-        "stage 5/6, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
+        "stage 5/7, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
     )
     scaling = {
         "decode": lengths,
@@ -205,9 +222,24 @@ def _memory(cfg, device) -> dict | None:
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 6/6, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
+    log.info("stage 6/7, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
     paths = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}"]
     return recipe_memory(m.experiment, m.steps, m.every, list(m.overrides), paths)
+
+
+def _imported(cfg, dm) -> dict:
+    """Stage 7: an imported Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported)."""
+    c = cfg.imported
+    log.info(
+        "stage 7/7, an imported Marian model (d_model %d, %d+%d layers, %d-token vocabulary)",
+        c.d_model,
+        c.layers,
+        c.layers,
+        c.vocab_size,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        made = marian_folder(c, dm.training_pairs(), (dm.src_lang, dm.tgt_lang), Path(folder) / "marian")
+        return imported_speed(c, made, dm.read("val"))
 
 
 def _compiled(model, mode: str = "default", backend: str | Callable = "inductor"):
