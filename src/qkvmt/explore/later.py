@@ -1,7 +1,7 @@
 """The explorer's signals computed when chosen: a sentence's first view computes only what it draws
 (`FIRST`: the attention weights, and ALTI+, whose source shares colour the tokens); any other signal
 is computed the first time the page's signal selector or a policy asks for it, and kept with the
-sentence. Integrated gradients take about 50 s for a 20-word sentence at OPUS-MT-base size on two
+sentence. Integrated gradients took 20 s for an 18-word sentence at OPUS-MT-base's size on two
 cores (docs/results.md), which no first view should wait for.
 
 A request (POST /api/signal) is {"source": text, "signal": a registered signal's name}; its answer is
