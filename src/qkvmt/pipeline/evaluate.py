@@ -157,9 +157,7 @@ def export_attention(
     own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
     for i, scores in zip(picked, own):
         # a head supervised with full context is read from its layer without the causal mask, as align.py reads it
-        sa = forced_attention(
-            model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=signals
-        )
+        sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=signals)
         for m in sa.maps():
             heatmap_grid(
                 m.weights,
