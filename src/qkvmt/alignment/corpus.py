@@ -31,9 +31,8 @@ from qkvmt.alignment.directions import SOFT_THRESHOLD, TwoWay
 from qkvmt.alignment.links import Link, pair_word_groups
 from qkvmt.alignment.policy import AlignmentPolicy, directed_links
 from qkvmt.analysis.forced import AttentionMap, target_names, token_names
-from qkvmt.data.batching import token_budget_batches
 from qkvmt.errors import UserError
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.text.tokenizer import encode, encode_target
 
 # Why a pair gets an empty line instead of links.

@@ -18,9 +18,8 @@ from torch import Tensor
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.kv_study.words import Word, first_pair, translated_words
 from qkvmt.analysis.trace import Where, edited
-from qkvmt.data.batching import token_budget_batches
 from qkvmt.decoding.search import DecodeConfig, generate
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import WeightRequest
 from qkvmt.text.tokenizer import decode, encode
 from qkvmt.views.sentence_alignment import SentenceAlignment
