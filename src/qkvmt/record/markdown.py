@@ -4,8 +4,8 @@ command that trains a recipe."""
 
 import re
 
-from qkvmt.commands import COMMANDS
 from qkvmt.record.summary import Stat
+from qkvmt.subcommands import COMMANDS
 
 
 def code(text: str) -> str:
