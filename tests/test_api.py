@@ -16,7 +16,7 @@ from qkvmt.analysis.forced import KINDS, forced_attention, one_pass_signals
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.export import export
 from qkvmt.pipeline.inspect_attention import inspect_attention

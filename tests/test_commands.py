@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from qkvmt.cli import CONF_DIR
-from qkvmt.commands import COMMANDS
+from qkvmt.subcommands import COMMANDS
 from tests.conftest import ROOT
 
 

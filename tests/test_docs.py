@@ -11,8 +11,8 @@ import sys
 import nbformat
 import pytest
 
-from qkvmt.commands import COMMANDS
 from qkvmt.pipeline.tour import executed
+from qkvmt.subcommands import COMMANDS
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"

@@ -18,7 +18,7 @@ from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import report_user_errors
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.pipeline.align import record_best
 from qkvmt.pipeline.runs import StagedOutput
 from tests.conftest import ROOT, training_fixture, write_corpus

@@ -7,6 +7,7 @@ import pytest
 
 from qkvmt import commands
 from qkvmt.setting_types import check_setting_types
+from qkvmt.subcommands import COMMANDS
 from tests.conftest import CONF, compose_inference, compose_train
 
 
@@ -47,7 +48,7 @@ def test_a_training_setting_of_the_wrong_type_leaves_no_run_folder(tmp_path, cap
 
 def test_the_shipped_configurations_hold_settings_of_their_types():
     """No default is refused: every command's configuration and every recipe passes the check."""
-    commands_configs = sorted({c.config for c in commands.COMMANDS.values()})
+    commands_configs = sorted({c.config for c in COMMANDS.values()})
     for name in commands_configs:
         check_setting_types(compose_inference(name))
     for recipe in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):

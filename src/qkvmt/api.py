@@ -32,7 +32,8 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import is_ctranslate2_folder, load_ctranslate2
 from qkvmt.hf.languages import for_pair
-from qkvmt.model.checkpoint import CheckpointMeta, average_checkpoints, build_model, load_checkpoint
+from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize

@@ -10,7 +10,7 @@ import qkvmt.analysis.forced as forced_module
 from qkvmt.analysis.forced import KINDS, AttentionMap, forced_attention, one_pass_signals
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import WeightRequest
 from qkvmt.text.tokenizer import encode

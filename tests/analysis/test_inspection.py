@@ -10,7 +10,7 @@ import torch
 from qkvmt.analysis.forced import KINDS, forced_attention
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 
 
 @pytest.fixture(scope="module")

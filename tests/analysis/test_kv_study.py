@@ -168,14 +168,14 @@ def test_a_row_edit_moves_each_rows_own_positions():
 
 
 def alignment(src_words, tgt_words, links, src_pieces=None):
-    """A hand-made SentenceAlignment: words, their subword positions and links (source, target)."""
+    """A hand-made WordAlignment: words, their subword positions and links (source, target)."""
     pieces = src_pieces or [1] * len(src_words)
     starts = np.cumsum([0, *pieces])
     return SimpleNamespace(
         src_words=src_words,
         tgt_words=tgt_words,
-        src_word_groups=[list(range(starts[i], starts[i + 1])) for i in range(len(src_words))],
-        tgt_word_groups=[[j] for j in range(len(tgt_words))],
+        src_groups=[list(range(starts[i], starts[i + 1])) for i in range(len(src_words))],
+        tgt_groups=[[j] for j in range(len(tgt_words))],
         links=links,
     )
 

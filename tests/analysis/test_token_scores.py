@@ -5,7 +5,7 @@ import torch
 
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.token_scores import score_tokens
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 
 
 def test_token_scores_are_the_teacher_forced_distribution(trained_run):

@@ -1,28 +1,15 @@
-"""Token-budget batching, the DDP split of batches, cached ids and padding."""
+"""The token-budget sampler, the DDP split of batches, cached ids and padding."""
 
 import numpy as np
 import pytest
 
-from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, token_budget_batches
+from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
 from qkvmt.text.tokenizer import Specials, encode, train_bpe
 
 
 @pytest.fixture
 def lengths():
     return np.random.default_rng(0).integers(1, 40, size=500)
-
-
-def test_batches_fit_the_budget_and_cover_every_sentence_once(lengths):
-    batches = token_budget_batches(lengths, 256, np.argsort(lengths, kind="stable"))
-    for b in batches:
-        assert len(b) * lengths[b].max() <= 256
-    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
-
-
-def test_a_sentence_longer_than_the_budget_gets_a_batch_of_its_own():
-    lengths = np.array([3, 100, 4])
-    batches = token_budget_batches(lengths, 50, np.argsort(lengths, kind="stable"))
-    assert [b.tolist() for b in batches] == [[0, 2], [1]]
 
 
 def test_length_bucketing_keeps_padding_low(lengths):

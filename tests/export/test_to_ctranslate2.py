@@ -10,7 +10,7 @@ import torch
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer

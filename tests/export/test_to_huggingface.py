@@ -7,7 +7,8 @@ from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import check_exportable, export_huggingface, residual_permutation
-from qkvmt.model.checkpoint import CheckpointMeta, load_model
+from qkvmt.loading import load_model
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.positions import sinusoidal_positions

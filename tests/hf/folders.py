@@ -5,7 +5,8 @@ from pathlib import Path
 
 import torch
 
-from qkvmt.model.checkpoint import load_checkpoint, model_weights
+from qkvmt.loading import load_checkpoint
+from qkvmt.model.checkpoint import model_weights
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 

@@ -15,7 +15,8 @@ from qkvmt.analysis.trace import KINDS, attention_modules, trace
 from qkvmt.analysis.value_norms import transformed_values
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import CheckpointMeta, load_model
+from qkvmt.loading import load_model
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS
 from qkvmt.model.transformer import Transformer

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import average_checkpoints, load_checkpoint, load_model, model_weights, resolve_average
+from qkvmt.loading import average_checkpoints, load_checkpoint, load_model, resolve_average
+from qkvmt.model.checkpoint import model_weights
 from qkvmt.pipeline.average import average
 from tests.conftest import compose_inference
 
@@ -156,7 +157,7 @@ def test_a_checkpoint_from_before_positions_were_configurable_loads_as_sinusoida
 
 
 def test_a_checkpoint_from_before_a_setting_existed_averages_and_resumes_with_a_current_one(trained_run, tmp_path):
-    from qkvmt.model.checkpoint import check_resumable
+    from qkvmt.loading import check_resumable
 
     folder = trained_run["run"] / "checkpoints"
     old = torch.load(folder / "step0000020.ckpt", weights_only=True)

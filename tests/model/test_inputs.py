@@ -1,10 +1,10 @@
-"""One way from text to model inputs: encoding user text, and cutting, <s>/</s> and padding."""
+"""One way from text to model inputs: encoding user text, cutting, <s>/</s>, padding and token-budget batches."""
 
 import numpy as np
 import torch
 
 from qkvmt.data.batching import Collate
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.text.tokenizer import BOS, EOS, PAD, Specials, encode, train_bpe
 
 SPECIALS = Specials(pad=0, bos=1, eos=2)
@@ -86,3 +86,17 @@ def test_build_inputs_equals_the_row_by_row_layout_for_lists_arrays_and_mapped_i
             (x.src, x.tgt_in, x.tgt_out), reference_inputs(rows[:half], rows[-half:], SPECIALS, max_len)
         ):
             assert got.dtype == torch.long and torch.equal(got, want)
+
+
+def test_token_budget_batches_fit_the_budget_and_cover_every_sentence_once():
+    lengths = np.random.default_rng(0).integers(1, 40, size=500)
+    batches = token_budget_batches(lengths, 256, np.argsort(lengths, kind="stable"))
+    for b in batches:
+        assert len(b) * lengths[b].max() <= 256
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+
+
+def test_a_sentence_longer_than_the_budget_gets_a_batch_of_its_own():
+    lengths = np.array([3, 100, 4])
+    batches = token_budget_batches(lengths, 50, np.argsort(lengths, kind="stable"))
+    assert [b.tolist() for b in batches] == [[0, 2], [1]]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import CheckpointMeta, build_model, load_checkpoint
+from qkvmt.loading import build_model, load_checkpoint
+from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.weights_folder import add_provenance, is_weights_folder, write_weights_folder
 from qkvmt.text.tokenizer import Specials, train_bpe
 from tests.model.test_transformer import make_model

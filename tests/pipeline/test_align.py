@@ -122,7 +122,7 @@ def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, 
     from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
     from qkvmt.alignment.policy import AlignmentPolicy, cross_signals, directed_links
     from qkvmt.analysis.forced import forced_attention, one_pass_signals
-    from qkvmt.model.checkpoint import load_model
+    from qkvmt.loading import load_model
     from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 
     gold = write_gold(

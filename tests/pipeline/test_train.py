@@ -17,7 +17,7 @@ import torch
 import qkvmt.pipeline.train
 from qkvmt.commands import app
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.pipeline.train import train
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.hardware import Hardware, choose_precision, detect

@@ -10,7 +10,7 @@ import pytest
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.pipeline.translate import translate
 from tests.conftest import ROOT, compose_inference
 

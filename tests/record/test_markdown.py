@@ -3,8 +3,8 @@
 import os
 import subprocess
 
-from qkvmt.commands import COMMANDS
 from qkvmt.record.markdown import command, train_command
+from qkvmt.subcommands import COMMANDS
 
 
 def test_a_recorded_script_reads_as_the_subcommand_it_is_the_alias_of():

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from qkvmt.errors import UserError
-from qkvmt.model.checkpoint import load_checkpoint, model_weights
+from qkvmt.loading import load_checkpoint
+from qkvmt.model.checkpoint import model_weights
 from qkvmt.pipeline.train import train
 from tests.conftest import compose_train, tiny_overrides, training_fixture
 from tests.pipeline.test_bundle import bundled_from

@@ -15,7 +15,8 @@ import qkvmt
 from qkvmt.data.batching import TokenizedCorpus
 from qkvmt.errors import UserError
 from qkvmt.hf.tokenizers import load_tokenizer
-from qkvmt.model.checkpoint import load_checkpoint, model_weights
+from qkvmt.loading import load_checkpoint
+from qkvmt.model.checkpoint import model_weights
 from qkvmt.pipeline.train import train
 from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import encode, encode_target

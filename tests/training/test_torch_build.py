@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import qkvmt.training.torch_build as torch_build
-from qkvmt.commands import COMMANDS
+from qkvmt.subcommands import COMMANDS
 from qkvmt.training.host_memory import ReleaseFreedHostMemory
 from qkvmt.training.torch_build import skip_idle_triton
 from tests.conftest import ROOT

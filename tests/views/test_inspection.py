@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qkvmt.analysis.inspection import inspect_head
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.pipeline.inspect_attention import inspect_attention
 from qkvmt.views.inspection import HeadInspection
 from tests.conftest import compose_inference

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from qkvmt.analysis.forced import KINDS, forced_attention
-from qkvmt.model.checkpoint import load_model
+from qkvmt.loading import load_model
 from qkvmt.views.sentence_attention import SentenceAttention
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 

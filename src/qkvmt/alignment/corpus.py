@@ -29,11 +29,10 @@ import torch
 
 from qkvmt.alignment.directions import SOFT_THRESHOLD, TwoWay
 from qkvmt.alignment.links import Link, pair_word_groups
-from qkvmt.alignment.policy import AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import AligningModel, AlignmentPolicy, directed_links
 from qkvmt.analysis.forced import AttentionMap, target_names, token_names
-from qkvmt.data.batching import token_budget_batches
 from qkvmt.errors import UserError
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.text.tokenizer import encode, encode_target
 
 # Why a pair gets an empty line instead of links.
@@ -63,10 +62,10 @@ class Prepared:
 class LayerReader:
     """One model's links by one policy, from batched passes that stop at the policy's layer.
 
-    `model` is a qkvmt.api.Model (its transformer, tokenizer and meta). Only the attention
-    weights are read: the other signals are computed from one sentence's trace (batch row 0)."""
+    Only the attention weights are read: the other signals are computed from one sentence's
+    trace (batch row 0)."""
 
-    def __init__(self, model, policy: AlignmentPolicy):
+    def __init__(self, model: AligningModel, policy: AlignmentPolicy):
         if policy.signal != "weights":
             raise UserError(
                 f"alignment.signal={policy.signal}: src_file= aligns a corpus by attention weights only; "

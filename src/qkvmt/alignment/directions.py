@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.alignment.links import Link, hard_links, pair_word_groups
-from qkvmt.alignment.policy import AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import AligningModel, AlignmentPolicy, directed_links
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.errors import UserError
@@ -38,11 +38,10 @@ def checked_method(method: str, threshold: float | None, setting: str = "symmetr
 
 
 class Direction:
-    """One model (a qkvmt.api.Model: its transformer, tokenizer, meta and default_policy) with
-    the policy it links by: by default its own default, target→source (one direction of a
-    symmetrized pair)."""
+    """One model with the policy it links by: by default its own default, target→source (one
+    direction of a symmetrized pair)."""
 
-    def __init__(self, model, policy: AlignmentPolicy | None = None):
+    def __init__(self, model: AligningModel, policy: AlignmentPolicy | None = None):
         self.model, self.meta = model, model.meta
         self.policy = policy or model.default_policy.one_way()
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qkvmt.alignment.links import GoldAlignments, alignment_scores, pair_word_groups
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, AligningModel, AlignmentPolicy, directed_links
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
@@ -45,9 +45,9 @@ class Candidates:
                         self.links.setdefault((signal, li, h, r, d), []).append(directed_links(m, d))
 
 
-def candidate_links(model, gold: GoldAlignments, signals: list[str]) -> Candidates:
+def candidate_links(model: AligningModel, gold: GoldAlignments, signals: list[str]) -> Candidates:
     """Every candidate's links on each gold pair, from one forced pass of the pair reading every
-    signal; `model` is a qkvmt.api.Model (its transformer, tokenizer and meta)."""
+    signal."""
     found = Candidates()
     for k, (src, tgt) in enumerate(zip(gold.src, gold.tgt)):
         sa = forced_attention(

@@ -24,13 +24,16 @@ Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
 """
 
 from dataclasses import asdict, dataclass, replace
+from typing import Protocol
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from qkvmt.alignment.links import Link, group_words, hard_links, word_groups, word_matrix
 from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
+from qkvmt.model.transformer import Transformer
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
@@ -146,3 +149,15 @@ class WordAlignment:
     tgt_groups: list[list[int]]
     matrix: np.ndarray  # (target words, source words)
     links: list[Link]  # (source word, target word), sorted
+
+
+class AligningModel(Protocol):
+    """What alignment reads of a model: qkvmt.load's Model has it. A protocol, not that class,
+    because the API is built on alignment and sits above it."""
+
+    transformer: Transformer
+    tokenizer: Tokenizer
+    meta: CheckpointMeta
+
+    @property
+    def default_policy(self) -> AlignmentPolicy: ...

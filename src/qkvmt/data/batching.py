@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, Sampler
 
 from qkvmt.alignment.supervision import label_matrix
 from qkvmt.files import hash_lines
-from qkvmt.model.inputs import build_inputs
+from qkvmt.model.inputs import build_inputs, token_budget_batches
 from qkvmt.text.tokenizer import Specials, encode, target_side
 
 
@@ -92,20 +92,6 @@ def _memmap_ids(path: Path) -> np.ndarray:
     # np.memmap cannot map an empty file. A plain array over the mapped pages: a memmap's own
     # slicing costs microseconds, and a training batch takes a slice per sentence and side.
     return np.memmap(path, dtype=np.int32, mode="r").view(np.ndarray) if path.stat().st_size else np.zeros(0, np.int32)
-
-
-def token_budget_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
-    """Cut `order` (indices sorted by length) into batches whose padded size fits max_tokens."""
-    batches, start, longest = [], 0, 0
-    for pos, i in enumerate(order):
-        longest_new = max(longest, int(lengths[i]))
-        if pos > start and (pos - start + 1) * longest_new > max_tokens:
-            batches.append(order[start:pos])
-            start, longest_new = pos, int(lengths[i])
-        longest = longest_new
-    if start < len(order):
-        batches.append(order[start:])
-    return batches
 
 
 class TokenBudgetBatchSampler(Sampler[list[int]]):

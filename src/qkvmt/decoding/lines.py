@@ -12,9 +12,8 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from qkvmt.data.batching import token_budget_batches
 from qkvmt.decoding.search import DecodeConfig, generate
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import decode, encode
 

@@ -1,24 +1,19 @@
-"""Self-contained checkpoints: load safely, rebuild model and tokenizer from the file alone.
+"""Self-contained checkpoints: their typed metadata, the checks a loaded one passes, and the
+Transformer rebuilt from the file alone (qkvmt.loading opens one from a path or a name).
 
 A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is read with
 `torch.load(weights_only=True)`, which refuses to run pickled code.
 """
 
-import pickle
-import warnings
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
-from qkvmt.bundled import bundled_names, resolve
 from qkvmt.errors import UserError
-from qkvmt.hf.folder import is_hf_folder, read_hf_folder
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.finite import non_finite
 from qkvmt.model.transformer import Transformer
-from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
 
 USE_ANOTHER = "use a checkpoint written by qkvmt train or qkvmt average"
 
@@ -65,41 +60,6 @@ class CheckpointMeta:
 REQUIRED = {f.name: f.type for f in fields(CheckpointMeta) if f.default is MISSING and f.default_factory is MISSING}
 
 
-def load_checkpoint(path) -> dict:
-    path = Path(path)
-    if is_hf_folder(path):  # first: a folder exported to Hugging Face also holds our safetensors folder's names
-        return checked(read_hf_folder(path), path)
-    if is_weights_folder(path):
-        return checked(read_weights_folder(path), path)
-    if path.is_dir():
-        raise UserError(f"ckpt_path={path} is a folder; set it to a .ckpt file in it (e.g. last.ckpt)")
-    if not path.is_file():
-        raise UserError(
-            f"checkpoint not found: {path}; set ckpt_path to a .ckpt file, a model folder or a bundled "
-            f"model's name ({', '.join(bundled_names()) or 'none installed'})"
-        )
-    if path.suffix == ".safetensors":  # torch.load would call it no qkvmt checkpoint, which says too little
-        raise UserError(
-            f"{path} is the weights file of a model folder, which loads as a whole: give the folder "
-            f"{path.parent} instead (model.safetensors with tokenizer.json and qkvmt.json beside it)"
-        )
-    try:
-        with warnings.catch_warnings():
-            # An unusual pickle protocol only means the load below fails, which is reported.
-            warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
-        if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
-            raise UserError(
-                f"{path} holds code or objects that are not plain data; "
-                f"refusing to load it ({_brief(e)}); {USE_ANOTHER}"
-            ) from None
-        raise UserError(
-            f"{path} is not a readable checkpoint (truncated or corrupt?): {_brief(e)}; {USE_ANOTHER}"
-        ) from None
-    return checked(ckpt, path)
-
-
 def checked(ckpt, path: Path) -> dict:
     """`ckpt` if it holds what inference needs, else a UserError naming what it lacks."""
     meta = ckpt.get("qkvmt") if isinstance(ckpt, dict) else None
@@ -112,7 +72,7 @@ def checked(ckpt, path: Path) -> dict:
     return ckpt
 
 
-def _brief(e: Exception) -> str:
+def brief(e: Exception) -> str:
     """One line about a loading error: torch's messages run over several lines and sentences."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     key = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
@@ -122,25 +82,6 @@ def _brief(e: Exception) -> str:
 def model_weights(ckpt: dict) -> dict:
     """The Transformer's own weights, without the LightningModule's `model.` prefix."""
     return {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-
-
-def build_model(ckpt: dict, path="checkpoint") -> tuple[Transformer, Tokenizer]:
-    model = checked_model(ckpt, path)
-    model.eval()
-    meta = CheckpointMeta.from_dict(ckpt["qkvmt"])
-    if meta.tokenizer_files is not None:  # before hf_folder: the file alone makes the tokenizer
-        from qkvmt.hf.tokenizer_files import from_text, open_files
-
-        return model, open_files(from_text(meta.tokenizer_files), meta.src_lang, meta.tgt_lang)
-    if meta.hf_folder is not None:
-        from qkvmt.hf.tokenizers import load_tokenizer
-
-        return model, load_tokenizer(meta.hf_folder)
-    try:
-        tokenizer = Tokenizer.from_str(meta.tokenizer)
-    except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
-        raise UserError(f"{path}: the tokenizer stored in it is not readable ({_brief(e)}); {USE_ANOTHER}") from None
-    return model, tokenizer
 
 
 def checked_model(ckpt: dict, path) -> Transformer:
@@ -157,7 +98,7 @@ def checked_model(ckpt: dict, path) -> Transformer:
             expected = Transformer(cfg).state_dict()
     except (TypeError, ValueError, RuntimeError) as e:  # unknown, missing or impossible settings
         raise UserError(
-            f"{path}: the model configuration stored in it is not usable ({_brief(e)}); {USE_ANOTHER}"
+            f"{path}: the model configuration stored in it is not usable ({brief(e)}); {USE_ANOTHER}"
         ) from None
     weights = model_weights(ckpt)
     try:
@@ -165,7 +106,7 @@ def checked_model(ckpt: dict, path) -> Transformer:
     except RuntimeError as e:
         raise UserError(
             f"{path}: the weights do not fit the model configuration stored with them "
-            f"({_mismatch(expected, weights) or _brief(e)}); "
+            f"({_mismatch(expected, weights) or brief(e)}); "
             f"it was edited or belongs to another model; {USE_ANOTHER}"
         ) from None
     bad = non_finite(weights)
@@ -188,60 +129,6 @@ def _mismatch(expected: dict, found: dict) -> str:
             return f"{name} is {shape}, but the stored configuration needs {tuple(tensor.shape)}"
     extra = sorted(set(found) - set(expected))
     return f"unexpected weight {extra[0]}" if extra else ""
-
-
-def load_model(path) -> tuple[Transformer, Tokenizer, CheckpointMeta]:
-    """Model (in eval mode), tokenizer and metadata (languages, config) from one checkpoint file."""
-    ckpt = load_checkpoint(path)
-    model, tok = build_model(ckpt, path)
-    return model, tok, CheckpointMeta.from_dict(ckpt["qkvmt"])
-
-
-def resolve_average(ckpt_path, average=None) -> list[Path]:
-    """The checkpoint files an evaluation uses.
-
-    average=None: just ckpt_path. average="lastN": the N most recent step*.ckpt next to ckpt_path
-    (or in it, if it is a folder). average=[paths]: those files.
-    """
-    ckpt_path = resolve(ckpt_path) if ckpt_path else None
-    if average is None:
-        if ckpt_path is None:
-            raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
-        return [ckpt_path]
-    if isinstance(average, str):
-        n = last_n(average)
-        if n is None:
-            raise UserError(f"average={average!r}: use lastN (e.g. last5) or a list of checkpoint paths")
-        if ckpt_path is None:
-            raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
-        folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
-        found = recent_checkpoints(folder, n)
-        if len(found) < n:
-            raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
-        return found
-    paths = [resolve(p) for p in average]
-    seen = {}
-    for p in paths:
-        key = p.resolve()
-        if key in seen:
-            raise UserError(
-                f"average lists {seen[key]} more than once (as {p}): "
-                "each checkpoint counts once; give distinct checkpoints"
-            )
-        seen[key] = p
-    return paths
-
-
-def check_resumable(path: Path, model_config: dict) -> None:
-    """Refuse to resume from a checkpoint of another model, naming the settings that differ,
-    before the run writes anything (vocabulary size and special ids come from the tokenizer)."""
-    stored = CheckpointMeta.from_dict(load_checkpoint(path)["qkvmt"]).settings
-    check_same_model(
-        stored,
-        model_config,
-        f"resume={path}",
-        "resume with the settings it was trained with, or start afresh in another folder (hydra.run.dir=...)",
-    )
 
 
 def check_same_model(stored: dict, model_config: dict, what: str, advice: str, may_differ=()) -> None:
@@ -274,19 +161,3 @@ def checkpoint_step(path: Path) -> int:
 def recent_checkpoints(folder: Path, n: int) -> list[Path]:
     """The (at most) n most recent step*.ckpt files a run's validations wrote, oldest first."""
     return sorted(Path(folder).glob("step*.ckpt"))[-n:]  # zero-padded step numbers sort in order
-
-
-def average_checkpoints(paths: list[Path]) -> dict:
-    """A checkpoint whose weights are the mean of the given ones' (Vaswani et al. averaged 5-20)."""
-    first = load_checkpoint(paths[0])
-    meta = CheckpointMeta.from_dict(first["qkvmt"])
-    total = {k: v.double() for k, v in model_weights(first).items()}
-    for p in paths[1:]:
-        ckpt = load_checkpoint(p)
-        other = CheckpointMeta.from_dict(ckpt["qkvmt"])
-        if (other.settings, other.tokenizer) != (meta.settings, meta.tokenizer):
-            raise UserError(f"cannot average {p} with {paths[0]}: different model configuration or tokenizer")
-        for k, v in model_weights(ckpt).items():
-            total[k] += v.double()
-    weights = {f"model.{k}": (v / len(paths)).to(first["state_dict"][f"model.{k}"].dtype) for k, v in total.items()}
-    return {"state_dict": weights, "qkvmt": replace(meta, averaged_from=[str(p) for p in paths]).to_dict()}

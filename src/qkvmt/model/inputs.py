@@ -1,4 +1,6 @@
-"""Model inputs from subword ids: the one place that cuts, adds <s>/</s> and pads.
+"""Model inputs from subword ids: the one place that cuts, adds <s>/</s> and pads, and the
+token-budget batches that group sentences for it (training's sampler, translation, alignment and
+the studies' passes all batch with them).
 
 Training batches, translation, forced attention and the Q/K/V inspector all build their
 tensors here, so a sentence reaches the model the same way whichever path it takes:
@@ -31,6 +33,20 @@ class Inputs:
 def fits(n_ids: int, max_len: int | None) -> bool:
     """Whether a sentence of n_ids subwords fits max_len positions with its </s> (or <s>)."""
     return max_len is None or n_ids + 1 <= max_len
+
+
+def token_budget_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
+    """Cut `order` (indices sorted by length) into batches whose padded size fits max_tokens."""
+    batches, start, longest = [], 0, 0
+    for pos, i in enumerate(order):
+        longest_new = max(longest, int(lengths[i]))
+        if pos > start and (pos - start + 1) * longest_new > max_tokens:
+            batches.append(order[start:pos])
+            start, longest_new = pos, int(lengths[i])
+        longest = longest_new
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
 
 
 def build_inputs(

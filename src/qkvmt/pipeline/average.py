@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, check_new_output
-from qkvmt.model.checkpoint import average_checkpoints
+from qkvmt.loading import average_checkpoints
 from qkvmt.pipeline.runs import checkpoint_paths
 
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from qkvmt.api import Model
 from qkvmt.bundled import bundled_name
 from qkvmt.files import StagedFolder, check_new_output, sha256
-from qkvmt.model.checkpoint import resolve_average
+from qkvmt.loading import resolve_average
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:

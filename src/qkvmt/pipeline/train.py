@@ -16,13 +16,8 @@ from qkvmt.alignment.reference import reference_aligner
 from qkvmt.alignment.supervision import AlignmentSupervision
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
-from qkvmt.model.checkpoint import (
-    average_checkpoints,
-    check_resumable,
-    checkpoint_step,
-    model_weights,
-    recent_checkpoints,
-)
+from qkvmt.loading import average_checkpoints, check_resumable
+from qkvmt.model.checkpoint import checkpoint_step, model_weights, recent_checkpoints
 from qkvmt.model.config import ModelConfig
 from qkvmt.pipeline.train_settings import (
     averaged_count,

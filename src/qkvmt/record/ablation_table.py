@@ -10,8 +10,9 @@ and one of VARIANTS', or none (rotary); the rest of its overrides are its budget
 shared by every row of its table. A budget gets a table where the baseline has runs at it, on the
 same class of hardware."""
 
-from qkvmt.record.markdown import code, command, hardware, spread, table, train_command
+from qkvmt.record.markdown import code, command, hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
+from qkvmt.views.markdown import table
 
 RECIPE = "multi30k_de_en_cpu"
 BASELINE = "model.positions=sinusoidal"

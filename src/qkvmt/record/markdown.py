@@ -1,16 +1,11 @@
-"""Markdown pieces the record's tables are made of: a table, code, a command, a duration, an
-optional value, a figure over runs, a class of hardware; and the command that trains a recipe."""
+"""Markdown pieces the record's tables are made of (the table itself: qkvmt.views.markdown): code,
+a command, a duration, an optional value, a figure over runs, a class of hardware; and the
+command that trains a recipe."""
 
 import re
 
-from qkvmt.commands import COMMANDS
 from qkvmt.record.summary import Stat
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+from qkvmt.subcommands import COMMANDS
 
 
 def code(text: str) -> str:

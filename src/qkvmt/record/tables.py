@@ -8,8 +8,9 @@ from qkvmt.record.ablation_table import ablations
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
-from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, table, train_command
+from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, train_command
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
+from qkvmt.views.markdown import table
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
 

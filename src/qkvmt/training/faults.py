@@ -4,7 +4,7 @@ plugins and callbacks, so the LightningModule holds only the model's own work.
 - AtomicCheckpointIO writes each checkpoint to a temporary file in the same folder, fsyncs it
   and renames it over the target, so a kill or a full disk mid-save leaves the previous file
   whole. A save that fails is a one-line error naming the file. It reads checkpoints with
-  qkvmt.model.checkpoint.load_checkpoint.
+  qkvmt.loading.load_checkpoint.
 - SaveOnInterrupt turns Ctrl-C (SIGINT) and SIGTERM (pre-emption) into a stop after the current
   step with checkpoints/last.ckpt saved, so rerunning the same command resumes where it stopped.
 - ResumeRng saves every rank's dropout RNG with each checkpoint and restores it just before the
@@ -30,7 +30,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write
-from qkvmt.model.checkpoint import load_checkpoint
+from qkvmt.loading import load_checkpoint
 from qkvmt.training.progress import logged
 
 log = logging.getLogger(__name__)

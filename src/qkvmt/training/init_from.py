@@ -25,7 +25,8 @@ from qkvmt.errors import UserError
 from qkvmt.hf.folder import is_hf_folder
 from qkvmt.hf.languages import for_pair
 from qkvmt.hf.tokenizer_files import as_text, from_text, open_files, read_files
-from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, checked_model, load_checkpoint, model_weights
+from qkvmt.loading import load_checkpoint
+from qkvmt.model.checkpoint import CheckpointMeta, check_same_model, checked_model, model_weights
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.weights_folder import is_weights_folder, missing_files
 

@@ -4,7 +4,7 @@ docs/attention.md shows the recorded runs (qkvmt.record.kv_study_table).
 A study's result is the dict `qkvmt intervene study=...` writes to study.json, or the part of it
 the record keeps."""
 
-from qkvmt.record.markdown import table
+from qkvmt.views.markdown import table
 
 
 def percent(x: float) -> str:

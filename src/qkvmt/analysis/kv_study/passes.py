@@ -18,12 +18,10 @@ from torch import Tensor
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.kv_study.words import Word, first_pair, translated_words
 from qkvmt.analysis.trace import Where, edited
-from qkvmt.data.batching import token_budget_batches
 from qkvmt.decoding.search import DecodeConfig, generate
-from qkvmt.model.inputs import build_inputs, fits
+from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import WeightRequest
 from qkvmt.text.tokenizer import decode, encode
-from qkvmt.views.sentence_alignment import SentenceAlignment
 
 
 @dataclass(frozen=True)
@@ -39,14 +37,15 @@ class Sentence:
     b: Word
 
 
-def aligned(model, source: str, ids: list[int]) -> SentenceAlignment:
-    """Model.align's links, read from a forced pass over the subwords the model generated (the
-    text would be tokenized again, and need not give the same subwords)."""
+def aligned(model, source: str, ids: list[int]):
+    """Model.align's word alignment (its policy's WordAlignment, whose links SentenceAlignment
+    shows), read from a forced pass over the subwords the model generated (the text would be
+    tokenized again, and need not give the same subwords)."""
     policy = model.default_policy
     attention = forced_attention(
         model.transformer, model.tokenizer, source, ids, model.meta.full_context_layer, analyses={policy.signal}
     )
-    return SentenceAlignment.of(attention, policy)
+    return policy.align_words(attention)
 
 
 def study_sentences(model, lines: list[str], n: int, cfg: DecodeConfig) -> tuple[list[Sentence], Counter]:

@@ -65,18 +65,18 @@ class Word:
 
 
 def translated_words(alignment, src_lang: str, tgt_lang: str) -> list[Word]:
-    """The qualifying source words of one sentence's alignment (a SentenceAlignment of the model's
-    own translation), in source order."""
+    """The qualifying source words of one sentence's alignment (the WordAlignment of the model's
+    own translation, passes.aligned), in source order."""
     targets = [normal(w) for w in alignment.tgt_words]
     out = []
-    for i, (text, group) in enumerate(zip(alignment.src_words, alignment.src_word_groups)):
+    for i, (text, group) in enumerate(zip(alignment.src_words, alignment.src_groups)):
         linked = [j for s, j in alignment.links if s == i and content(targets[j], tgt_lang)]
         if len(group) != 1 or not content(text, src_lang) or len(linked) != 1:
             continue
         (j,) = linked
         if targets.count(targets[j]) != 1:
             continue
-        out.append(Word(i, group[0], text, targets[j], tuple(alignment.tgt_word_groups[j])))
+        out.append(Word(i, group[0], text, targets[j], tuple(alignment.tgt_groups[j])))
     return out
 
 
