@@ -16,12 +16,13 @@ for keys; for a decoder or cross-attention query, the row that predicts output t
 count from the end. Every field is checked for its type as the edit is made, and against the
 model as it compiles (qkvmt.analysis.edit_scope: the scope and the checks every edit shares).
 
-An edit written as data (`qkvmt intervene edits=[...]`, the explorer's what-if request) is read by
-qkvmt.analysis.edit_parser into these dataclasses: one parser, one set of checks.
+An edit written as data, {name: {field: value}} (`qkvmt intervene edits=[...]`, the explorer's
+what-if request), is read into these dataclasses by `edit_of` below: one parser for every surface,
+so they accept and refuse alike, and one set of checks, the dataclasses' own.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -200,3 +201,45 @@ def _then(first: Callable, second: Callable) -> Callable:
 def query_positional(sites: dict[Where, Callable]) -> bool:
     """Whether any site function indexes the queries by position (search must then run uncached)."""
     return any(getattr(fn, "query_positions", False) for fn in sites.values())
+
+
+# Edits written as data. The name of each is its class name in lower case, so a new type in EDITS
+# is a name here with nothing else to add.
+EDIT_TYPES = {cls.__name__.lower(): cls for cls in EDITS}
+EXAMPLE = "edits=[{swap: {a: 1, b: 6, what: keys}}]"
+
+
+def field_names(cls) -> list[str]:
+    """An edit's fields as a user names them: its own first, then the scope every edit shares."""
+    return [f.name for f in fields(cls) if not f.kw_only] + [f.name for f in fields(cls) if f.kw_only]
+
+
+def edit_of(item, where: str):
+    """One edit written as data, {name: {field: value}}, as its dataclass, every field's type
+    checked (its values are checked against the model when it compiles); `where` names the item
+    in the one-line UserError."""
+    if not isinstance(item, dict) or len(item) != 1:
+        raise UserError(
+            f"{where}={item!r}: give one edit as {{name: {{field: value, ...}}}}, e.g. {EXAMPLE}; "
+            f"the edits are {', '.join(EDIT_TYPES)}"
+        )
+    ((name, given),) = item.items()
+    if name not in EDIT_TYPES:
+        raise UserError(f"{where}: no edit {name!r}; use one of {', '.join(EDIT_TYPES)}")
+    given = {} if given is None else given  # {swap: null}: every field at its default
+    cls, names = EDIT_TYPES[name], field_names(EDIT_TYPES[name])
+    if not isinstance(given, dict):
+        raise UserError(f"{where}.{name}={given!r}: give its fields, {{{', '.join(f'{n}: ...' for n in names)}}}")
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise UserError(f"{where}.{name}.{unknown[0]}: {name} has no such field; its fields are {', '.join(names)}")
+    return cls(**given)
+
+
+def edits_of(given) -> list:
+    """A list of edits written as data (`edit_of` each), checked before any model is loaded."""
+    if not given:
+        raise UserError(f"no edits given: give a list of {', '.join(EDIT_TYPES)}, e.g. '{EXAMPLE}'")
+    if not isinstance(given, list):
+        raise UserError(f"edits={given!r}: give a list of edits in brackets, e.g. '{EXAMPLE}'")
+    return [edit_of(item, f"edits[{i}]") for i, item in enumerate(given)]
