@@ -7,8 +7,11 @@ import functools
 from dataclasses import dataclass, fields
 from typing import get_type_hints
 
+from tokenizers import Tokenizer
+
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
+from qkvmt.model.transformer import Transformer
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,11 @@ class Scope:
         for f in fields(self):
             value = _typed(f"{type(self).__name__}.{f.name}", getattr(self, f.name), hints[f.name])
             object.__setattr__(self, f.name, value)  # frozen: the checked value, lists as tuples
+
+    def prepare(self, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]) -> None:
+        """What the edit needs of the model, for the sentence `src_ids`, before it compiles: its
+        compile's second argument. Nothing, but a Patch runs its donor sentence (Patch.prepare)."""
+        return None
 
     def chosen(self, shape: Shape, kinds=KINDS) -> tuple[list[int], list[int]]:
         """The layers and heads, checked against `shape` (a bad one is a one-line UserError)."""

@@ -25,11 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
+from tokenizers import Tokenizer
 from torch import Tensor
 
 from qkvmt.analysis.edit_scope import Scope, Shape, choice, in_range
-from qkvmt.analysis.trace import Where
+from qkvmt.analysis.trace import Where, trace
 from qkvmt.errors import UserError
+from qkvmt.model.inputs import build_inputs
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import encode
 
 PARTS = ("keys", "values", "both")  # what a Swap or a Patch exchanges
 SITES_OF = {"keys": ("k",), "values": ("v",), "both": ("k", "v")}
@@ -63,7 +67,7 @@ class Swap(Scope):
         if self.a == self.b:  # refused before any model loads; a and -1 naming one token, as it compiles
             raise UserError(f"Swap.a=Swap.b={self.a}: pick two different source tokens to swap")
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
         if a == b:
@@ -84,7 +88,7 @@ class Zero(Scope):
 
     what: str = "output"
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape)
         if choice("Zero.what", self.what, ZERO_PARTS) == "values":
 
@@ -112,6 +116,28 @@ class Patch(Scope):
     donor: str = ""
     what: str = "values"
     positions: tuple[int, ...] | None = None
+
+    def prepare(self, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]) -> "Donor":
+        """The donor run through the encoder (and every cross-attention's keys and values), and
+        where its tokens differ from the edited sentence's, `src_ids`."""
+        if not self.donor.strip():
+            raise UserError("Patch needs a donor: a second source sentence, e.g. Patch('Eine Katze schläft .')")
+        ids = encode(tokenizer, [self.donor])[0]
+        if len(ids) != len(src_ids):
+            raise UserError(
+                f"the donor {self.donor!r} splits into {len(ids)} tokens and the sentence into {len(src_ids)}: "
+                "patching needs as many (replace a word by one of as many subwords)"
+            )
+        c, device = model.cfg, next(model.parameters()).device
+        x = build_inputs([ids], [[]], c.specials, c.max_positions)
+        traced = trace(model, x.src.to(device), x.tgt_in.to(device))
+        sites = {
+            (kind, i, s): getattr(traced[kind, i], s)
+            for kind in SOURCE_KINDS
+            for i in range(len(traced.layers[kind]))
+            for s in "kv"
+        }
+        return Donor(sites, [p for p, (a, b) in enumerate(zip(ids, src_ids)) if a != b])
 
     def compile(self, shape: Shape, donor: "Donor") -> dict[Where, Callable]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
@@ -147,7 +173,7 @@ class Knockout(Scope):
     query: int = 0
     key: int = 0
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, _ = self.chosen(shape)
         if self.heads is not None:
             raise UserError("Knockout acts on every head of a layer (they share one mask): leave heads unset")
@@ -176,15 +202,20 @@ class Donor:
 EDITS = (Swap, Zero, Patch, Knockout)
 
 
-def compiled(edits, shape: Shape, donors: dict | None = None) -> dict[Where, Callable]:
+def prepared(edits, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]) -> dict:
+    """Each edit's `prepare` for the sentence `src_ids`, by id(): what `compiled` takes. Anything
+    but an edit is left for `compiled` to refuse, in its turn."""
+    return {id(edit): edit.prepare(model, tokenizer, src_ids) for edit in edits if isinstance(edit, EDITS)}
+
+
+def compiled(edits, shape: Shape, ready: dict | None = None) -> dict[Where, Callable]:
     """The site functions of `edits`, in order; two edits of one site apply one after the other.
-    donors: each Patch's Donor, by id()."""
+    ready: what each edit's `prepare` gave (a Patch's Donor), by id(), as `prepared` makes it."""
     out: dict[Where, Callable] = {}
     for edit in edits:
         if not isinstance(edit, EDITS):
             raise UserError(f"{edit!r} is not an edit: give {', '.join(e.__name__ for e in EDITS)} objects")
-        sites = edit.compile(shape, donors[id(edit)]) if isinstance(edit, Patch) else edit.compile(shape)
-        for where, fn in sites.items():
+        for where, fn in edit.compile(shape, (ready or {}).get(id(edit))).items():
             before = out.get(where)
             out[where] = fn if before is None else _then(before, fn)
     return out
