@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from qkvmt.analysis.edit_scope import Scope, Shape, choice, in_range
-from qkvmt.analysis.trace import Where, trace
+from qkvmt.analysis.trace import Where, then, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
@@ -217,21 +217,8 @@ def compiled(edits, shape: Shape, ready: dict | None = None) -> dict[Where, Call
             raise UserError(f"{edit!r} is not an edit: give {', '.join(e.__name__ for e in EDITS)} objects")
         for where, fn in edit.compile(shape, (ready or {}).get(id(edit))).items():
             before = out.get(where)
-            out[where] = fn if before is None else _then(before, fn)
+            out[where] = fn if before is None else then(before, fn)
     return out
-
-
-def _then(first: Callable, second: Callable) -> Callable:
-    def both(t: Tensor) -> Tensor:
-        return second(first(t))
-
-    both.query_positions = getattr(first, "query_positions", False) or getattr(second, "query_positions", False)
-    return both
-
-
-def query_positional(sites: dict[Where, Callable]) -> bool:
-    """Whether any site function indexes the queries by position (search must then run uncached)."""
-    return any(getattr(fn, "query_positions", False) for fn in sites.values())
 
 
 # Edits written as data. The name of each is its class name in lower case, so a new type in EDITS

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from qkvmt.analysis.edits import Shape, compiled, prepared, query_positional
+from qkvmt.analysis.edits import Shape, compiled, prepared
 from qkvmt.analysis.forced import target_names, token_names
-from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.analysis.trace import KINDS, attention_modules, edited, query_positional, trace
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs
@@ -88,7 +88,9 @@ def intervene(
     x = build_inputs([src_ids], [original], c.specials, c.max_positions)
     src, tgt_in, tgt_out = x.src.to(device), x.tgt_in.to(device), x.tgt_out.to(device)
     with edited(model, sites):
-        changed = translate_ids(model, tokenizer, [source], replace(cfg, use_cache=not query_positional(sites)))[0]
+        changed = translate_ids(
+            model, tokenizer, [source], replace(cfg, use_cache=not query_positional(sites.values()))
+        )[0]
     log_prob, before = forced_rows(model, src, tgt_in, tgt_out, {})
     log_prob_edited, after = forced_rows(model, src, tgt_in, tgt_out, sites)
     original_text, edited_text = decode(tokenizer, [original, changed])
