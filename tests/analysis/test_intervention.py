@@ -57,10 +57,7 @@ def test_the_edited_translation_is_an_uncached_search_under_the_edit(model, edit
     m, cfg = model.transformer, model.decoding()
     src_ids = encode(model.tokenizer, [SENTENCE])[0]
     src = build_inputs([src_ids], None, m.cfg.specials, m.cfg.max_positions).src
-    donors = (
-        {id(edit): intervention.donor_of(m, model.tokenizer, edit, src_ids)} if isinstance(edit, qkvmt.Patch) else {}
-    )
-    sites = compiled([edit], shape_of(m, src.size(1), 64), donors)
+    sites = compiled([edit], shape_of(m, src.size(1), 64), {id(edit): edit.prepare(m, model.tokenizer, src_ids)})
     with edited(m, sites), torch.no_grad():
         ids = translate_ids(m, model.tokenizer, [SENTENCE], replace(cfg, use_cache=False))[0]
     assert result.edited == model.tokenizer.decode(ids)

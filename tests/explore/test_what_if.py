@@ -11,8 +11,7 @@ import pytest
 
 import qkvmt
 from qkvmt.analysis import intervention
-from qkvmt.analysis.edit_parser import edits_of
-from qkvmt.analysis.edits import PARTS
+from qkvmt.analysis.edits import PARTS, edits_of
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
 from qkvmt.explore import what_if

@@ -14,82 +14,31 @@ Positions are token positions, as the attention maps label them: source tokens x
 for keys; for a decoder or cross-attention query, the row that predicts output token `query`.
 `layers` and `heads` are tuples (None: every one; one number is a tuple of one); negative layers
 count from the end. Every field is checked for its type as the edit is made, and against the
-model as it compiles.
+model as it compiles (qkvmt.analysis.edit_scope: the scope and the checks every edit shares).
 
-An edit written as data (`qkvmt intervene edits=[...]`, the explorer's what-if request) is read by
-qkvmt.analysis.edit_parser into these dataclasses: one parser, one set of checks.
+An edit written as data, {name: {field: value}} (`qkvmt intervene edits=[...]`, the explorer's
+what-if request), is read into these dataclasses by `edit_of` below: one parser for every surface,
+so they accept and refuse alike, and one set of checks, the dataclasses' own.
 """
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import get_type_hints
 
 import torch
+from tokenizers import Tokenizer
 from torch import Tensor
 
-from qkvmt.analysis.trace import KINDS, Where
+from qkvmt.analysis.edit_scope import Scope, Shape, choice, in_range
+from qkvmt.analysis.trace import Where, then, trace
 from qkvmt.errors import UserError
+from qkvmt.model.inputs import build_inputs
+from qkvmt.model.transformer import Transformer
+from qkvmt.text.tokenizer import encode
 
 PARTS = ("keys", "values", "both")  # what a Swap or a Patch exchanges
 SITES_OF = {"keys": ("k",), "values": ("v",), "both": ("k", "v")}
 SOURCE_KINDS = ("cross", "encoder")  # the attention whose keys are source tokens: what a Swap or a Patch acts on
 ZERO_PARTS = ("values", "output")
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What an edit is checked against: the model's layers and heads, and the pair's lengths."""
-
-    layers: dict[str, int]  # per kind
-    heads: int
-    d_k: int
-    src_len: int  # source tokens, </s> included
-    out_len: int | None  # output tokens of the translation, </s> included; None: not translated yet
-
-    def positions(self, kind: str, side: str) -> int | None:
-        """How many query ("query") or key ("key") positions an edit of `kind` may name (None:
-        output positions, before the translation is known)."""
-        if kind == "cross":
-            return self.src_len if side == "key" else self.out_len
-        return self.src_len if kind == "encoder" else self.out_len
-
-
-def _in_range(name: str, value: int, n: int, what: str) -> int:
-    """value as an index of n things (negative: from the end), or a one-line UserError naming them."""
-    if not -n <= value < n:
-        raise UserError(f"{name}={value!r} does not exist: {what} are 0..{n - 1} (or -{n}..-1 from the end)")
-    return value % n
-
-
-def _is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _typed(name: str, value, hint):
-    """`value` as a field of type `hint` takes it (a list becomes a tuple), or a one-line
-    UserError: a decimal, a string or a truth value where whole numbers belong is refused here,
-    not split into characters or rounded later."""
-    if hint is int and not _is_whole(value):
-        raise UserError(f"{name}={value!r}: give a whole number")
-    if hint is str and not isinstance(value, str):
-        raise UserError(f"{name}={value!r}: give text")
-    if hint == tuple[int, ...] | None and value is not None:
-        if not (_is_whole(value) or isinstance(value, (list, tuple)) and all(map(_is_whole, value))):
-            raise UserError(f"{name}={value!r}: give a whole number or a list of whole numbers (null: every one)")
-        return (value,) if _is_whole(value) else tuple(value)
-    return value
-
-
-@functools.cache
-def _hints(cls) -> dict:
-    return get_type_hints(cls)
-
-
-def _choice(name: str, value: str, choices) -> str:
-    if value not in choices:
-        raise UserError(f"{name}={value!r}: use one of {', '.join(choices)}")
-    return value
 
 
 def exchanged(t: Tensor, a: int | Tensor, b: int | Tensor, heads: list[int] | None = None) -> Tensor:
@@ -101,44 +50,6 @@ def exchanged(t: Tensor, a: int | Tensor, b: int | Tensor, heads: list[int] | No
     out = t.clone()
     out[rows, h, a], out[rows, h, b] = t[rows, h, b], t[rows, h, a]  # each (B, heads, d_k)
     return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class Scope:
-    """Which layers and heads of which kind of attention an edit touches (keywords only, so an
-    edit's own fields come first: Swap(2, 5, "keys", layers=(0,)))."""
-
-    kind: str = "cross"
-    layers: tuple[int, ...] | None = None
-    heads: tuple[int, ...] | None = None
-
-    def __post_init__(self):
-        hints = _hints(type(self))
-        for f in fields(self):
-            value = _typed(f"{type(self).__name__}.{f.name}", getattr(self, f.name), hints[f.name])
-            object.__setattr__(self, f.name, value)  # frozen: the checked value, lists as tuples
-
-    def chosen(self, shape: Shape, kinds=KINDS) -> tuple[list[int], list[int]]:
-        """The layers and heads, checked against `shape` (a bad one is a one-line UserError)."""
-        name = type(self).__name__
-        _choice(f"{name}.kind", self.kind, kinds)
-        n = shape.layers[self.kind]
-        layers = list(range(n)) if self.layers is None else list(self.layers)
-        heads = list(range(shape.heads)) if self.heads is None else list(self.heads)
-        if not layers or not heads:
-            raise UserError(f"{name} names no {'layer' if not layers else 'head'}: leave it unset for every one")
-        return (
-            [_in_range(f"{name}.layers", i, n, f"the {self.kind} attention's layers") for i in layers],
-            [_in_range(f"{name}.heads", h, shape.heads, "the heads") for h in heads],
-        )
-
-    def position(self, field: str, side: str, shape: Shape) -> int:
-        """The edit's `field` as a query or key position of its kind of attention."""
-        n = shape.positions(self.kind, side)
-        if n is None:  # checked once the translation is known
-            return getattr(self, field)
-        tokens = "source" if self.kind == "encoder" or (self.kind == "cross" and side == "key") else "output"
-        return _in_range(f"{type(self).__name__}.{field}", getattr(self, field), n, f"the {tokens} tokens")
 
 
 @dataclass(frozen=True)
@@ -156,7 +67,7 @@ class Swap(Scope):
         if self.a == self.b:  # refused before any model loads; a and -1 naming one token, as it compiles
             raise UserError(f"Swap.a=Swap.b={self.a}: pick two different source tokens to swap")
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
         if a == b:
@@ -167,7 +78,7 @@ class Swap(Scope):
         def swap(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
             return exchanged(t, a, b, heads)
 
-        return {(self.kind, i, s): swap for i in layers for s in SITES_OF[_choice("Swap.what", self.what, PARTS)]}
+        return {(self.kind, i, s): swap for i in layers for s in SITES_OF[choice("Swap.what", self.what, PARTS)]}
 
 
 @dataclass(frozen=True)
@@ -177,9 +88,9 @@ class Zero(Scope):
 
     what: str = "output"
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, heads = self.chosen(shape)
-        if _choice("Zero.what", self.what, ZERO_PARTS) == "values":
+        if choice("Zero.what", self.what, ZERO_PARTS) == "values":
 
             def zero(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
                 t = t.clone()
@@ -206,15 +117,37 @@ class Patch(Scope):
     what: str = "values"
     positions: tuple[int, ...] | None = None
 
+    def prepare(self, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]) -> "Donor":
+        """The donor run through the encoder (and every cross-attention's keys and values), and
+        where its tokens differ from the edited sentence's, `src_ids`."""
+        if not self.donor.strip():
+            raise UserError("Patch needs a donor: a second source sentence, e.g. Patch('Eine Katze schläft .')")
+        ids = encode(tokenizer, [self.donor])[0]
+        if len(ids) != len(src_ids):
+            raise UserError(
+                f"the donor {self.donor!r} splits into {len(ids)} tokens and the sentence into {len(src_ids)}: "
+                "patching needs as many (replace a word by one of as many subwords)"
+            )
+        c, device = model.cfg, next(model.parameters()).device
+        x = build_inputs([ids], [[]], c.specials, c.max_positions)
+        traced = trace(model, x.src.to(device), x.tgt_in.to(device))
+        sites = {
+            (kind, i, s): getattr(traced[kind, i], s)
+            for kind in SOURCE_KINDS
+            for i in range(len(traced.layers[kind]))
+            for s in "kv"
+        }
+        return Donor(sites, [p for p, (a, b) in enumerate(zip(ids, src_ids)) if a != b])
+
     def compile(self, shape: Shape, donor: "Donor") -> dict[Where, Callable]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
-        _choice("Patch.what", self.what, PARTS)
+        choice("Patch.what", self.what, PARTS)
         if self.positions is None and not donor.differs:
             raise UserError(f"the donor {self.donor!r} has the sentence's own tokens: nothing to patch")
         given = list(self.positions) if self.positions is not None else donor.differs
         if not given:
             raise UserError("Patch names no position: leave positions unset for every one whose token differs")
-        positions = [_in_range("Patch.positions", p, shape.src_len, "the source tokens") for p in given]
+        positions = [in_range("Patch.positions", p, shape.src_len, "the source tokens") for p in given]
         donor_sites = donor.sites
 
         def patched(where):
@@ -240,7 +173,7 @@ class Knockout(Scope):
     query: int = 0
     key: int = 0
 
-    def compile(self, shape: Shape) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
         layers, _ = self.chosen(shape)
         if self.heads is not None:
             raise UserError("Knockout acts on every head of a layer (they share one mask): leave heads unset")
@@ -269,28 +202,62 @@ class Donor:
 EDITS = (Swap, Zero, Patch, Knockout)
 
 
-def compiled(edits, shape: Shape, donors: dict | None = None) -> dict[Where, Callable]:
+def prepared(edits, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]) -> dict:
+    """Each edit's `prepare` for the sentence `src_ids`, by id(): what `compiled` takes. Anything
+    but an edit is left for `compiled` to refuse, in its turn."""
+    return {id(edit): edit.prepare(model, tokenizer, src_ids) for edit in edits if isinstance(edit, EDITS)}
+
+
+def compiled(edits, shape: Shape, ready: dict | None = None) -> dict[Where, Callable]:
     """The site functions of `edits`, in order; two edits of one site apply one after the other.
-    donors: each Patch's Donor, by id()."""
+    ready: what each edit's `prepare` gave (a Patch's Donor), by id(), as `prepared` makes it."""
     out: dict[Where, Callable] = {}
     for edit in edits:
         if not isinstance(edit, EDITS):
             raise UserError(f"{edit!r} is not an edit: give {', '.join(e.__name__ for e in EDITS)} objects")
-        sites = edit.compile(shape, donors[id(edit)]) if isinstance(edit, Patch) else edit.compile(shape)
-        for where, fn in sites.items():
+        for where, fn in edit.compile(shape, (ready or {}).get(id(edit))).items():
             before = out.get(where)
-            out[where] = fn if before is None else _then(before, fn)
+            out[where] = fn if before is None else then(before, fn)
     return out
 
 
-def _then(first: Callable, second: Callable) -> Callable:
-    def both(t: Tensor) -> Tensor:
-        return second(first(t))
-
-    both.query_positions = getattr(first, "query_positions", False) or getattr(second, "query_positions", False)
-    return both
+# Edits written as data. The name of each is its class name in lower case, so a new type in EDITS
+# is a name here with nothing else to add.
+EDIT_TYPES = {cls.__name__.lower(): cls for cls in EDITS}
+EXAMPLE = "edits=[{swap: {a: 1, b: 6, what: keys}}]"
 
 
-def query_positional(sites: dict[Where, Callable]) -> bool:
-    """Whether any site function indexes the queries by position (search must then run uncached)."""
-    return any(getattr(fn, "query_positions", False) for fn in sites.values())
+def field_names(cls) -> list[str]:
+    """An edit's fields as a user names them: its own first, then the scope every edit shares."""
+    return [f.name for f in fields(cls) if not f.kw_only] + [f.name for f in fields(cls) if f.kw_only]
+
+
+def edit_of(item, where: str):
+    """One edit written as data, {name: {field: value}}, as its dataclass, every field's type
+    checked (its values are checked against the model when it compiles); `where` names the item
+    in the one-line UserError."""
+    if not isinstance(item, dict) or len(item) != 1:
+        raise UserError(
+            f"{where}={item!r}: give one edit as {{name: {{field: value, ...}}}}, e.g. {EXAMPLE}; "
+            f"the edits are {', '.join(EDIT_TYPES)}"
+        )
+    ((name, given),) = item.items()
+    if name not in EDIT_TYPES:
+        raise UserError(f"{where}: no edit {name!r}; use one of {', '.join(EDIT_TYPES)}")
+    given = {} if given is None else given  # {swap: null}: every field at its default
+    cls, names = EDIT_TYPES[name], field_names(EDIT_TYPES[name])
+    if not isinstance(given, dict):
+        raise UserError(f"{where}.{name}={given!r}: give its fields, {{{', '.join(f'{n}: ...' for n in names)}}}")
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise UserError(f"{where}.{name}.{unknown[0]}: {name} has no such field; its fields are {', '.join(names)}")
+    return cls(**given)
+
+
+def edits_of(given) -> list:
+    """A list of edits written as data (`edit_of` each), checked before any model is loaded."""
+    if not given:
+        raise UserError(f"no edits given: give a list of {', '.join(EDIT_TYPES)}, e.g. '{EXAMPLE}'")
+    if not isinstance(given, list):
+        raise UserError(f"edits={given!r}: give a list of edits in brackets, e.g. '{EXAMPLE}'")
+    return [edit_of(item, f"edits[{i}]") for i, item in enumerate(given)]

@@ -14,12 +14,11 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from qkvmt.analysis.edits import Donor, Patch, Shape, compiled, query_positional
+from qkvmt.analysis.edits import Shape, compiled, prepared
 from qkvmt.analysis.forced import target_names, token_names
-from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.analysis.trace import KINDS, attention_modules, edited, query_positional, trace
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import decode, encode
@@ -62,28 +61,6 @@ def shape_of(model: Transformer, src_len: int, out_len: int | None) -> Shape:
     return Shape(layers, module.n_heads, module.d_k, src_len, out_len)
 
 
-def donor_of(model: Transformer, tokenizer: Tokenizer, edit: Patch, src_ids: list[int]) -> Donor:
-    """A Patch's second sentence run through the encoder (and every cross-attention's keys and values)."""
-    if not isinstance(edit.donor, str) or not edit.donor.strip():
-        raise UserError("Patch needs a donor: a second source sentence, e.g. Patch('Eine Katze schläft .')")
-    ids = encode(tokenizer, [edit.donor])[0]
-    if len(ids) != len(src_ids):
-        raise UserError(
-            f"the donor {edit.donor!r} splits into {len(ids)} tokens and the sentence into {len(src_ids)}: patching "
-            "needs as many (replace a word by one of as many subwords)"
-        )
-    c, device = model.cfg, next(model.parameters()).device
-    x = build_inputs([ids], [[]], c.specials, c.max_positions)
-    traced = trace(model, x.src.to(device), x.tgt_in.to(device))
-    sites = {
-        (kind, i, s): getattr(traced[kind, i], s)
-        for kind in ("encoder", "cross")
-        for i in range(len(traced.layers[kind]))
-        for s in "kv"
-    }
-    return Donor(sites, [p for p, (a, b) in enumerate(zip(ids, src_ids)) if a != b])
-
-
 def forced_rows(model: Transformer, src, tgt_in, tgt_out, sites) -> tuple[np.ndarray, np.ndarray]:
     """Each forced token's log-probability (T,) and the cross-attention (L, H, T, S), under `sites`."""
     traced = trace(model, src, tgt_in, edits=sites)
@@ -101,17 +78,19 @@ def intervene(
     c, device = model.cfg, next(model.parameters()).device
     src_ids = encode(tokenizer, [source])[0]
     src_len = build_inputs([src_ids], None, c.specials, c.max_positions).src.size(1)
-    donors = {id(e): donor_of(model, tokenizer, e, src_ids) for e in edits if isinstance(e, Patch)}
+    ready = prepared(edits, model, tokenizer, src_ids)
     # Checked before any search but for output positions, which name tokens of the translation
     # itself (negative: from its end), checked once it is known.
-    compiled(edits, shape_of(model, src_len, None), donors)
+    compiled(edits, shape_of(model, src_len, None), ready)
     if original is None:
         original = translate_ids(model, tokenizer, [source], cfg)[0]
-    sites = compiled(edits, shape_of(model, src_len, len(original) + 1), donors)  # + 1: </s>
+    sites = compiled(edits, shape_of(model, src_len, len(original) + 1), ready)  # + 1: </s>
     x = build_inputs([src_ids], [original], c.specials, c.max_positions)
     src, tgt_in, tgt_out = x.src.to(device), x.tgt_in.to(device), x.tgt_out.to(device)
     with edited(model, sites):
-        changed = translate_ids(model, tokenizer, [source], replace(cfg, use_cache=not query_positional(sites)))[0]
+        changed = translate_ids(
+            model, tokenizer, [source], replace(cfg, use_cache=not query_positional(sites.values()))
+        )[0]
     log_prob, before = forced_rows(model, src, tgt_in, tgt_out, {})
     log_prob_edited, after = forced_rows(model, src, tgt_in, tgt_out, sites)
     original_text, edited_text = decode(tokenizer, [original, changed])

@@ -9,23 +9,24 @@ while its block is open: head masking, value zeroing, deleted source tokens and 
 interventions of qkvmt.analysis.interventions all write through it, in forced passes and in
 search alike. An edit of a site that fires only on the explicit path (Q, K, V, the mask, the
 scores, the weights) switches its layer to that path while the block is open, so it takes effect
-under search's fused kernel too. Either way a site is reached by a hook on its module, removed
-before the function returns: nothing stays on the model, and the hooks fire in the calling thread
-only (qkvmt.analysis.hooks), so another thread using the model meanwhile sees it unedited.
+under search's fused kernel too; `_paths` alone makes that choice. Every site is a module
+(`site_modules`), read and written alike by a forward hook on it, removed before the function
+returns: nothing stays on the model, and the hooks fire in the calling thread only
+(qkvmt.analysis.hooks), so another thread using the model meanwhile sees it unedited.
 """
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from qkvmt.analysis.hooks import after, before
 from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.layers import Residual
-from qkvmt.model.sites import EXPLICIT_ONLY, LAYER_SITES, MODEL_SITES, SITES, WRITABLE
+from qkvmt.model.sites import EXPLICIT_ONLY, LAYER_SITES, MODEL_SITES, WRITABLE
 from qkvmt.model.transformer import AttentionWeights, Transformer
 
 KINDS = ("encoder", "decoder", "cross")
@@ -82,34 +83,41 @@ class Trace:
         return AttentionWeights(*([t.weights for t in self.layers[kind]] for kind in KINDS))
 
 
-def _layer_hooks(module, block, at, site_value, read, edits) -> list:
-    """The hooks of one attention layer: each site of SITES where its `reached` says."""
+def site_modules(model: Transformer) -> dict[Where, nn.Module]:
+    """The module at each site, whose output is the site's tensor: each attention layer's Sites
+    (its attention's and its residual block's, qkvmt.model.sites) and the model's embeddings."""
+    modules: dict[Where, nn.Module] = {}
+    for kind in KINDS:
+        for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind))):
+            modules |= {(kind, layer, name): site for name, site in [*module.sites.items(), *block.sites.items()]}
+    return modules | {"src_embedded": model.src_embed, "tgt_embedded": model.tgt_embed}
+
+
+def then(first: Edit, second: Edit) -> Edit:
+    """Two edits of one site, one after the other."""
+
+    def both(t: Tensor) -> Tensor:
+        return second(first(t))
+
+    both.query_positions = query_positional([first, second])
+    return both
+
+
+def query_positional(edits: Iterable[Edit]) -> bool:
+    """Whether any of `edits` indexes the queries by position (search must then run uncached)."""
+    return any(getattr(edit, "query_positions", False) for edit in edits)
+
+
+def _paths(model: Transformer, edits: dict[Where, Edit]) -> list:
+    """The one place that picks an attention layer's path while edits are open: a layer with an
+    edit at a site of the explicit path only (SITES' explicit_only) runs that path, which the fused
+    kernel would skip; every other layer runs the path its caller asked for."""
     hooks = []
-    for spec in SITES:
-        w = at(spec.name)
-        if spec.reached == "site":
-            hooks.append(after(module.sites[spec.name], lambda m, a, out, w=w: site_value(w, out)))
-        elif spec.reached == "w_o input":
-            hooks.append(before(module.w_o, lambda m, a, w=w: (site_value(w, a[0]),)))
-        elif spec.reached == "output":
-            hooks.append(after(module, lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
-        elif spec.reached == "block output":
-            hooks.append(after(block, lambda m, a, out, w=w: (site_value(w, out[0]), out[1])))
-        elif read is not None and spec.reached == "block input":
-            hooks.append(before(block, lambda m, a, w=w: read(w, a[0])))
-        elif read is not None and spec.reached == "input":  # forward(x, y=None, ...): y is None in self-attention
-            index = ("x", "y").index(spec.name)
-            hooks.append(
-                before(
-                    module,
-                    lambda m, a, kw, w=w, i=index: read(w, a[i] if len(a) > i else kw.get("y")),
-                    with_kwargs=True,
-                )
-            )
-    explicit = [edits[w] for w in map(at, EXPLICIT_ONLY) if w in edits]
-    if explicit:  # these sites fire on the explicit path only: the layer runs it while they are edited
-        positional = any(getattr(e, "query_positions", False) for e in explicit)
-        hooks.append(before(module, _explicit(at("q")[:2], positional), with_kwargs=True))
+    for kind in KINDS:
+        for layer, module in enumerate(attention_modules(model, kind)):
+            explicit = [edits[w] for w in [(kind, layer, name) for name in EXPLICIT_ONLY] if w in edits]
+            if explicit:
+                hooks.append(before(module, _explicit((kind, layer), query_positional(explicit)), with_kwargs=True))
     return hooks
 
 
@@ -126,23 +134,23 @@ def _explicit(where: tuple[str, int], positional: bool):
 
 
 def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edits: dict[Where, Edit]) -> list:
-    """Hooks that report each site's tensor to `read` and replace it by its edit, if any."""
+    """Hooks that replace each edited site's tensor by its edit and report every site's to `read`
+    (None: only the edited sites are hooked), and those that pick the edited layers' path."""
 
-    def site_value(where: Where, t: Tensor) -> Tensor:
-        if where in edits:
-            t = edits[where](t)
-        if read is not None:
-            read(where, t)
-        return t
+    def hook_of(where: Where):
+        edit = edits.get(where)
 
-    hooks = []
-    for kind in KINDS:
-        for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind))):
-            at = lambda name, kind=kind, layer=layer: (kind, layer, name)  # noqa: E731
-            hooks += _layer_hooks(module, block, at, site_value, read, edits)
-    for name, embed in (("src_embedded", model.src_embed), ("tgt_embedded", model.tgt_embed)):
-        hooks.append(after(embed, lambda m, a, out, w=name: site_value(w, out)))
-    return hooks
+        def site_value(module, args, t: Tensor) -> Tensor:
+            if edit is not None:
+                t = edit(t)
+            if read is not None:
+                read(where, t)
+            return t
+
+        return site_value
+
+    hooks = [after(m, hook_of(w)) for w, m in site_modules(model).items() if read is not None or w in edits]
+    return hooks + _paths(model, edits)
 
 
 def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:

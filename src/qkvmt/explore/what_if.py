@@ -13,8 +13,8 @@ Its fields are read and checked as `qkvmt intervene edits=[...]` reads its own: 
 The edit names, their parts and kinds are `choices()`, which the page reads: it lists none itself.
 """
 
-from qkvmt.analysis.edit_parser import edit_of as parsed
 from qkvmt.analysis.edits import PARTS, SOURCE_KINDS, Swap, Zero
+from qkvmt.analysis.edits import edit_of as parsed
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
@@ -55,7 +55,7 @@ def _named(name: str, value, allowed) -> str:
 
 
 def edit_of(body: dict):
-    """The Swap or Zero a request asks for, read by the edits' own parser (edit_parser), which
+    """The Swap or Zero a request asks for, read by the edits' own parser (edits.edit_of), which
     checks each field's type; its positions, layer and head are checked against the model and
     the sentence as Model.intervene compiles it, as for every other surface."""
     unknown = [k for k in body if k not in FIELDS]

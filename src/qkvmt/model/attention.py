@@ -145,9 +145,10 @@ class MultiHeadAttention(nn.Module):
     (B, H, T, d_k) at positions offset.., e.g. RotaryPositions; self-attention only, since it
     relates the rows of one sequence. None where positions come with the inputs (sinusoidal).
 
-    sites: the explicit path passes Q, K, V (per head, after the cache, positions applied), the
-    scores and the weights through named identity modules (qkvmt.model.sites), where a trace
-    reads them and an edit may replace them; W_O's input is the heads' outputs side by side.
+    sites: named identity modules (qkvmt.model.sites) the tensors pass through, where a trace
+    reads them and an edit may replace them: on every path the inputs, W_O's input (the heads'
+    outputs side by side) and the output; on the explicit path also Q, K, V (per head, after the
+    cache, positions applied), the whole mask, the scores and the weights.
     """
 
     def __init__(
@@ -175,7 +176,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model = d_model
         self.dropout = dropout
         self.w_qkv = w_qkv  # rows: the blocks of self.blocks
-        # No W_O: an identity module in its place keeps forward's call and W_O's input (the "heads" site) as they are.
+        # No W_O: an identity module in its place keeps forward's call as it is.
         self.w_o = w_o if w_o is not None else nn.Identity()
         self.positions = positions
         self.sites = nn.ModuleDict({name: Site() for name in ATTENTION_SITES})  # no parameters: checkpoints unchanged
@@ -276,6 +277,7 @@ class MultiHeadAttention(nn.Module):
             `y` on the first call and reuses them afterwards.
         Returns the output (B, T_q, D) and, if need_weights, the weights (B, H, T_q, T_k).
         """
+        x, y = self.sites["x"](x), self.sites["y"](y)  # y None: self-attention
         if y is None:  # self-attention: this step's rows follow the cached ones
             q, k, v = self.head_projections(x, offset=cache.length if cache is not None else 0)  # each (B, H, T, d_k)
             if cache is not None:
@@ -311,5 +313,5 @@ class MultiHeadAttention(nn.Module):
         if groups > 1:
             out = unfold_beams(out, groups, t_q)
             weights = unfold_beams(weights, groups, t_q) if weights is not None else None
-        out = out.transpose(1, 2).reshape(rows, t_q, -1)  # (B, T_q, D)
-        return self.w_o(out), weights
+        out = self.sites["heads"](out.transpose(1, 2).reshape(rows, t_q, -1))  # (B, T_q, D)
+        return self.sites["attention"](self.w_o(out)), weights

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.kv_cache import KVCache
+from qkvmt.model.sites import BLOCK_SITES, Site
 
 # ModelConfig.activation's functions; gelu is the exact (erf) one, which transformers' "gelu" also is.
 ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}
@@ -48,6 +49,19 @@ class Residual(nn.Module):
         return (x if self.norm_first else self.norm(x)), weights
 
 
+class AttentionBlock(Residual):
+    """The Residual around an attention sub-layer, whose input (the residual stream) and output
+    pass Sites (qkvmt.model.sites) a trace reads and an edit may write."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__(d_model, dropout, norm_first)
+        self.sites = nn.ModuleDict({name: Site() for name in BLOCK_SITES})  # no parameters: checkpoints unchanged
+
+    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
+        out, weights = super().forward(self.sites["residual"](x), sublayer)
+        return self.sites["block_out"](out), weights
+
+
 def attention(cfg: ModelConfig, positions: nn.Module | None = None) -> MultiHeadAttention:
     """Multi-head attention of cfg's width and heads, with fresh biased projections: those cfg's
     ablation settings keep (w_qkv stacks one (D, D) block for each of W_Q, W_K, W_V in use)."""
@@ -72,7 +86,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = attention(cfg, positions)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.attn_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def self_attention_block(
@@ -99,8 +113,8 @@ class DecoderLayer(nn.Module):
         self.self_attn = attention(cfg, positions)
         self.cross_attn = attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.self_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(

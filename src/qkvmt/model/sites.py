@@ -5,11 +5,14 @@ may replace it, and on which path it fires. A trace's fields (qkvmt.analysis.tra
 the hooks that read and write them, the identity modules an attention layer carries and the
 checks on an edit are all drawn from it.
 
-A site reached at `sites.<name>` is an identity module (`Site`) inside the attention: with no
+Every site of a layer is an identity module (`Site`) where the tensor passes: the attention's
+(`MultiHeadAttention.sites`) or the residual block's around it (`AttentionBlock.sites`). With no
 hook attached it returns its input untouched, and a forward hook on it sees the tensor, or
-returns another one in its place. Those sites are on the explicit path only (the one that
-returns weights); the fused kernel, which training and search run, never calls them. An edit of
-one of them switches its layer to the explicit path for as long as the edit is open.
+returns another one in its place; a model site is the output of its embedding module. So every
+site is read and written alike, by a hook on its module. The sites `explicit_only` are on the
+explicit path only (the one that returns weights); the fused kernel, which training and search
+run, never calls them. An edit of one of them switches its layer to the explicit path for as long
+as the edit is open (qkvmt.analysis.trace decides, in one place).
 """
 
 from dataclasses import dataclass
@@ -21,9 +24,9 @@ from torch import Tensor, nn
 class SiteSpec:
     name: str
     shape: str
-    reached: str  # "site": a Site module of the attention; "input", "w_o input", "output": the
-    # attention's own input, W_O's input, its output; "block input", "block output": of the residual
-    # block around it; "embedding": the model's embedding module
+    reached: str  # where its Site passes the tensor: "site": inside the attention; "input", "w_o input",
+    # "output": the attention's own input, W_O's input, its output; "block input", "block output": of
+    # the residual block around it; "embedding": the model's embedding module (the site is its output)
     writable: bool
     explicit_only: bool  # fires only on the explicit path (an edit of it switches its layer there)
     meaning: str
@@ -49,7 +52,9 @@ MODEL_SITE_SPECS = (
 )
 
 LAYER_SITES = tuple(s.name for s in SITES)
-ATTENTION_SITES = tuple(s.name for s in SITES if s.reached == "site")  # the attention's Site modules
+BLOCK_PLACES = ("block input", "block output")  # where the residual block's Sites are; the rest are the attention's
+ATTENTION_SITES = tuple(s.name for s in SITES if s.reached not in BLOCK_PLACES)
+BLOCK_SITES = tuple(s.name for s in SITES if s.reached in BLOCK_PLACES)
 WRITABLE = tuple(s.name for s in SITES if s.writable)
 EXPLICIT_ONLY = tuple(s.name for s in SITES if s.explicit_only)
 MODEL_SITES = tuple(s.name for s in MODEL_SITE_SPECS)

@@ -7,7 +7,7 @@ qkvmt.analysis.edits, in lower case, with that dataclass's fields:
 
     edits=[{swap: {a: 1, b: 6, what: keys}}, {zero: {layers: [0], heads: [1]}}]
 
-is [Swap(a=1, b=6, what="keys"), Zero(layers=(0,), heads=(1,))], read by qkvmt.analysis.edit_parser,
+is [Swap(a=1, b=6, what="keys"), Zero(layers=(0,), heads=(1,))], read by qkvmt.analysis.edits.edits_of,
 which the explorer's what-if panel uses too.
 """
 
@@ -15,7 +15,7 @@ from itertools import groupby
 
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.analysis.edit_parser import edits_of
+from qkvmt.analysis.edits import edits_of
 from qkvmt.errors import UserError
 from qkvmt.pipeline.intervene_study import STUDIES, study
 from qkvmt.pipeline.lens_study import lens_study

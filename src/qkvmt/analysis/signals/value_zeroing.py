@@ -36,17 +36,17 @@ def zero_each_key(v: Tensor) -> Tensor:
 
 def block_again(model: Transformer, site: LayerTrace, src: Tensor, copies: int) -> Tensor:
     """The block of `site` run again on `copies` copies of its traced inputs (batch row 0) by its
-    own layer's method, masks and causal wiring included: (copies, T_q, D). need_weights: the
-    explicit path, whose v site the edit zeroes."""
+    own layer's method, masks and causal wiring included: (copies, T_q, D). Inside `edited` with
+    an edit at the v site, which runs the layer's explicit path (qkvmt.analysis.trace decides)."""
     residual = site.residual[:1].expand(copies, -1, -1)  # (copies, T_q, D)
     src_mask = model.source_mask(src[:1])  # (1, 1, 1, S)
     if site.kind == "encoder":
-        out, _ = model.encoder_layers[site.layer].self_attention_block(residual, src_mask, need_weights=True)
+        out, _ = model.encoder_layers[site.layer].self_attention_block(residual, src_mask)
     elif site.kind == "decoder":
-        out, _ = model.decoder_layers[site.layer].self_attention_block(residual, need_weights=True)
+        out, _ = model.decoder_layers[site.layer].self_attention_block(residual)
     else:
         memory = site.y[:1].expand(copies, -1, -1)  # (copies, S, D)
-        out, _ = model.decoder_layers[site.layer].cross_attention_block(residual, memory, src_mask, need_weights=True)
+        out, _ = model.decoder_layers[site.layer].cross_attention_block(residual, memory, src_mask)
     return out
 
 
