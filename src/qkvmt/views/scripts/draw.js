@@ -116,9 +116,9 @@
       const start = initial || { layer: layer && +layer.value, head: headSel && headSel.value };
       initial = null;  // only the first drawing follows it
       const held = k.signals || {}, listed = (opts.signals || {})[kind.value] || {};
-      const names = Object.keys(listed).concat(Object.keys(held).filter((n) => !(n in listed))).filter((n) => n !== "weights");
-      const later = names.filter((n) => !(n in held));
-      const others = names.map((n) => [n, n in held ? held[n].label : listed[n] + " (computed when chosen)"]);
+      const signals = Object.keys(listed).concat(Object.keys(held).filter((n) => !(n in listed))).filter((n) => n !== "weights");
+      const later = signals.filter((n) => !(n in held));
+      const others = signals.map((n) => [n, n in held ? held[n].label : listed[n] + " (computed when chosen)"]);
       const want = start.signal || signal.value;  // a policy's own signal, first
       const keep = want in held ? want : "weights";
       signal = select("signal", [["weights", "attention weights"]].concat(others), keep);
