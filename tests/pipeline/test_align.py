@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,15 +15,21 @@ from qkvmt.errors import UserError
 from qkvmt.pipeline.align import align, training_pairs_of
 from qkvmt.pipeline.align_both import THRESHOLDS
 from qkvmt.text.tokenizer import train_bpe
-from tests.commandline import run_script
-from tests.conftest import compose_inference
+from tests.conftest import ROOT, compose_inference
 
 SCRIPT = "w1 w2, <script>alert(1)</script> ä w3"  # typed as is: comma, tag, umlaut
 
 
 def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    r = run_script("align", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}")
+    r = subprocess.run(
+        [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     translation, pharaoh = r.stdout.splitlines()[-2:]
     data = json.loads((tmp_path / "alignment.json").read_text())
