@@ -33,10 +33,8 @@ def ensure(model: Model, sentence, name: str) -> None:
     if name not in SIGNALS:
         raise UserError(f"signal={name!r}: use one of {', '.join(SIGNALS)}")
     if name not in sentence.attention.signals:
-        m = model
-        more = forced_attention(
-            m.transformer, m.tokenizer, sentence.attention.source, sentence.ids, m.meta.full_context_layer, {name}
-        )
+        source, layer = sentence.attention.source, model.meta.full_context_layer
+        more = forced_attention(model.transformer, model.tokenizer, source, sentence.ids, layer, {name})
         sentence.attention = sentence.attention.adding(more)
 
 

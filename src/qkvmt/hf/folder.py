@@ -7,7 +7,7 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.hf.config import decode_settings, model_config
-from qkvmt.hf.weights import WEIGHT_FILES, read_weights, state_dict, weight_file
+from qkvmt.hf.weights import WEIGHT_FILES, Tensors, state_dict, weight_file
 
 CONFIG, GENERATION = "config.json", "generation_config.json"
 
@@ -48,7 +48,7 @@ def read_hf_folder(folder) -> dict:
     if path is None:
         raise UserError(f"{folder} holds no weights: it needs one of {', '.join(WEIGHT_FILES)}")
     try:  # each tensor is read as it is taken: a file that is cut short fails part-way
-        weights = state_dict(read_weights(path), cfg, path)
+        weights = state_dict(Tensors(path), cfg, path)
     except UserError:
         raise
     except Exception as e:  # safetensors, torch.load and json each fail in their own ways on a bad file

@@ -67,15 +67,11 @@ class Tensors(Mapping):
         return len(self.files)
 
 
-def read_weights(path: Path) -> Tensors:
-    return Tensors(path)
-
-
 def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
     """Our Transformer's state dict (float32) from the tensors of the weights file `where`, each read once
     (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
     prefixed = ("model.", "lm_head", "final_logits_bias")
-    hf = _Renamed(tensors, {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors})  # under one prefix
+    held = {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors}  # under one prefix -> the file's
     with torch.device("meta"):  # the shapes the config needs, without allocating a model
         expected = Transformer(cfg).state_dict()
     used: set[str] = set()
@@ -84,12 +80,12 @@ def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> 
         """ours = the first of `names` the file holds; several `names` joined by "+" are stacked row-wise."""
         for name in names:
             parts = name.split("+")
-            if all(p in hf for p in parts):
+            if all(p in held for p in parts):
                 want = expected[ours].shape
                 rows = want[0] // len(parts)
                 read = []
                 for p in parts:
-                    t = hf[p]
+                    t = tensors[held[p]]
                     check(t, p, (rows, *want[1:]), where)
                     if non_finite({p: t}):  # named as the folder names it
                         raise UserError(f"{where}: {p} holds NaN or infinity")
@@ -152,28 +148,12 @@ def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> 
     tied = tied if cfg.tie_embeddings else {}
     tied |= {"lm_head.weight": "output.weight"} if cfg.output_tied else {}
     for name, ours in tied.items():
-        if name in hf and not torch.equal(hf[name].float(), out[ours]):
+        if name in held and not torch.equal(tensors[held[name]].float(), out[ours]):
             raise UserError(f"{where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
-    left = sorted(set(hf) - used - set(tied) - set(REBUILT) - ({shared} if not cfg.tie_embeddings else set()))
+    left = sorted(set(held) - used - set(tied) - set(REBUILT) - ({shared} if not cfg.tie_embeddings else set()))
     if left:
         raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
     return out
-
-
-class _Renamed(Mapping):
-    """`tensors` under other names (`names`: new name -> the file's)."""
-
-    def __init__(self, tensors: Mapping[str, Tensor], names: dict[str, str]):
-        self.tensors, self.names = tensors, names
-
-    def __getitem__(self, name: str) -> Tensor:
-        return self.tensors[self.names[name]]
-
-    def __iter__(self):
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
 
 
 def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:
