@@ -1,5 +1,5 @@
 """DecoderLens's table generated from the record: for each model, its latest study under the
-current settings (`qkvmt intervene study=lens`, qkvmt.pipeline.lens_study): BLEU and chrF of the
+current settings (`qkvmt intervene study=lens`, Model.lens_study): BLEU and chrF of the
 translations the decoder makes from each encoder depth, against the references and against the
 model's own. study.md draws the same table (`depth_table`)."""
 
