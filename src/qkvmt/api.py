@@ -9,6 +9,17 @@
     model.intervene("Ein Hund rennt .", qkvmt.Swap(1, 2, "keys"))         # the translation with an edit
     model.lens("Ein Mann fährt Fahrrad .")                             # what each layer already knows
 
+and over many sentences, or with a model of the other direction (qkvmt.studies.methods):
+
+    model.evaluate(sources, references)                                # BLEU, chrF, and report.html
+    model.align_both("Ein Hund rennt .", "multi30k-en-de")            # links of two models, symmetrized
+    model.align_corpus(sources, targets)                               # a corpus's links, streamed as Pharaoh lines
+    model.aer("rwth-deen-alignment", leaderboard=True)                 # every way to read links, scored on gold links
+    model.heads(sources, references)                                   # each head's effect when masked
+    model.faithfulness(sources, references)                            # which signal describes what the model did
+    model.study(sources, "both")                                       # what keys and values are for
+    model.lens_study(sources, references)                              # what each encoder depth knows
+
 Every result is a typed object that shows itself in a notebook with the page its command
 writes, and saves itself (`result.save(folder)`, or one file: `result.save("x.html")`). The
 commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a notebook and a
@@ -35,6 +46,7 @@ from qkvmt.hf.languages import for_pair
 from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.studies.methods import StudyMethods
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
 from qkvmt.views.inspection import HeadInspection
@@ -84,8 +96,9 @@ def load(
     return Model.from_checkpoints([path, *map(resolve, average or [])], fabric, src_lang, tgt_lang)
 
 
-class Model:
-    """A checkpoint's Transformer and tokenizer, placed by Lightning Fabric."""
+class Model(StudyMethods):
+    """A checkpoint's Transformer and tokenizer, placed by Lightning Fabric; the methods over many
+    sentences are StudyMethods'."""
 
     def __init__(self, transformer: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, paths: list[Path], fabric):
         self.transformer, self.tokenizer, self.meta = transformer, tokenizer, meta

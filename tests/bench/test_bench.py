@@ -109,7 +109,7 @@ def test_compiled_training_compiles_once_for_batches_of_every_shape():
     """compile=true: token-budget batches differ in rows and both lengths; each system's step is
     compiled once for all of them (dynamo's default compiled again for each dimension that later
     changed, and an H200 ran out of time compiling)."""
-    from qkvmt.pipeline.benchmark import _compiled
+    from qkvmt.bench.stages import compiled_step
 
     rng = np.random.default_rng(0)
     # No batch's rows equal one of its lengths, as in real 25k-token batches: dynamo gives equal
@@ -125,7 +125,7 @@ def test_compiled_training_compiles_once_for_batches_of_every_shape():
             graphs.append(gm)
             return gm.forward
 
-        timer = TrainTimer(_compiled(model, backend=counting), torch.device("cpu"), None, CFG.pad_id)
+        timer = TrainTimer(compiled_step(model, backend=counting), torch.device("cpu"), None, CFG.pad_id)
         counts = []
         for b in data:
             timer.step(b)

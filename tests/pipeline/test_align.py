@@ -12,8 +12,9 @@ from qkvmt.alignment.directions import SOFT, SOFT_THRESHOLD
 from qkvmt.alignment.links import alignment_scores, read_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.errors import UserError
-from qkvmt.pipeline.align import align, training_pairs_of
-from qkvmt.pipeline.align_both import THRESHOLDS
+from qkvmt.pipeline.align import align
+from qkvmt.pipeline.align_settings import training_pairs_of
+from qkvmt.studies.two_way import THRESHOLDS
 from qkvmt.text.tokenizer import train_bpe
 from tests.conftest import ROOT, compose_inference
 

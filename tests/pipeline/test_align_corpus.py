@@ -12,9 +12,9 @@ import qkvmt
 from qkvmt.alignment.directions import Direction, both_ways
 from qkvmt.alignment.links import alignment_scores, to_pharaoh
 from qkvmt.errors import UserError
-from qkvmt.pipeline import align_corpus
 from qkvmt.pipeline.align import align
-from qkvmt.text.sources import read_lines
+from qkvmt.studies import corpus
+from qkvmt.text.sources import LineFile, read_lines
 from tests.alignment.test_reference import reversed_pairs
 from tests.conftest import compose_inference
 
@@ -107,7 +107,7 @@ def test_two_models_give_each_pairs_symmetrized_links(trained_run, reverse_run, 
 def test_an_interrupted_run_leaves_no_output(trained_run, tmp_path, monkeypatch):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     src_file, tgt_file, _, _ = write_pairs(tmp_path / "in", trained_run)
-    real, calls = align_corpus.corpus_links, []
+    real, calls = corpus.corpus_links, []
 
     def interrupted(*args, **kwargs):  # Ctrl-C as the second chunk is aligned, after the first is written
         calls.append(1)
@@ -115,7 +115,7 @@ def test_an_interrupted_run_leaves_no_output(trained_run, tmp_path, monkeypatch)
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(align_corpus, "corpus_links", interrupted)
+    monkeypatch.setattr(corpus, "corpus_links", interrupted)
     parent = tmp_path / "outputs"
     parent.mkdir()
     with pytest.raises(KeyboardInterrupt):
@@ -146,8 +146,7 @@ def test_a_bad_batch_or_chunk_size_is_refused_before_the_model_loads(setting, tm
 def test_files_that_change_while_they_are_read_are_refused(tmp_path):
     (tmp_path / "a").write_text("w1\nw2\nw3\n")
     (tmp_path / "b").write_text("t1\nt2\n")  # counted as 3 lines, now 2
-    files = align_corpus.CorpusFiles(tmp_path / "a", tmp_path / "b", 3, batch_tokens=64, chunk_pairs=2)
-    read = align_corpus.chunks(files)
+    read = corpus.chunks(LineFile(tmp_path / "a", 3), LineFile(tmp_path / "b", 3), 2)
     assert next(read) == (["w1", "w2"], ["t1", "t2"])
     with pytest.raises(UserError, match="changed while being aligned"):
         next(read)

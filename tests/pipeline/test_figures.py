@@ -11,6 +11,7 @@ import pytest
 
 import qkvmt
 import qkvmt.pipeline.figures as module
+import qkvmt.views.tutorial as tutorial
 from qkvmt.errors import UserError
 from qkvmt.pipeline.figures import figures
 from tests.conftest import compose_inference
@@ -48,13 +49,13 @@ def drawn(trained_run, out, *extra):
 def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypatch):
     plotted = {}
     for name in ("heatmap_grid", "head_figure", "flow_figure", "links_figure", "swap_figure"):
-        draw = getattr(module, name)
+        draw = getattr(tutorial, name)
 
         def record(*args, _draw=draw, **kwargs):  # the path is the last positional argument of each
             plotted[args[-1].name] = args
             _draw(*args, **kwargs)
 
-        monkeypatch.setattr(module, name, record)
+        monkeypatch.setattr(tutorial, name, record)
     result = drawn(trained_run, tmp_path / "figures", "explorer=null")
     assert (
         sorted(result["files"]) == FILES == sorted(plotted) == sorted(p.name for p in (tmp_path / "figures").iterdir())

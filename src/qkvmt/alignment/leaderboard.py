@@ -2,8 +2,8 @@
 candidate extraction (signal × decoder layer × head or the head average × rows × direction,
 qkvmt.alignment.policy) links each gold pair, each is scored by AER on the test pairs, the best
 is chosen on the dev pairs (without any, on the test pairs), and the leaderboard lists them all
-beside a statistical reference aligner's row. scripts/align.py with gold_dir= runs it
-(qkvmt.pipeline.align)."""
+beside a statistical reference aligner's row. `Model.aer` runs it (qkvmt.studies.aer), and
+`qkvmt align gold_dir=` through it."""
 
 from dataclasses import dataclass, field
 

@@ -11,7 +11,7 @@ from qkvmt.errors import UserError
 from qkvmt.explore.app import bind, create_app, server
 from qkvmt.explore.guard import Access
 from qkvmt.explore.session import Explorer
-from qkvmt.pipeline.align_both import reverse_checkpoint
+from qkvmt.pipeline.align_settings import reverse_checkpoint
 from qkvmt.pipeline.runs import checkpoint_paths, decode_overrides, load_for_inference
 
 

@@ -3,7 +3,6 @@ folder, or a study of keys and values' output folder), then writes the tables of
 docs/results.md and the other `pages` from the record, or, with check=true, only says whether they
 are what the record gives."""
 
-import os
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -11,23 +10,9 @@ from omegaconf import DictConfig
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
 from qkvmt.record import from_folder, from_study, pages, runs, settings
+from qkvmt.training.machine import this_machine
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
-
-
-def this_machine() -> dict:
-    """What a run folder does not record, read from the machine adding it (torch only then: the
-    tables alone need none)."""
-    import torch
-
-    from qkvmt.training.hardware import detect
-
-    return {
-        "hardware": detect().to_dict(),
-        "cores": os.cpu_count(),
-        "amx": bool(torch.cpu._is_amx_tile_supported()),
-        "torch": torch.__version__,
-    }
 
 
 def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = ()) -> dict[Path, tuple[str, str]]:

@@ -16,6 +16,7 @@ from qkvmt.api import Model
 from qkvmt.bundled import bundled_name
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
+from qkvmt.views.result import Result
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:
@@ -143,3 +144,13 @@ class StagedOutput(StagedFolder):
         home = results_home(cfg, paths)
         parent = explicit.parent if explicit else home / kind
         super().__init__(parent, name, final=lambda: explicit or default_output_dir(home, name, kind=kind))
+
+
+def save_result(cfg: DictConfig, paths: list[Path], result: Result, name: str, kind: str) -> Path:
+    """Every file of `result` (qkvmt.views.result.Result) in the command's output folder, whole or
+    not at all (StagedOutput); the folder."""
+    staged = StagedOutput(cfg, paths, name, kind=kind)
+    with staged as out:
+        for file, write in result.files().items():
+            write(out / file)
+    return staged.final

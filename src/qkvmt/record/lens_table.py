@@ -1,29 +1,10 @@
 """DecoderLens's table generated from the record: for each model, its latest study under the
-current settings (`qkvmt intervene study=lens`, qkvmt.pipeline.lens_study): BLEU and chrF of the
+current settings (`qkvmt intervene study=lens`, Model.lens_study): BLEU and chrF of the
 translations the decoder makes from each encoder depth, against the references and against the
-model's own. study.md draws the same table (`depth_table`)."""
+model's own, drawn as study.md draws them (views.study's `depth_table`)."""
 
 from qkvmt.record.kv_study_table import study_line
-
-
-def depth_table(lens: dict) -> str:
-    rows = [
-        f"| 1..{r['encoder_layers']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['chrf_vs_model']:.1f} | "
-        f"{100 * r['same_as_model']:.0f}% |"
-        for r in lens["depths"]
-    ]
-    sig = lens["signatures"]
-    return "\n".join(
-        [
-            f"DecoderLens, {lens['n']} sentences of {lens['split']}:",
-            "",
-            "| the decoder reads encoder layers | BLEU | chrF | chrF against the model's own | same as the model |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            f"sacreBLEU `{sig['bleu']}`, chrF `{sig['chrf']}`.",
-        ]
-    )
+from qkvmt.views.study import depth_table
 
 
 def lens(record: dict) -> str:

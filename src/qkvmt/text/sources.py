@@ -9,6 +9,7 @@ import gzip
 import shutil
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from qkvmt.errors import UserError
@@ -44,6 +45,21 @@ def stream_lines(path: Path) -> Iterator[str]:
                 yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, path, number).strip()
     except (OSError, EOFError) as e:  # a .gz cut short is found only as it is read
         raise UserError(f"cannot read {path}: {e}") from None
+
+
+@dataclass(frozen=True)
+class LineFile:
+    """A text file's lines as a sequence read afresh, a line at a time, each time it is iterated
+    (stream_lines); `lines`: how many it has, counted once by whoever checked it."""
+
+    path: Path
+    lines: int
+
+    def __iter__(self) -> Iterator[str]:
+        return stream_lines(self.path)
+
+    def __len__(self) -> int:
+        return self.lines
 
 
 def required_text(value, name: str) -> str:

@@ -68,6 +68,15 @@ class HeadsReport(Result):
             )
         )
 
+    def summary(self) -> str:
+        """What the command prints first: the unmasked scores, and the five heads whose masking loses most BLEU."""
+        top = sorted(self.heads, key=lambda r: -r["bleu_drop"])[:5]
+        lines = [f"unmasked: BLEU {self.bleu:.2f}, chrF {self.chrf:.2f} ({self.signatures['bleu']})"]
+        lines += [
+            f"  {r['kind']:>7} layer {r['layer']} head {r['head']}: BLEU -{r['bleu_drop']:.2f} when masked" for r in top
+        ]
+        return "\n".join(lines)
+
     def data(self) -> dict:
         """What the page's script draws the section from."""
         return {"heads": self.heads, "columns": COLUMNS, "pruning": self.pruning}

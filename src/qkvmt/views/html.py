@@ -85,6 +85,13 @@ def texts_html(pairs) -> str:
     return '<dl class="texts">' + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in pairs) + "</dl>"
 
 
+def table_html(header: list[str], rows: list[list]) -> str:
+    """A table of text cells, each escaped (a result's scores, a word grid)."""
+    head = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table class="plain">{head}{body}</table></div>'
+
+
 def vectors_html(caption: str, tokens, vectors) -> str:
     """A token × dimension table, three decimals per value."""
     v = np.asarray(vectors, dtype=float)

@@ -39,15 +39,19 @@ class ReportSample:
     source_share: list | None = None  # of each target token: how much of its prediction came from the source (ALTI+)
 
 
-def attention_report(
-    path,
+def attention_report(path, *page) -> None:
+    """report.html at `path`: report_page(*page)."""
+    write_text(Path(path), report_page(*page))
+
+
+def report_page(
     metrics: dict,
     samples: list[ReportSample],
     curve: list[dict] = (),
     sentence_signatures: dict | None = None,
     policy: dict | None = None,
     heads=None,
-) -> None:
+) -> str:
     """Scores with their signatures and checkpoints on top, the run's validation curve when
     there is one, what heads.py found for the checkpoint (a HeadsReport) when it ran, then per
     sample its own BLEU and chrF, an attention viewer, and the word links of the alignment
@@ -67,10 +71,7 @@ def attention_report(
         else ""
     )
     extra = {} if heads is None else {"heads": heads.data()}
-    write_text(
-        Path(path),
-        samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve, data=extra),
-    )
+    return samples_page("Attention report", samples, policy, top="".join(top), bottom=bottom, curve=curve, data=extra)
 
 
 def samples_page(

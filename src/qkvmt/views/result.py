@@ -58,3 +58,9 @@ class Result(ABC):
             for name, write in files.items():
                 write(tmp / name)
         return path
+
+
+def timed(result: dict) -> str:
+    """How long a study of result["n"] sentences took, in all and by phase, as its command prints it."""
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
+    return f"{result['n']} sentences in {result['wall_s']:.0f} s ({phases})"

@@ -1,0 +1,100 @@
+"""The checks of what the studies are given: each study runs its own, and a command runs the same
+before its model loads, so that a bad setting is refused at once. Their words name the commands'
+settings."""
+
+import json
+from pathlib import Path
+
+from qkvmt.analysis.faithfulness import cross_signals
+from qkvmt.analysis.signals import SIGNALS
+from qkvmt.errors import UserError
+
+STUDIES = {"swap": ("swap",), "patch": ("patch",), "both": ("swap", "patch")}  # of keys and values: what each runs
+
+
+def whole_numbers(counts: dict) -> None:
+    """Each of `counts` ({setting: value}) a whole number of at least 1, or a UserError naming it."""
+    for key, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"{key}={value!r}: give a whole number, 1 or more")
+
+
+def sentences(lines, name: str) -> list[str]:
+    """`lines` as a list of sentences; one text is a UserError, not a list of its characters."""
+    if isinstance(lines, str):
+        raise UserError(f"{name} is a list of sentences: give [text, ...], not one text")
+    return list(lines)
+
+
+def positive(name: str, value) -> int:
+    """A corpus's batch_tokens or chunk_pairs: a whole number of at least 1, or a UserError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{name}={value!r}: give a whole number of at least 1")
+    return value
+
+
+def check_references(sources: list[str], references: list[str], name: str) -> None:
+    """Sentences to mask heads on, with references to score them against (heads)."""
+    if not sources or not any(r.strip() for r in references):
+        raise UserError(f"{name} has no references to score against: give a split or ref_file with translations")
+
+
+def checked_study(study: str, n: int, substitutes: int) -> tuple[str, ...]:
+    """The studies of keys and values `study` names; every bad setting is a UserError, before any work."""
+    if study not in STUDIES:
+        raise UserError(f"study={study!r}: use one of {', '.join(STUDIES)}")
+    whole_numbers({"n": n, "substitutes": substitutes})
+    return STUDIES[study]
+
+
+def checked_faithfulness(signals, levels, counts: dict) -> tuple[list[str], list[float]]:
+    """faithfulness's signals (None: every one with cross-attention maps) and levels, and `counts`
+    ({name: value}, each a whole number of at least 1); every bad setting is a UserError."""
+    known = cross_signals()
+    names = known if signals is None else [str(s) for s in signals]
+    for name in names:
+        if name not in known:
+            raise UserError(
+                f"signals: {name!r} is not a signal with cross-attention maps: use some of {', '.join(known)}"
+            )
+    if not names:
+        raise UserError(f"signals=[]: name at least one of {', '.join(known)}")
+    levels = list(levels) if isinstance(levels, list | tuple) else [levels]
+    if not levels or any(isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1 for f in levels):
+        raise UserError(f"levels={levels}: give fractions of the source tokens in (0, 1], e.g. [0.1,0.2,0.3,0.4,0.5]")
+    whole_numbers(counts)
+    return names, [float(f) for f in levels]
+
+
+def read_leaderboard(path) -> list[dict] | None:
+    """The leaderboard of an aer.json that `qkvmt align gold_dir=... leaderboard=true` wrote, whose
+    AER faithfulness shows beside each reading (None without `path`)."""
+    if path is None:
+        return None
+    try:
+        board = json.loads(Path(path).read_text(encoding="utf-8")).get("leaderboard")
+    except (OSError, ValueError, AttributeError) as e:
+        raise UserError(f"aer_file={path} is not readable as the aer.json of qkvmt align ({e})") from None
+    if not isinstance(board, list):
+        raise UserError(
+            f"aer_file={path} has no leaderboard: write it with qkvmt align gold_dir=<dir> leaderboard=true"
+        )
+    return board
+
+
+def same_length(lines: list[str], sources: list[str], what: str) -> None:
+    """A file of references (tokenized ones: `what` names them) with one line per source."""
+    if len(lines) != len(sources):
+        raise UserError(f"{what} has {len(lines)} lines, the source has {len(sources)}")
+
+
+def report_signals(names) -> set[str]:
+    """The signals evaluate's report shows (attention.signals): None, every registered one; else the
+    ones listed, each checked by name before anything runs."""
+    if names is None:
+        return set(SIGNALS)
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [n for n in names if n not in SIGNALS]
+    if unknown:
+        raise UserError(f"attention.signals: {unknown[0]} is no signal; list some of {', '.join(SIGNALS)}")
+    return {"weights", *names}

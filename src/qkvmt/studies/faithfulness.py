@@ -1,0 +1,120 @@
+"""Every signal's cross-attention readings scored on a corpus by deleting, and keeping only, the
+source tokens each ranks highest for a target token (qkvmt.analysis.faithfulness), with the AER
+of an align leaderboard beside them: `Model.faithfulness`, `qkvmt faithfulness`."""
+
+import sys
+import time
+from collections import Counter
+
+import numpy as np
+from tqdm import tqdm
+
+from qkvmt.analysis.faithfulness import forced_inputs, readings, score, summarize
+from qkvmt.errors import UserError
+from qkvmt.model.inputs import fits
+from qkvmt.studies.checks import checked_faithfulness, read_leaderboard
+from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.text.tokenizer import encode
+from qkvmt.views.faithfulness import INTERVAL, Faithfulness
+
+BASELINE = (
+    "a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "
+    "the other tokens keep their ids and positions, and </s> is never deleted"
+)
+
+
+def aer_of(board: list[dict], signal: str, layer: int | None) -> dict | None:
+    """A reading's AER: the layer as a whole (head "mean") at the rows and direction that align
+    ranked best for it (its leaderboard is best first); a whole-model signal's, any layer."""
+    for row in board:
+        if row.get("signal") == signal and row.get("head") == "mean" and (layer is None or row.get("layer") == layer):
+            return {k: row[k] for k in ("aer", "layer", "head", "rows", "direction") if k in row}
+    return None
+
+
+def pairs_of(tokenizer, src: list[str], refs: list[str], n: int, max_positions: int) -> tuple[list, dict]:
+    """The first n pairs of subword ids with a source and a reference that fit the model's
+    positions, and how many were passed over, and why."""
+    skipped, out = {"empty": 0, "too_long": 0}, []
+    for s, r in zip(src, refs):
+        if len(out) == n:
+            break
+        if not (s.strip() and r.strip()):
+            skipped["empty"] += 1
+            continue
+        ids = encode(tokenizer, [s, r])
+        if not all(fits(len(i), max_positions) for i in ids):
+            skipped["too_long"] += 1
+            continue
+        out.append(ids)
+    return out, skipped
+
+
+def scored_sentences(t, pairs: list, names: list[str], levels: list[float], draws: dict) -> tuple[list, Counter]:
+    """Each pair's readings scored at its randomly drawn target tokens (`draws`: seed,
+    targets_per_sentence, random_draws), and the seconds spent, by what they were spent on."""
+    sentences, seconds = [], Counter()
+    for i, (s, r) in enumerate(tqdm(pairs, desc="faithfulness", unit="sentence", file=sys.stderr, dynamic_ncols=True)):
+        rng = np.random.default_rng([draws["seed"], i])  # a sentence's draws do not depend on the others
+        rows = sorted(rng.choice(len(r), size=min(draws["targets_per_sentence"], len(r)), replace=False).tolist())
+        orders = np.stack([rng.permutation(len(s)) for _ in range(draws["random_draws"])])
+        x = forced_inputs(t, s, r[: rows[-1] + 1])  # the causal decoder's rows read no later target token: stop there
+        maps = readings(t, x, names, rows, seconds)
+        begin = time.perf_counter()
+        sentences.append(score(t, x, maps, rows, levels, orders))
+        seconds["edited passes"] += time.perf_counter() - begin
+    return sentences, seconds
+
+
+def faithfulness(
+    model: ModelLike,
+    sources: list[str],
+    references: list[str],
+    name: str = "sentences",
+    n: int = 500,
+    signals: list[str] | None = None,
+    levels=(0.1, 0.2, 0.3, 0.4, 0.5),
+    draws: dict | None = None,
+    aer_file=None,
+) -> Faithfulness:
+    """The first n usable pairs of `sources` and `references` (named `name`), each signal's
+    readings scored at `levels`; `draws`: seed, targets_per_sentence, random_draws; `aer_file`:
+    an aer.json with a leaderboard, whose AER each reading shows."""
+    start = time.time()
+    draws = {"targets_per_sentence": 3, "random_draws": 3, "seed": 0} | (draws or {})
+    names, levels = checked_faithfulness(
+        signals, levels, {"n": n} | {k: draws[k] for k in ("targets_per_sentence", "random_draws")}
+    )
+    board = read_leaderboard(aer_file)
+    if not any(r.strip() for r in references):
+        raise UserError(
+            f"{name} has no references: faithfulness forces the reference translation; give a split "
+            "or src_file/ref_file with translations"
+        )
+    t = model.transformer
+    pairs, skipped = pairs_of(model.tokenizer, sources, references, n, t.cfg.max_positions)
+    if not pairs:
+        raise UserError(
+            f"{name}: no pair has a source and a reference that fit the model's {t.cfg.max_positions} positions"
+        )
+    sentences, seconds = scored_sentences(t, pairs, names, levels, draws)
+    summary = summarize(sentences)
+    for row in summary["readings"]:
+        row["aer"] = aer_of(board, row["signal"], row["layer"]) if board is not None else None
+    return Faithfulness(
+        {
+            **identity(model),
+            "split": name,
+            "n": len(sentences),
+            "skipped": skipped,
+            "levels": levels,
+            "signals": names,
+            **draws,
+            "baseline": BASELINE,
+            "interval": INTERVAL,
+            "aer_file": aer_file,
+            **summary,
+            "seconds": {k: round(v, 1) for k, v in seconds.items()},
+            "wall_s": round(time.time() - start, 1),
+        }
+    )

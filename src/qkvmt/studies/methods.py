@@ -1,0 +1,233 @@
+"""qkvmt.Model's methods over many sentences or two models: each checks what it is given and hands
+the model to its module in this package, which returns a result of qkvmt.views. qkvmt.api.Model
+inherits them; the commands call them and nothing below them."""
+
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from qkvmt.alignment.directions import check_unpaired, checked_method
+from qkvmt.alignment.links import GoldAlignments, read_gold
+from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.bundled import resolve
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
+from qkvmt.studies.aer import Pairs, aer
+from qkvmt.studies.checks import report_signals, sentences
+from qkvmt.studies.corpus import align_corpus
+from qkvmt.studies.depths import lens_study
+from qkvmt.studies.evaluation import evaluate
+from qkvmt.studies.faithfulness import faithfulness
+from qkvmt.studies.heads import heads
+from qkvmt.studies.kv import kv_study
+from qkvmt.studies.two_way import aer_both, directions, sentence_both
+from qkvmt.text.sources import required_text
+from qkvmt.views.aer import AERReport
+from qkvmt.views.corpus_alignment import CorpusAlignment
+from qkvmt.views.evaluation import Evaluation
+from qkvmt.views.faithfulness import Faithfulness
+from qkvmt.views.heads import HeadsReport
+from qkvmt.views.study import KeyValueStudy, LensStudy
+from qkvmt.views.two_way_alignment import TwoWayAlignment
+
+FIVE_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def one_model(symmetrize: str, threshold: float | None) -> None:
+    """symmetrize= and threshold= without a reverse model, where they cannot take effect: a UserError."""
+    check_unpaired(*checked_method(symmetrize, threshold), "", "reverse=<a model of the other direction>")
+
+
+class StudyMethods:
+    """qkvmt.Model's methods over many sentences or two models. A part of Model (which inherits it):
+    they read its transformer, tokenizer, meta, paths and fabric, and its methods of one sentence."""
+
+    def _settings(self, settings: DecodeConfig | None, decode: dict, **defaults) -> DecodeConfig:
+        """`settings` with the fields `decode` gives over them, recorded as given (translate forces a
+        many-to-many model's language itself); without settings, the checkpoint's own with `defaults`."""
+        return self.decoding(**defaults | decode) if settings is None else DecodeConfig.merged(asdict(settings), decode)
+
+    def _reverse_model(self, reverse):
+        """`reverse` as a model: itself, or the checkpoint or bundled model it names, placed as this one."""
+        return (
+            reverse
+            if isinstance(reverse, StudyMethods)
+            else type(self).from_checkpoints([resolve(reverse)], self.fabric)
+        )
+
+    def align_both(
+        self,
+        source: str,
+        reverse,
+        target: str | None = None,
+        rows: str = "predicting",
+        signal: str = "weights",
+        symmetrize: str = "auto",
+        threshold: float | None = None,
+        **decode,
+    ) -> TwoWayAlignment:
+        """Word links of `source` and `target` (default: this model's translation) by this model and
+        `reverse`, a model of the other direction (or its path or bundled name), each reading its
+        own default layer and head target→source (`rows`, `signal`), combined by `symmetrize`
+        (auto: soft-mean for two supervised heads, else grow-diag-final-and; `threshold`: a soft
+        method's least weight)."""
+        source = required_text(source, "source")
+        forward, back = directions(self, self._reverse_model(reverse), rows, signal)
+        return sentence_both(forward, back, source, target, symmetrize, threshold, **decode)
+
+    def align_corpus(
+        self,
+        src_lines,
+        tgt_lines,
+        reverse=None,
+        policy: AlignmentPolicy | dict | None = None,
+        rows: str = "predicting",
+        signal: str = "weights",
+        symmetrize: str = "auto",
+        threshold: float | None = None,
+        batch_tokens: int = 16384,
+        chunk_pairs: int = 4096,
+        reference_aligner: str | None = None,
+        reference_symmetrization: str = "grow-diag-final-and",
+    ) -> CorpusAlignment:
+        """The links of every pair of `src_lines` and `tgt_lines` (line-parallel), streamed: iterate
+        the result for one Pharaoh line per pair, or save it. One model reads by `policy` (default:
+        its default policy reading `rows` and `signal`); with `reverse`, as align_both. Batches of
+        `batch_tokens` padded tokens; `chunk_pairs` pairs read at a time. `reference_aligner`
+        (eflomal) aligns the same pairs beside, reading the lines again (lists or files)."""
+        reading = {"rows": rows, "signal": signal}
+        if reverse is not None and policy is not None:
+            raise UserError("policy= is one model's reading: with reverse=, each model reads its own default head")
+        if reverse is None:
+            one_model(symmetrize, threshold)
+            one, other = self.policy(reading if policy is None else policy), None
+        else:
+            one, other = None, self._reverse_model(reverse)
+        reference = (reference_aligner, reference_symmetrization)
+        args = (symmetrize, threshold, batch_tokens, chunk_pairs, reference)
+        return align_corpus(self, src_lines, tgt_lines, other, one, reading, *args)
+
+    def aer(
+        self,
+        gold_dir,
+        reverse=None,
+        gold_first: str = "de",
+        dev: int = 0,
+        rows: str = "predicting",
+        signal: str = "weights",
+        symmetrize: str = "auto",
+        threshold: float | None = None,
+        leaderboard: bool = False,
+        leaderboard_signals: list[str] | None = None,
+        reference_aligner: str | None = None,
+        reference_symmetrization: str = "grow-diag-final-and",
+        training_pairs: Pairs | Callable[[], Pairs] | None = None,
+    ) -> AERReport:
+        """AER against the gold links in `gold_dir` (the RWTH layout: src, tgt, alignment.talp;
+        `gold_first`: the language its first index counts); the first `dev` pairs choose the best.
+        One model: every signal × layer × head × rows × direction (`signal`'s and the default's;
+        with `leaderboard`, every signal of about one pass and `leaderboard_signals`), beside
+        `reference_aligner` learning from `training_pairs`. With `reverse`: each direction and
+        every symmetrization, as align_both reads them."""
+        if reverse is None:
+            one_model(symmetrize, threshold)
+            reference = (reference_aligner, reference_symmetrization)
+            return aer(
+                self, gold_dir, gold_first, dev, signal, leaderboard, leaderboard_signals, reference, training_pairs
+            )
+        given = [
+            k
+            for k, v in (
+                ("leaderboard", leaderboard),
+                ("leaderboard_signals", leaderboard_signals),
+                ("reference_aligner", reference_aligner),
+            )
+            if v
+        ]
+        if given:
+            raise UserError(f"{given[0]}= scores one model's own heads: drop it, or drop reverse=")
+        forward, back = directions(self, self._reverse_model(reverse), rows, signal)
+        return aer_both(forward, back, gold_dir, gold_first, dev, symmetrize, threshold)
+
+    def evaluate(
+        self,
+        sources,
+        references,
+        tokenized_references=None,
+        samples: int = 8,
+        signals: list[str] | None = None,
+        curve: list[dict] = (),
+        heads: HeadsReport | None = None,
+        name: str = "sentences",
+        settings: DecodeConfig | None = None,
+        progress: bool = False,
+        precision: str | None = None,
+        **decode,
+    ) -> Evaluation:
+        """`sources` translated and scored against `references` by sacreBLEU (BLEU, chrF, lowercased
+        BLEU; tokenized lowercased BLEU against `tokenized_references`), signatures included; the
+        report shows the first `samples` sentences' attention by `signals` (default every one),
+        beside a validation `curve` and a `heads` report where given. Decoding: `settings`, or the
+        checkpoint's own, with DecodeConfig keywords; `precision`: how metrics name it (the Fabric's)."""
+        src, refs = sentences(sources, "sources"), sentences(references, "references")
+        tok = None if tokenized_references is None else sentences(tokenized_references, "tokenized_references")
+        report, run = (samples, report_signals(signals)), {"precision": precision, "progress": progress}
+        settings = self._settings(settings, decode)
+        return evaluate(self, src, refs, settings, name, tok, report, curve, heads, run)
+
+    def heads(
+        self,
+        sources,
+        references,
+        gold=None,
+        gold_first: str = "de",
+        prune_points: int = 10,
+        profile_sentences: int = 200,
+        name: str = "sentences",
+        settings: DecodeConfig | None = None,
+        **decode,
+    ) -> HeadsReport:
+        """Each head masked alone while `sources` are translated and scored against `references`
+        (and with `gold`, a gold folder or GoldAlignments, each cross head's AER), the pruning curve
+        in `prune_points` steps, what each head looks at on the first `profile_sentences` pairs.
+        Decoding: `settings`, or the checkpoint's own made greedy, with DecodeConfig keywords."""
+        settings = self._settings(settings, decode, beam_size=1)
+        if gold is not None and not isinstance(gold, GoldAlignments):
+            gold = read_gold(Path(gold), self.meta.src_lang, self.meta.tgt_lang, gold_first)
+        src, refs = sentences(sources, "sources"), sentences(references, "references")
+        return heads(self, src, refs, settings, gold, prune_points, profile_sentences, name)
+
+    def faithfulness(
+        self,
+        sources,
+        references,
+        n: int = 500,
+        signals: list[str] | None = None,
+        levels=FIVE_LEVELS,
+        targets_per_sentence: int = 3,
+        random_draws: int = 3,
+        seed: int = 0,
+        aer_file=None,
+        name: str = "sentences",
+    ) -> Faithfulness:
+        """Every signal's readings (`signals`: default all with cross-attention maps) on the first n
+        pairs that fit, forcing each reference: deletion and sufficiency of the top source tokens at
+        each of `levels`, for `targets_per_sentence` seeded target tokens, against `random_draws`
+        random orders; `aer_file`: an aer.json with a leaderboard, whose AER each reading shows."""
+        draws = {"targets_per_sentence": targets_per_sentence, "random_draws": random_draws, "seed": seed}
+        src, refs = sentences(sources, "sources"), sentences(references, "references")
+        return faithfulness(self, src, refs, name, n, signals, levels, draws, aer_file)
+
+    def study(
+        self, sources, study: str = "both", n: int = 300, substitutes: int = 5, name: str = "sentences", **decode
+    ) -> KeyValueStudy:
+        """What keys and values are for, on the first n of `sources` with two translated words: two
+        words swap their cross-attention keys, values or both (study="swap"), one word's come from a
+        sentence with `substitutes` candidates in its place (study="patch"), or both."""
+        return kv_study(self, sentences(sources, "sources"), study, n, substitutes, name, **decode)
+
+    def lens_study(self, sources, references, n: int = 300, name: str = "sentences", **decode) -> LensStudy:
+        """The first n of `sources` translated with the decoder reading each encoder depth in turn
+        (DecoderLens), each depth scored against `references` and against the model's own."""
+        src, refs = sentences(sources, "sources"), sentences(references, "references")
+        return lens_study(self, src, refs, n, name, **decode)
