@@ -209,10 +209,7 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     active and which cache rows move.
     """
     c, k = model.cfg, cfg.beam_size
-    if 2 * k > c.target_vocab_size:
-        raise UserError(
-            f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {c.target_vocab_size})"
-        )
+    check_beam_size(k, c.target_vocab_size)
     b, dev = src.size(0), src.device
     memory, src_mask, _ = model.encode(src)
     limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)  # (B,)
@@ -262,6 +259,12 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         step.reorder_beams(src_rows)
         width = k
     return finished.best(c.eos_id, c.pad_id)
+
+
+def check_beam_size(k: int, vocab_size: int) -> None:
+    """Each step ranks 2K continuations per sentence, so the vocabulary must hold that many."""
+    if 2 * k > vocab_size:
+        raise UserError(f"decode.beam_size={k} needs a vocabulary of at least {2 * k} tokens (has {vocab_size})")
 
 
 def stable_order(parent: Tensor) -> Tensor:

@@ -67,93 +67,118 @@ class Tensors(Mapping):
         return len(self.files)
 
 
-def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
-    """Our Transformer's state dict (float32) from the tensors of the weights file `where`, each read once
-    (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
-    prefixed = ("model.", "lm_head", "final_logits_bias")
-    held = {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors}  # under one prefix -> the file's
-    with torch.device("meta"):  # the shapes the config needs, without allocating a model
-        expected = Transformer(cfg).state_dict()
-    used: set[str] = set()
+class Renamed:
+    """The tensors of the weights file `where` under our Transformer's names (float32) as `out`, each read
+    once, checked for its shape and for NaN or infinity as it is read; `used` names the file's tensors read."""
 
-    def take(ours: str, *names: str, optional: bool = False) -> None:
+    def __init__(self, tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path):
+        prefixed = ("model.", "lm_head", "final_logits_bias")
+        self.held = {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors}  # one prefix -> the file's
+        with torch.device("meta"):  # the shapes the config needs, without allocating a model
+            self.expected = Transformer(cfg).state_dict()
+        self.tensors, self.where = tensors, where
+        self.out: dict[str, Tensor] = {}
+        self.used: set[str] = set()
+
+    def take(self, ours: str, *names: str, optional: bool = False) -> None:
         """ours = the first of `names` the file holds; several `names` joined by "+" are stacked row-wise."""
         for name in names:
             parts = name.split("+")
-            if all(p in held for p in parts):
-                want = expected[ours].shape
+            if all(p in self.held for p in parts):
+                want = self.expected[ours].shape
                 rows = want[0] // len(parts)
                 read = []
                 for p in parts:
-                    t = tensors[held[p]]
-                    check(t, p, (rows, *want[1:]), where)
+                    t = self.tensors[self.held[p]]
+                    check(t, p, (rows, *want[1:]), self.where)
                     if non_finite({p: t}):  # named as the folder names it
-                        raise UserError(f"{where}: {p} holds NaN or infinity")
+                        raise UserError(f"{self.where}: {p} holds NaN or infinity")
                     read.append(t.float().reshape(rows, *want[1:]))
-                    used.add(p)
-                out[ours] = read[0] if len(read) == 1 else torch.cat(read)
+                    self.used.add(p)
+                self.out[ours] = read[0] if len(read) == 1 else torch.cat(read)
                 return
         if not optional:
-            raise UserError(f"{where}: no weight {names[0]}; the file does not hold a whole model of its config.json")
+            raise UserError(
+                f"{self.where}: no weight {names[0]}; the file does not hold a whole model of its config.json"
+            )
 
-    def linear(ours: str, theirs: str) -> None:
+    def linear(self, ours: str, theirs: str) -> None:
         for kind in ("weight", "bias"):
-            take(f"{ours}.{kind}", f"{theirs}.{kind}")
+            self.take(f"{ours}.{kind}", f"{theirs}.{kind}")
 
-    def attention(ours: str, theirs: str) -> None:
+    def attention(self, ours: str, theirs: str) -> None:
         for kind in ("weight", "bias"):
-            take(f"{ours}.w_qkv.{kind}", "+".join(f"{theirs}.{p}_proj.{kind}" for p in "qkv"))
-        linear(f"{ours}.w_o", f"{theirs}.out_proj")
+            self.take(f"{ours}.w_qkv.{kind}", "+".join(f"{theirs}.{p}_proj.{kind}" for p in "qkv"))
+        self.linear(f"{ours}.w_o", f"{theirs}.out_proj")
 
-    out: dict[str, Tensor] = {}
-    shared = "model.shared.weight"
-    encoder_embed, decoder_embed = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
-    if cfg.tie_embeddings:
-        take("src_embed.tokens.weight", shared, encoder_embed)
-    else:  # transformers 5 unties them from `shared` along with the output; older files hold all three alike
-        take("src_embed.tokens.weight", encoder_embed, shared)
-        take("tgt_embed.tokens.weight", decoder_embed, shared)
-    if not cfg.output_tied:
-        take("output.weight", "lm_head.weight")
-    # Tied matrices are one tensor under each of our names, as Transformer's own state dict holds them.
-    if cfg.tie_embeddings:
-        out["tgt_embed.tokens.weight"] = out["src_embed.tokens.weight"]
-    if cfg.output_tied:
-        out["output.weight"] = out["tgt_embed.tokens.weight"]
-    if cfg.output_bias:  # transformers fills a missing final_logits_bias with zeros, so may we
-        take("output.bias", "final_logits_bias", optional=True)
-        out.setdefault("output.bias", torch.zeros(cfg.target_vocab_size))
+
+SHARED = "model.shared.weight"
+ENCODER_EMBED, DECODER_EMBED = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
+
+
+def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
+    """Our Transformer's state dict (float32) from the tensors of the weights file `where`, each read once
+    (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
+    r = Renamed(tensors, cfg, where)
+    embeddings(r, cfg)
     for i in range(cfg.encoder_layers):
         ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
-        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
-        linear(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
-        linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
-        linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
-        linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+        r.attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        r.linear(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
+        feed_forward(r, ours, theirs)
     for i in range(cfg.decoder_layers):
         ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
-        attention(f"{ours}.self_attn", f"{theirs}.self_attn")
-        linear(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
-        attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn")
-        linear(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
-        linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
-        linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
-        linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+        r.attention(f"{ours}.self_attn", f"{theirs}.self_attn")
+        r.linear(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
+        r.attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn")
+        r.linear(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
+        feed_forward(r, ours, theirs)
     if cfg.norm_first:  # pre-LN: each stack ends with a LayerNorm
-        linear("encoder_norm", "model.encoder.layer_norm")
-        linear("decoder_norm", "model.decoder.layer_norm")
-    # Copies of a tied matrix that the file holds beside the one read must be that matrix; `shared` is unused
-    # when the embeddings are untied.
-    tied = {encoder_embed: "src_embed.tokens.weight", decoder_embed: "src_embed.tokens.weight"}
+        r.linear("encoder_norm", "model.encoder.layer_norm")
+        r.linear("decoder_norm", "model.decoder.layer_norm")
+    tied = check_tied_copies(r, cfg)
+    unused = {SHARED} if not cfg.tie_embeddings else set()  # `shared` is unused when the embeddings are untied
+    left = sorted(set(r.held) - r.used - set(tied) - set(REBUILT) - unused)
+    if left:
+        raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
+    return r.out
+
+
+def embeddings(r: Renamed, cfg: ModelConfig) -> None:
+    """The token embeddings and the output layer; tied matrices are one tensor under each of our names, as
+    Transformer's own state dict holds them."""
+    if cfg.tie_embeddings:
+        r.take("src_embed.tokens.weight", SHARED, ENCODER_EMBED)
+    else:  # transformers 5 unties them from `shared` along with the output; older files hold all three alike
+        r.take("src_embed.tokens.weight", ENCODER_EMBED, SHARED)
+        r.take("tgt_embed.tokens.weight", DECODER_EMBED, SHARED)
+    if not cfg.output_tied:
+        r.take("output.weight", "lm_head.weight")
+    if cfg.tie_embeddings:
+        r.out["tgt_embed.tokens.weight"] = r.out["src_embed.tokens.weight"]
+    if cfg.output_tied:
+        r.out["output.weight"] = r.out["tgt_embed.tokens.weight"]
+    if cfg.output_bias:  # transformers fills a missing final_logits_bias with zeros, so may we
+        r.take("output.bias", "final_logits_bias", optional=True)
+        r.out.setdefault("output.bias", torch.zeros(cfg.target_vocab_size))
+
+
+def feed_forward(r: Renamed, ours: str, theirs: str) -> None:
+    r.linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
+    r.linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
+    r.linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
+
+
+def check_tied_copies(r: Renamed, cfg: ModelConfig) -> dict[str, str]:
+    """Copies of a tied matrix that the file holds beside the one read must be that matrix: the file's
+    names of such copies -> ours."""
+    tied = {ENCODER_EMBED: "src_embed.tokens.weight", DECODER_EMBED: "src_embed.tokens.weight"}
     tied = tied if cfg.tie_embeddings else {}
     tied |= {"lm_head.weight": "output.weight"} if cfg.output_tied else {}
     for name, ours in tied.items():
-        if name in held and not torch.equal(tensors[held[name]].float(), out[ours]):
-            raise UserError(f"{where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
-    left = sorted(set(held) - used - set(tied) - set(REBUILT) - ({shared} if not cfg.tie_embeddings else set()))
-    if left:
-        raise UserError(f"{where}: weight {left[0]} has no place in qkvmt's blocks; it belongs to another architecture")
-    return out
+        if name in r.held and not torch.equal(r.tensors[r.held[name]].float(), r.out[ours]):
+            raise UserError(f"{r.where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
+    return tied
 
 
 def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:
