@@ -1,12 +1,11 @@
 """Bad input through the real entry points: a non-zero exit, one `error: ...` line naming the
-file or value, no traceback, and no half-written output. Each script run costs seconds of
-imports, so every case runs once, through the script where users meet it."""
+file or value, no traceback, and no half-written output. Every case runs once, through the script
+where users meet it, in this Python (tests.commandline.run_script: a fresh one costs seconds of
+imports); where the fresh process is the subject (what it imports), in a process of its own."""
 
 import ast
 import html
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,36 +14,10 @@ from tokenizers import Tokenizer
 
 from qkvmt.errors import UserError, report_user_errors
 from qkvmt.text.tokenizer import encode
+from tests.commandline import run_script, start_script, user_error
 from tests.conftest import ROOT, tiny_overrides, training_fixture, write_corpus
 
 SMALL = {"train": 60, "val": 4, "test_2016_flickr": 4}
-
-
-def run_script(script: str, *args, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
-    """scripts/<script>.py with `args` (str or bytes), as a user runs it: no HYDRA_FULL_ERROR;
-    `env`: more environment variables."""
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | (env or {})
-    env["PYTHONPATH"] = str(ROOT / "src")
-    r = subprocess.run(
-        [sys.executable, f"scripts/{script}.py", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
-    r.stdout, r.stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
-    return r
-
-
-def user_error(r: subprocess.CompletedProcess) -> str:
-    """The single `error:` line of a run a UserError stopped, which must be stderr's last line."""
-    assert r.returncode == 2, r.stderr[-3000:]
-    assert "Traceback" not in r.stderr
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert lines and lines[-1].startswith("error: "), r.stderr[-3000:]
-    assert sum(line.startswith("error:") for line in lines) == 1
-    return lines[-1]
 
 
 def train_args(corpus: Path, out: Path, *extra: str) -> list[str]:
@@ -239,8 +212,9 @@ def test_a_checkpoint_that_does_not_exist_is_one_line(tmp_path):
     "script, args", [("evaluate", []), ("translate", ["sentence=w1"]), ("export", ["format=onnx"])]
 )
 def test_a_command_that_reads_a_checkpoint_says_what_is_wrong_before_importing_lightning(script, args, tmp_path):
-    # Lightning takes seconds to import; only placing a loaded model needs it.
-    r = run_script(script, f"ckpt_path={tmp_path / 'nope.ckpt'}", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    # Lightning takes seconds to import; only placing a loaded model needs it. What a fresh Python
+    # imports is seen only in one: this test keeps its process.
+    r = start_script(script, f"ckpt_path={tmp_path / 'nope.ckpt'}", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert user_error(r).startswith("error: checkpoint not found" if script != "export" else "error: format='onnx'")
     imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "torch" in imported and "lightning" not in imported

@@ -1,39 +1,44 @@
 """The `qkvmt` command: every subcommand a pipeline function over the packaged configuration,
-scripts/*.py its aliases, and one line for a subcommand or a setting that does not exist."""
+scripts/*.py its aliases, and one line for a subcommand or a setting that does not exist.
+`python -m qkvmt` runs in this Python (tests.commandline.run_python) where its answer is the
+subject and a fresh one would import torch first; in a process of its own where that is cheap (no
+subcommand), for a translation from outside the clone, and for DDP."""
 
 import ast
 import fnmatch
 import importlib
-import os
-import subprocess
-import sys
 
 import pytest
 
 from qkvmt.cli import CONF_DIR
 from qkvmt.subcommands import COMMANDS
+from tests.commandline import run_python, start_python
 from tests.conftest import ROOT
 
 
-def qkvmt(*args: str, cwd, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`python -m qkvmt ARGS` as a user runs it, from `cwd`."""
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "qkvmt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+def qkvmt(*args: str, cwd):
+    """`python -m qkvmt ARGS` as a user runs it, from `cwd`, in this Python."""
+    return run_python("-m", "qkvmt", *args, cwd=cwd)
+
+
+def start_qkvmt(*args: str, cwd, timeout: int = 300):
+    """`python -m qkvmt ARGS` as a user runs it, from `cwd`, in a fresh process."""
+    return start_python("-m", "qkvmt", *args, cwd=cwd, timeout=timeout)
 
 
 def test_alone_it_lists_every_subcommand_with_a_line_and_an_example(tmp_path):
-    r = qkvmt(cwd=tmp_path)
+    # Processes of their own here and below: without a subcommand nothing heavy is imported, so a
+    # fresh Python costs a tenth of a second, and the real exit status is checked at that price.
+    r = start_qkvmt(cwd=tmp_path)
     assert r.returncode == 0 and r.stderr == ""
     for c in COMMANDS.values():
         assert f"  {c.name}" in r.stdout and c.summary in r.stdout
         assert f"qkvmt {c.name} {c.example}" in r.stdout
-    assert qkvmt("--help", cwd=tmp_path).stdout == r.stdout
+    assert start_qkvmt("--help", cwd=tmp_path).stdout == r.stdout
 
 
 def test_an_unknown_subcommand_is_one_line_naming_the_subcommands(tmp_path):
-    r = qkvmt("tarin", "experiment=x", cwd=tmp_path)
+    r = start_qkvmt("tarin", "experiment=x", cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ""
     [line] = r.stderr.strip().splitlines()
     assert line.startswith("error: qkvmt has no subcommand 'tarin'") and ", ".join(COMMANDS) in line
@@ -65,7 +70,7 @@ def test_translate_from_a_folder_outside_the_clone_matches_the_api(tmp_path):
     import qkvmt as api
 
     sentence = "Ein Mann fährt mit dem Fahrrad ."
-    r = qkvmt("translate", "ckpt_path=multi30k-de-en", f"sentence={sentence}", cwd=tmp_path)
+    r = start_qkvmt("translate", "ckpt_path=multi30k-de-en", f"sentence={sentence}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == api.load("multi30k-de-en", device="cpu").translate([sentence])[0]
 
@@ -106,7 +111,7 @@ def test_two_process_ddp_through_the_command(tmp_path):
     out = tmp_path / "ddp"
     overrides = [o for o in tiny_overrides(corpus, out, steps=4, val_every=2) if not o.startswith("paths.output_dir")]
     extra = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", f"hydra.run.dir={out}"]
-    r = qkvmt("train", *overrides, *extra, cwd=tmp_path, timeout=600)
+    r = start_qkvmt("train", *overrides, *extra, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "checkpoints" / "last.ckpt").exists()
     assert "distributed_backend=gloo" in r.stderr or "world_size: 2" in r.stderr

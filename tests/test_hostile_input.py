@@ -1,6 +1,7 @@
 """Hostile input (reliability): the whole configuration is checked before anything
 is written, stale state is refused, outputs are complete or absent (Ctrl-C included), and cuts
-or nonsense settings are said out loud. Each case runs once, through the script users run."""
+or nonsense settings are said out loud. Each case runs once, through the script users run, in this
+Python (tests.commandline.run_script); Ctrl-C reaches a process of its own."""
 
 import json
 import logging
@@ -21,8 +22,9 @@ from qkvmt.errors import report_user_errors
 from qkvmt.loading import load_model
 from qkvmt.pipeline.align import record_best
 from qkvmt.pipeline.runs import StagedOutput
+from tests.commandline import run_script, user_error
 from tests.conftest import ROOT, training_fixture, write_corpus
-from tests.test_bad_input import SMALL, run_script, train_args, user_error
+from tests.test_bad_input import SMALL, train_args
 
 
 @pytest.fixture
@@ -51,7 +53,6 @@ def test_a_refused_run_leaves_no_folder_and_a_refused_rerun_keeps_the_runs_files
             assert before <= {str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()}
 
 
-@pytest.mark.slow(reason="one fresh scripts/train.py process, importing torch and Lightning, per setting")
 @pytest.mark.parametrize(
     "override, named",
     [

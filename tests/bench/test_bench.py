@@ -23,6 +23,7 @@ from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.training.host_memory import release_freed_host_memory
+from tests.commandline import run_script
 from tests.conftest import ROOT, compose_train, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
@@ -172,8 +173,7 @@ def test_copies_are_counted_under_the_operator_that_asked_for_them():
 
 def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "bench"
-    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", "train.profile_steps=-1"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", "train.profile_steps=-1")
     assert proc.returncode != 0 and "train.profile_steps=-1" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
@@ -187,8 +187,7 @@ def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
 )
 def test_a_model_the_peers_cannot_be_is_refused_naming_the_setting(tmp_path, setting, message):
     out = tmp_path / "bench"
-    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", setting]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", setting)
     assert proc.returncode != 0 and message in proc.stderr and "systems=[ours]" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
@@ -395,7 +394,6 @@ def test_growth_is_the_slope_after_the_warm_up():
 )
 def test_a_compiled_step_training_would_not_run_is_refused_before_anything_is_written(tmp_path, settings, message):
     out = tmp_path / "bench"
-    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={out}", *settings]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", *settings)
     assert proc.returncode != 0 and message in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,21 +14,15 @@ from qkvmt.pipeline.align import align
 from qkvmt.pipeline.align_settings import training_pairs_of
 from qkvmt.studies.two_way import THRESHOLDS
 from qkvmt.text.tokenizer import train_bpe
-from tests.conftest import ROOT, compose_inference
+from tests.commandline import run_script
+from tests.conftest import compose_inference
 
 SCRIPT = "w1 w2, <script>alert(1)</script> ä w3"  # typed as is: comma, tag, umlaut
 
 
 def test_align_script_on_a_sentence_with_a_script_tag(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    r = subprocess.run(
-        [sys.executable, "scripts/align.py", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-    )
+    r = run_script("align", f"ckpt_path={ckpt}", f"sentence={SCRIPT}", f"output_dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     translation, pharaoh = r.stdout.splitlines()[-2:]
     data = json.loads((tmp_path / "alignment.json").read_text())

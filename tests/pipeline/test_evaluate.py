@@ -29,6 +29,7 @@ def test_validation_bleu_equals_evaluate_bleu_on_the_same_checkpoint(trained_run
         f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
         "split=val",
         "decode.beam_size=1",
+        "attention.num_samples=0",  # the scores are what counts here
         f"output_dir={tmp_path}",  # module.val_decode's settings
     )
     assert m["chrf"] > 0  # a real comparison, not two empty outputs
@@ -70,7 +71,8 @@ def test_evaluate_unseen_parallel_files_plain_and_gz(trained_run, tmp_path):
 
 def test_bleu_tok_lc_scores_against_moses_tokenized_lowercased_references(trained_run, tmp_path):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    first = run_eval(trained_run, f"ckpt_path={ckpt}", f"output_dir={tmp_path / 'a'}")
+    quick = ("decode.beam_size=1", "attention.num_samples=0")  # the scores are what counts here
+    first = run_eval(trained_run, f"ckpt_path={ckpt}", *quick, f"output_dir={tmp_path / 'a'}")
     hyps = (tmp_path / "a" / "hypotheses.txt").read_text().splitlines()
     # References that are exactly the hypotheses, prepared as the Multi30k tok/ files are.
     tok = MosesTokenizer(lang="en")
@@ -78,7 +80,7 @@ def test_bleu_tok_lc_scores_against_moses_tokenized_lowercased_references(traine
         "".join(tok.tokenize(h, return_str=True, escape=True).lower() + "\n" for h in hyps)
     )
     m = run_eval(
-        trained_run, f"ckpt_path={ckpt}", f"ref_tok_file={tmp_path / 'ref.tok'}", f"output_dir={tmp_path / 'b'}"
+        trained_run, f"ckpt_path={ckpt}", *quick, f"ref_tok_file={tmp_path / 'ref.tok'}", f"output_dir={tmp_path / 'b'}"
     )
     assert m["bleu_tok_lc"] == pytest.approx(100.0)
     assert "tok:none" in m["signatures"]["bleu_tok_lc"] and "case:lc" in m["signatures"]["bleu_tok_lc"]

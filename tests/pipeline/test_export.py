@@ -1,7 +1,6 @@
 """scripts/export.py: formats, averages, output folders and the errors a user can make."""
 
 import io
-import subprocess
 import sys
 
 import pytest
@@ -9,7 +8,8 @@ import pytest
 from qkvmt.errors import UserError
 from qkvmt.pipeline.export import export
 from qkvmt.pipeline.translate import translate
-from tests.conftest import ROOT, compose_inference
+from tests.commandline import run_script
+from tests.conftest import compose_inference
 
 pytest.importorskip("ctranslate2", reason="the [deploy] extra (ctranslate2) is not installed")
 
@@ -79,13 +79,7 @@ def test_translate_engine_settings_are_checked(overrides, message):
 
 
 def test_export_script_error_is_one_line(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "scripts/export.py", f"ckpt_path={tmp_path / 'none.ckpt'}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    r = run_script("export", f"ckpt_path={tmp_path / 'none.ckpt'}")
     assert (
         r.returncode == 2 and r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: checkpoint not found")
     )

@@ -17,9 +17,9 @@ from qkvmt.pipeline import faithfulness as command
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.faithfulness import faithfulness
 from qkvmt.text.tokenizer import Specials, train_bpe
+from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference, write_corpus
 from tests.pipeline.test_align import write_gold
-from tests.test_bad_input import run_script, user_error
 
 
 @pytest.fixture(scope="module")

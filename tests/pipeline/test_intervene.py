@@ -15,9 +15,9 @@ from qkvmt.analysis.edits import EDITS
 from qkvmt.errors import UserError
 from qkvmt.model.weights_folder import write_weights_folder
 from qkvmt.pipeline.intervene import bracketed, edits_of, intervene
+from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.model.test_weights_folder import nontrivial_model
-from tests.test_bad_input import run_script, user_error
 
 SENTENCE = "w1 w2 w3 w4 w5"
 

@@ -6,7 +6,6 @@ import functools
 import json
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 from unittest.mock import patch
@@ -22,6 +21,7 @@ from qkvmt.pipeline.train import train
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.hardware import Hardware, choose_precision, detect
 from qkvmt.training.progress import StepProgress
+from tests.commandline import run_python, start_python
 from tests.conftest import (
     MULTI30K,
     ROOT,
@@ -136,11 +136,6 @@ def test_training_from_a_hugging_face_dataset_offline(tmp_path):
     assert metrics["n"] == len(hyps) == len((files / "val.en").read_text().splitlines())
 
 
-def run_script(*args: str, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 def cli(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("paths.output_dir")]
 
@@ -148,13 +143,14 @@ def cli(overrides: list[str]) -> list[str]:
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu(corpus, tmp_path):
     out = tmp_path / "ddp"
-    r = run_script(
+    r = start_python(
         "scripts/train.py",
         *cli(tiny_overrides(corpus, out, steps=6, val_every=3)),
         "trainer.accelerator=cpu",
         "trainer.devices=2",
         "trainer.strategy=ddp",
         f"hydra.run.dir={out}",
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "checkpoints" / "last.ckpt").exists() and (out / "train_metrics.json").exists()
@@ -196,7 +192,7 @@ def test_a_run_closes_the_process_group_it_formed_however_it_ends(corpus, tmp_pa
 @pytest.mark.slow
 def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
     sweep = tmp_path / "sweep"
-    r = run_script(
+    r = run_python(
         "scripts/train.py",
         "-m",
         *cli(tiny_overrides(corpus, tmp_path, steps=2, val_every=2)),
@@ -210,7 +206,7 @@ def test_multirun_sweeps_into_numbered_folders(corpus, tmp_path):
 
 
 def test_a_missing_data_folder_is_a_one_line_error(tmp_path):
-    r = run_script(  # no download: the missing folder must be reported, not fetched
+    r = run_python(  # no download: the missing folder must be reported, not fetched
         "scripts/train.py",
         *cli(tiny_overrides(tmp_path / "missing", tmp_path)),
         "data.source.download_url=null",
@@ -302,9 +298,8 @@ def test_each_epoch_sees_a_new_batch_order(corpus, tmp_path):
     assert sorted(i for b in seen[0] for i in b) == sorted(i for b in seen[1] for i in b)  # same sentences
 
 
-@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_user_error_inside_a_configured_object_is_one_line(corpus, tmp_path):
-    r = run_script(
+    r = run_python(
         "scripts/train.py",
         *cli(tiny_overrides(corpus, tmp_path)),
         "model.n_heads=3",
@@ -363,8 +358,9 @@ def test_a_cpu_with_native_bf16_trains_in_bf16_and_an_explicit_precision_wins(co
 
 @pytest.mark.slow
 def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
+    # A process of its own: the console of a whole run, every library's output included.
     out = tmp_path / "run"
-    r = run_script("scripts/train.py", *cli(progress_overrides(corpus, out)), f"hydra.run.dir={out}")
+    r = start_python("scripts/train.py", *cli(progress_overrides(corpus, out)), f"hydra.run.dir={out}", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     console = r.stdout + r.stderr  # Hydra's log lines go to stdout, Lightning's to stderr
     assert "Warning" not in console and "💡" not in console, console
@@ -374,10 +370,9 @@ def test_a_run_logged_to_a_file_has_a_clean_console(corpus, tmp_path):
     assert "training ended at step 8" in (out / "train.log").read_text()  # the log file has the progress too
 
 
-@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_without_a_gpu_train_runs_the_cpu_recipe(tmp_path):
-    r = run_script("scripts/train.py", "--cfg", "job", "--resolve", f"hydra.run.dir={tmp_path}")
+    r = run_python("scripts/train.py", "--cfg", "job", "--resolve", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "running experiment=multi30k_de_en_cpu" in r.stderr
     assert "experiment_name: multi30k_de_en_cpu" in r.stdout.splitlines()
@@ -397,10 +392,9 @@ def test_test_checkpoint_lastn_tests_the_average_of_the_final_weights_and_the_la
         torch.testing.assert_close(value, sum(p[key] for p in parts) / 3)
 
 
-@pytest.mark.slow(reason="starts scripts/train.py in a fresh Python, importing torch and Lightning")
 def test_a_bad_test_checkpoint_is_refused_before_anything_is_written(corpus, tmp_path):
     out = tmp_path / "run"
-    r = run_script(
+    r = run_python(
         "scripts/train.py", *cli(tiny_overrides(corpus, out)), "test_checkpoint=lats5", f"hydra.run.dir={out}"
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -1,9 +1,6 @@
 """Translating stdin or one sentence; the shared translate_lines path."""
 
 import io
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -12,7 +9,8 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.loading import load_model
 from qkvmt.pipeline.translate import translate
-from tests.conftest import ROOT, compose_inference
+from tests.commandline import run_script
+from tests.conftest import compose_inference
 
 LINES = ["w1 w2 w3", "", "w7 w8 w9 w10 w11 w12", "w4", "", "w5 w6"]
 
@@ -47,15 +45,7 @@ def test_translate_one_sentence_and_refuse_an_empty_one(trained_run):
 
 def test_translate_script_prints_only_translations_on_stdout(trained_run):
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    r = subprocess.run(
-        [sys.executable, "scripts/translate.py", f"ckpt_path={ckpt}", "decode.beam_size=2"],
-        input="\n".join(LINES) + "\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-    )
+    r = run_script("translate", f"ckpt_path={ckpt}", "decode.beam_size=2", stdin=("\n".join(LINES) + "\n").encode())
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.split("\n")
     assert len(out) == len(LINES) + 1 and out[1] == "" and out[4] == ""
