@@ -34,7 +34,7 @@ EXEMPT = {
 SERVES_FROM_ONE_PASS = {"explore"}
 # What a command may import below the Model: the typed edits it parses from the command line, and
 # the checks the Model's methods run on their arguments, which a command runs before the slow load.
-SETTINGS_BELOW = ("qkvmt.analysis.edit_parser", "qkvmt.analysis.edits", "qkvmt.studies.checks")
+SETTINGS_BELOW = ("qkvmt.analysis.edits", "qkvmt.studies.checks")
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
