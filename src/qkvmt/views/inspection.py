@@ -23,23 +23,12 @@ class HeadInspection(HeadPass, Result):
 
     def to_dict(self) -> dict:
         """inspect.json."""
+        plain = ("kind", "layer", "head", "d_k", "source", "target", "query_tokens", "key_tokens")
         return {
-            "kind": self.kind,
-            "layer": self.layer,
-            "head": self.head,
-            "d_k": self.d_k,
-            "source": self.source,
-            "target": self.target,
-            "query_tokens": self.query_tokens,
-            "key_tokens": self.key_tokens,
-            "q": self.q.tolist(),
-            "k": self.k.tolist(),
-            "v": self.v.tolist(),
+            **{name: getattr(self, name) for name in plain},
+            **{name: getattr(self, name).tolist() for name in ("q", "k", "v")},
             "scores": [[None if np.isneginf(s) else s for s in row] for row in self.scores.tolist()],  # None: masked
-            "weights": self.weights.tolist(),
-            "output": self.output.tolist(),
-            "value_norms": self.value_norms.tolist(),
-            "contributions": self.contributions.tolist(),
+            **{name: getattr(self, name).tolist() for name in ("weights", "output", "value_norms", "contributions")},
             "top_k": [[{"key": t.key, "token": t.token, "weight": t.weight} for t in row] for row in self.top_k],
             "check": self.check,
         }

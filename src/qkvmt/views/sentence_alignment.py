@@ -65,16 +65,9 @@ class SentenceAlignment(Result):
 
     def to_dict(self) -> dict:
         """alignment.json."""
+        plain = ("source", "translation", "forced", "src_tokens", "tgt_tokens", "src_words", "tgt_words")
         return {
-            "source": self.source,
-            "translation": self.translation,
-            "forced": self.forced,
-            "src_tokens": self.src_tokens,
-            "tgt_tokens": self.tgt_tokens,
-            "src_words": self.src_words,
-            "tgt_words": self.tgt_words,
-            "src_word_groups": self.src_word_groups,
-            "tgt_word_groups": self.tgt_word_groups,
+            **{name: getattr(self, name) for name in (*plain, "src_word_groups", "tgt_word_groups")},
             "cross": self.cross.round(6).tolist(),  # [layer][head][target][source]
             "full_context_layer": self.full_context_layer,
             "policy": self.policy,
