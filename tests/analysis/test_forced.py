@@ -2,10 +2,13 @@
 pass, the registry's) read back as maps with one row convention, and a full-context layer read
 for alignment from the same pass."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
+import qkvmt
 import qkvmt.analysis.forced as forced_module
 from qkvmt.analysis.forced import KINDS, AttentionMap, forced_attention, one_pass_signals
 from qkvmt.analysis.signals import SIGNALS
@@ -144,3 +147,26 @@ def test_a_full_context_layer_is_read_from_the_pass_with_its_mask_edited(loaded,
     np.testing.assert_array_equal(
         read.map("cross", WHOLE).layers, plain.map("cross", WHOLE).layers
     )  # whole model: as predicted
+
+
+def test_a_map_without_its_sinks_is_the_softmax_over_the_other_keys():
+    """A head's weights without </s> and punctuation, renormalized, are its softmax over the other
+    keys alone, computed here from the head's own Q and K (Model.inspect); a layer's map is its
+    average renormalized the same way; rows and the label say what was done."""
+    model = qkvmt.load("multi30k-de-en", device="cpu")
+    source, reference = "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.", "A man in an orange hat staring."
+    sa = model.attention(source, reference, signals=["weights"])
+    whole, m = sa.map("cross"), sa.map("cross", drop=("</s>", "punctuation"))
+    keep = [t.lstrip("▁") not in {",", ".", "</s>"} for t in sa.src_tokens]
+    assert sum(keep) == len(keep) - 3 and m.cols == [t for t, k in zip(sa.src_tokens, keep) if k]
+    assert m.rows == whole.rows and m.weights.shape == (*whole.weights.shape[:3], sum(keep))
+    assert m.signal_label == "attention weights without </s>, punctuation (renormalized)"
+    for layer in range(m.weights.shape[0]):
+        for head in (0, m.weights.shape[1] - 1):
+            seen = model.inspect(source, reference, kind="cross", layer=layer, head=head)
+            scores = torch.tensor(seen.q) @ torch.tensor(seen.k).T / math.sqrt(seen.d_k)  # (T, S)
+            torch.testing.assert_close(
+                torch.tensor(m.weights[layer, head]), scores[:, keep].softmax(-1), atol=1e-5, rtol=0
+            )
+    average = whole.layers[..., keep]
+    np.testing.assert_allclose(m.layers, average / average.sum(-1, keepdims=True), atol=1e-6)

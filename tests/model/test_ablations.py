@@ -1,6 +1,7 @@
-"""The attention ablations (ModelConfig's query_projection, value_projection, shared_key_value,
-output_projection): each against an independent computation from the raw weights, on both
-attention paths, in cached decoding, in checkpoints, through the analyses and in training."""
+"""The attention ablations (ModelConfig's query_projection, key_projection, value_projection,
+shared_query_key, shared_key_value, output_projection): each against an independent computation
+from the raw weights, on both attention paths, in cached decoding, in checkpoints, through the
+analyses and in training."""
 
 import json
 import math
@@ -31,11 +32,29 @@ VARIANTS = {
     "no_value": dict(value_projection=False),
     "shared_key_value": dict(shared_key_value=True),
     "no_query": dict(query_projection=False),
+    "no_key": dict(key_projection=False),
+    "shared_query_key": dict(shared_query_key=True),
+    "no_query_key": dict(query_projection=False, key_projection=False),
+    "identity": dict(query_projection=False, key_projection=False, value_projection=False),
     "no_output": dict(output_projection=False),
     "all_three": dict(query_projection=False, value_projection=False, output_projection=False),
 }
 SINGLE_ABLATIONS = [v for v in VARIANTS.values() if len(v) == 1]  # each setting alone
-REMOVED = {"no_value": 1, "shared_key_value": 1, "no_query": 1, "no_output": 1, "all_three": 3}  # (D, D) matrices
+# What makes each variant's Q, K and V, written out from the definitions: the matrix's letter, "." none.
+SOURCES = {
+    "no_value": "qk.",
+    "shared_key_value": "qkk",
+    "no_query": ".kv",
+    "no_key": "q.v",
+    "shared_query_key": "kkv",
+    "no_query_key": "..v",
+    "identity": "...",
+    "no_output": "qkv",
+    "all_three": ".k.",
+}
+WITHOUT_W_O = ("no_output", "all_three")
+# The (D, D) matrices each variant removes from every attention.
+REMOVED = {v: 3 - len(set(s) - {"."}) + (v in WITHOUT_W_O) for v, s in SOURCES.items()}
 EACH = pytest.mark.parametrize("variant", VARIANTS)
 POSITIONS_TOO = pytest.mark.parametrize("positions", POSITIONS)
 
@@ -72,17 +91,20 @@ def split(t: torch.Tensor) -> torch.Tensor:
 def reference(variant: str, module, x: torch.Tensor, y: torch.Tensor, allowed: torch.Tensor):
     """Q, K, V and the attention's output written out for the variant from w_qkv's blocks and
     w_o, independently of the module's code: allowed (B, 1, T_q, T_k) bool, True = may attend."""
-    w, b = module.w_qkv.weight, module.w_qkv.bias
-    blocks = {"no_value": "qk", "shared_key_value": "qk", "no_query": "kv", "all_three": "k"}.get(variant, "qkv")
-    proj = {name: (w[i * D : (i + 1) * D], b[i * D : (i + 1) * D]) for i, name in enumerate(blocks)}
-    assert tuple(w.shape) == (len(blocks) * D, D)
-    linear = lambda t, name: split(t @ proj[name][0].T + proj[name][1])  # noqa: E731
-    q = linear(x, "q") if "q" in proj else split(x)
-    k = linear(y, "k")
-    v = linear(y, "v") if "v" in proj else k if variant == "shared_key_value" else split(y)
+    sources = SOURCES.get(variant, "qkv")
+    blocks = [name for name in "qkv" if name in sources]
+    proj = {}
+    if blocks:
+        w, b = module.w_qkv.weight, module.w_qkv.bias
+        proj = {name: (w[i * D : (i + 1) * D], b[i * D : (i + 1) * D]) for i, name in enumerate(blocks)}
+        assert tuple(w.shape) == (len(blocks) * D, D)
+    else:
+        assert module.w_qkv is None
+    made = lambda t, name: split(t) if name == "." else split(t @ proj[name][0].T + proj[name][1])  # noqa: E731
+    q, k, v = made(x, sources[0]), made(y, sources[1]), made(y, sources[2])
     scores = (q @ k.transpose(-2, -1) / math.sqrt(D // H)).masked_fill(~allowed, float("-inf"))
     heads = (scores.softmax(-1) @ v).transpose(1, 2).reshape(x.size(0), x.size(1), D)  # (B, T_q, D)
-    out = heads if variant in ("no_output", "all_three") else heads @ module.w_o.weight.T + module.w_o.bias
+    out = heads if variant in WITHOUT_W_O else heads @ module.w_o.weight.T + module.w_o.bias
     return q, k, v, out
 
 
@@ -107,12 +129,13 @@ def test_each_variant_computes_what_its_definition_says(variant, kind):
             torch.testing.assert_close(module(*args, **call, need_weights=need_weights)[0], out, atol=1e-5, rtol=0)
     for mine, theirs in zip(ours, (q, k, v)):
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
-    if variant in ("no_value", "all_three"):
-        assert torch.equal(ours[2], split(y))
+    for i, (name, t) in enumerate(zip("qkv", (x, y, y))):
+        if SOURCES.get(variant, "qkv")[i] == ".":  # no projection: the input's own slices, exactly
+            assert torch.equal(ours[i], split(t)), name
     if variant == "shared_key_value":
         assert torch.equal(ours[2], ours[1])
-    if variant in ("no_query", "all_three"):
-        assert torch.equal(ours[0], split(x))
+    if variant == "shared_query_key" and kind == "self":
+        assert torch.equal(ours[0], ours[1])  # one projection of one input: the scores are symmetric
 
 
 def test_shared_keys_and_values_give_the_values_the_keys_before_their_rotation():
@@ -183,11 +206,14 @@ def test_the_parameter_count_drops_by_exactly_the_removed_matrices(variant):
     full, ablated = make_model(), make_model(variant)
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(full) - count(ablated) == REMOVED[variant] * MODULES * (D * D + D)  # weights and biases
-    blocks = {"no_value": 2, "shared_key_value": 2, "no_query": 2, "no_output": 3, "all_three": 1}[variant]
-    has_w_o = variant not in ("no_output", "all_three")
+    blocks = len(set(SOURCES[variant]) - {"."})
+    has_w_o = variant not in WITHOUT_W_O
     for kind in KINDS:
         for module in attention_modules(ablated, kind):
-            assert module.w_qkv.weight.shape == (blocks * D, D) and module.w_qkv.bias.shape == (blocks * D,)
+            if blocks:
+                assert module.w_qkv.weight.shape == (blocks * D, D) and module.w_qkv.bias.shape == (blocks * D,)
+            else:  # every projection the identity: no matrix at all, not an empty one
+                assert module.w_qkv is None
             assert [tuple(p.shape) for p in module.w_o.parameters()] == ([(D, D), (D,)] if has_w_o else [])
 
 
@@ -195,7 +221,7 @@ def test_the_parameter_count_drops_by_exactly_the_removed_matrices(variant):
 def test_each_stacked_block_is_initialised_as_its_own_square_matrix(variant):
     bound = (6 / (2 * D)) ** 0.5  # Xavier of one (D, D) matrix
     for module in attention_modules(make_model(variant), "encoder"):
-        for block in module.w_qkv.weight.detach().split(D):
+        for block in module.w_qkv.weight.detach().split(D) if module.w_qkv is not None else ():
             assert 0.9 * bound < float(block.abs().max()) <= bound
 
 
@@ -210,7 +236,8 @@ def test_the_default_model_is_the_paper_s():
     assert shapes == {f"{p}.{name}": shape for p in prefixes for name, shape in expected.items()}
 
 
-ABLATION_FIELDS = ("query_projection", "value_projection", "shared_key_value", "output_projection")
+ABLATION_FIELDS = ("query_projection", "key_projection", "value_projection", "shared_query_key", "shared_key_value")
+ABLATION_FIELDS += ("output_projection",)
 
 
 def test_the_bundled_models_and_configurations_older_than_the_ablations_load_as_the_paper_s(tmp_path):
@@ -222,9 +249,9 @@ def test_the_bundled_models_and_configurations_older_than_the_ablations_load_as_
         older = tmp_path / bundled.name
         shutil.copytree(bundled.folder, older)
         stored = json.loads((older / "qkvmt.json").read_text())
-        assert all(k in stored["model_config"] for k in ABLATION_FIELDS)
+        assert "query_projection" in stored["model_config"]  # the bundled models know the first ablations
         for k in ABLATION_FIELDS:
-            del stored["model_config"][k]
+            stored["model_config"].pop(k, None)
         (older / "qkvmt.json").write_text(json.dumps(stored))
         again, _, meta = load_model(older)
         assert not any(k in meta.model_config for k in ABLATION_FIELDS) and again.cfg.ablations() == []
@@ -236,9 +263,10 @@ def test_the_bundled_models_and_configurations_older_than_the_ablations_load_as_
 
 
 def test_contradictory_settings_are_one_line_user_errors():
-    with pytest.raises(UserError, match=r"model\.shared_key_value=true .* model\.value_projection=false") as e:
-        ModelConfig(vocab_size=10, shared_key_value=True, value_projection=False)
-    assert "\n" not in str(e.value)
+    for shared, other in (("shared_key_value", "value"), ("shared_key_value", "key"), ("shared_query_key", "query")):
+        with pytest.raises(UserError, match=rf"model\.{shared}=true .* model\.{other}_projection=false") as e:
+            ModelConfig(vocab_size=10, **{shared: True, f"{other}_projection": False})
+        assert "\n" not in str(e.value)
     with pytest.raises(UserError, match=r"model\.output_projection='no': give true or false"):
         ModelConfig(vocab_size=10, output_projection="no")
 
@@ -290,7 +318,7 @@ def test_a_checkpoint_round_trip_gives_the_same_model(variant, tmp_path):
 def test_a_checkpoint_without_the_settings_loads_as_the_paper_s_model(tmp_path):
     model, ckpt, _ = saved(None, tmp_path)
     raw = torch.load(ckpt, weights_only=True)
-    for name in ("query_projection", "value_projection", "shared_key_value", "output_projection"):
+    for name in ABLATION_FIELDS:
         del raw["qkvmt"]["model_config"][name]
     torch.save(raw, tmp_path / "old.ckpt")
     old, _, _ = load_model(tmp_path / "old.ckpt")

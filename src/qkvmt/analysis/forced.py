@@ -31,6 +31,7 @@ from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
+from qkvmt.text.sinks import renormalized_without, sink_columns
 from qkvmt.text.tokenizer import encode, encode_target, target_side
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class AttentionMap:
     cols: list[str]  # the keys
     signal: str = "weights"  # a registered signal (qkvmt.analysis.signals.SIGNALS)
     layer_maps: np.ndarray | None = None  # (L, rows, cols): each layer as a whole, if not its heads' average
+    dropped: tuple[str, ...] = ()  # the sinks left out of the columns, the rows renormalized (`without`)
 
     @property
     def label(self) -> str:
@@ -55,7 +57,19 @@ class AttentionMap:
 
     @property
     def signal_label(self) -> str:
-        return SIGNALS[self.signal].label
+        label = SIGNALS[self.signal].label
+        return f"{label} without {', '.join(self.dropped)} (renormalized)" if self.dropped else label
+
+    def without(self, drop) -> "AttentionMap":
+        """This map without the key columns `drop` names (qkvmt.text.sinks: "</s>", "punctuation",
+        or any token), each row rescaled to keep its total: the weights of each query sum to 1 again,
+        spread over what is left. Rows are unchanged, so a map of a target word still reads as one."""
+        columns = sink_columns(self.cols, drop)
+        drop = (drop,) if isinstance(drop, str) else tuple(drop)
+        heads = None if self.weights is None else renormalized_without(self.weights, columns)
+        layers = renormalized_without(self.layers, columns)
+        cols = [c for c, gone in zip(self.cols, columns) if not gone]
+        return replace(self, weights=heads, cols=cols, layer_maps=layers, dropped=self.dropped + drop)
 
     @property
     def layers(self) -> np.ndarray:
@@ -138,7 +152,9 @@ class ForcedPass:
     def signals(self) -> list[str]:
         return list(self.signal_maps)
 
-    def map(self, kind: str, signal: str = "weights") -> AttentionMap:
+    def map(self, kind: str, signal: str = "weights", drop=()) -> AttentionMap:
+        """One signal's maps of one kind; drop: key columns left out, the rows renormalized
+        (AttentionMap.without), e.g. drop=("</s>", "punctuation")."""
         maps = self.signal_maps.get(signal, {}).get(kind)
         if maps is None:
             held = [
@@ -147,11 +163,12 @@ class ForcedPass:
             ]
             raise ValueError(f"no {signal!r} maps of {kind} attention here: it holds {', '.join(held)}")
         rows, cols = row_col_labels(kind, self.src_tokens, self.tgt_tokens, self.out_tokens)
-        return AttentionMap(kind, maps.heads, rows, cols, signal, maps.layers)
+        whole = AttentionMap(kind, maps.heads, rows, cols, signal, maps.layers)
+        return whole.without(drop) if drop else whole
 
-    def maps(self, signal: str = "weights") -> list[AttentionMap]:
-        """The maps of every kind this signal covers."""
-        return [self.map(kind, signal) for kind in KINDS if kind in self.signal_maps.get(signal, {})]
+    def maps(self, signal: str = "weights", drop=()) -> list[AttentionMap]:
+        """The maps of every kind this signal covers (drop: as `map`'s)."""
+        return [self.map(kind, signal, drop) for kind in KINDS if kind in self.signal_maps.get(signal, {})]
 
     def adding(self, other: "ForcedPass") -> "ForcedPass":
         """This pass with the signals `other` (a pass of the same pair) holds beside its own, in the

@@ -9,7 +9,6 @@ through the layer's `heads` site (qkvmt.analysis.trace.edited) while the `masked
 decoding, search and forced passes all see it without a change to their code.
 """
 
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +16,8 @@ import torch
 
 from qkvmt.analysis.trace import KINDS, attention_modules, edited
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.tokenizer import EOS, WORD_START
+from qkvmt.text.sinks import is_punctuation
+from qkvmt.text.tokenizer import EOS
 
 Head = tuple[str, int, int]  # (kind, layer, head)
 OFFSETS = (-1, 0, 1)  # the relative positions a positional head keeps to (Voita et al.: previous, same, next)
@@ -45,11 +45,6 @@ def masked(model: Transformer, heads: list[Head]):
             keep[h * module.d_k : (h + 1) * module.d_k] = 0
         edits[(kind, layer, "heads")] = lambda t, keep=keep: t * keep.to(t.device, t.dtype)
     return edited(model, edits)
-
-
-def is_punctuation(token: str) -> bool:
-    text = token.replace(WORD_START, "")
-    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
 @dataclass

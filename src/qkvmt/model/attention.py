@@ -6,11 +6,14 @@ Self-attention is `forward(x)` (y = x); cross-attention is `forward(x, memory)`.
 are made in one place, `head_projections`, which also applies the module's position transform
 (RotaryPositions, if the model uses rotary positions) to self-attention's queries and keys.
 
-The classic ablations are options of this class (ModelConfig's query_projection, value_projection,
-shared_key_value, output_projection); a projection left out has no weights:
+The classic ablations are options of this class (ModelConfig's query_projection, key_projection,
+value_projection, shared_query_key, shared_key_value, output_projection), given to it as `sources`:
+which projection makes each of Q, K and V. A projection left out has no weights:
 
     no W_Q:           Q = x, split into heads (head h reads x's columns h·d_k .. (h+1)·d_k - 1)
+    no W_K:           K = y, split into heads; with no W_Q either, a score is x_i · y_j itself
     no W_V:           V = y, split into heads
+    shared W_Q, W_K:  Q = x W_K, so a score is x_i W_K (y_j W_K)ᵀ, symmetric in self-attention
     shared W_K, W_V:  V = y W_K, the keys before any positions
     no W_O:           the output is the heads' outputs side by side
 
@@ -138,8 +141,11 @@ class MultiHeadAttention(nn.Module):
     nn.MultiheadAttention, so self-attention projects Q, K and V in one matrix product and
     cross-attention K and V in one; w_o (D, D) maps the heads' outputs, side by side, back.
 
-    Ablations (the module docstring): without W_Q or W_V, w_qkv stacks only the blocks in use,
-    (nD, D) in `blocks`' order; w_o=None puts an identity in W_O's place.
+    Ablations (the module docstring): `sources` names the projection that makes each of Q, K and V,
+    in that order: "q", "k" or "v" for W_Q, W_K or W_V, "." for none (the input's own slices); the
+    paper's "qkv", no W_V "qk.", W_K = W_V "qkk", W_Q = W_K "kkv", every projection the identity "...".
+    w_qkv stacks the blocks in use, (nD, D) in q, k, v order (`blocks`), and is None where none is;
+    w_o=None puts an identity in W_O's place.
 
     positions: a transform of per-head queries and keys, `positions(t, offset)` for rows t
     (B, H, T, d_k) at positions offset.., e.g. RotaryPositions; self-attention only, since it
@@ -154,21 +160,22 @@ class MultiHeadAttention(nn.Module):
     def __init__(
         self,
         n_heads: int,
-        w_qkv: nn.Linear,
+        w_qkv: nn.Linear | None,
         w_o: nn.Linear | None,
         dropout: float = 0.0,
         positions: nn.Module | None = None,
-        query_projection: bool = True,
-        value_projection: bool = True,
-        shared_key_value: bool = False,
+        sources: str = "qkv",
+        d_model: int | None = None,
     ):
         super().__init__()
-        d_model = w_qkv.in_features
-        assert value_projection or not shared_key_value, "shared_key_value needs value_projection"
-        # The projections w_qkv holds, one (D, D) block each, in this order: W_Q, W_K (always), W_V.
-        self.blocks = "q" * query_projection + "k" + "v" * (value_projection and not shared_key_value)
-        self.shared_key_value = shared_key_value
-        assert w_qkv.out_features == len(self.blocks) * d_model, f"w_qkv must be ({len(self.blocks)}D, D)"
+        assert len(sources) == 3 and set(sources) <= set("qkv."), f"sources {sources!r}: three of q, k, v or ."
+        self.sources = dict(zip("qkv", sources))  # Q, K, V -> the projection that makes it, "." for none
+        self.blocks = "".join(p for p in "qkv" if p in sources)  # the (D, D) blocks w_qkv stacks, in this order
+        d_model = w_qkv.in_features if w_qkv is not None else d_model
+        assert d_model is not None, "without w_qkv, give d_model"
+        assert (w_qkv.out_features if w_qkv is not None else 0) == len(self.blocks) * d_model, (
+            f"w_qkv must be ({len(self.blocks)}D, D), or None for no blocks"
+        )
         assert w_o is None or w_o.in_features == d_model, "w_o must be (·, D)"
         assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
         self.n_heads = n_heads
@@ -206,21 +213,23 @@ class MultiHeadAttention(nn.Module):
 
     def _per_head(self, x: Tensor, names: str, heads: list[int] | None) -> list[Tensor]:
         """Q, K or V (`names`, in that order) per head, each (B, H', T, d_k), from one input x
-        (B, T, D): those w_qkv holds in one matrix product; shared W_K and W_V, the keys' projection
-        again as the values (before any positions); no W_Q or W_V, x's own slices."""
-        projected = "".join(name for name in names if name in self.blocks)
-        made = {}
+        (B, T, D): each projection they need once, together in one matrix product (a shared one
+        serves each of its names, before any positions); with none, x's own slices."""
+        used = [self.sources[name] for name in names]
+        projected = "".join(p for p in self.blocks if p in used)
+        made = {".": None}
         if projected:
-            made = dict(zip(projected, self._heads(x, self._rows(projected, heads)).chunk(len(projected), dim=1)))
-        if self.shared_key_value and "v" in names:
-            made["v"] = made["k"]
-        return [made[name] if name in made else self._slices(x, heads) for name in names]
+            made |= dict(zip(projected, self._heads(x, self._rows(projected, heads)).chunk(len(projected), dim=1)))
+        return [self._slices(x, heads) if p == "." else made[p] for p in used]
 
     def output_weight(self) -> Tensor:
         """W_O, (D_out, D); the identity where the module has none (its output is the heads' outputs)."""
         if isinstance(self.w_o, nn.Linear):
             return self.w_o.weight
-        return torch.eye(self.d_model, dtype=self.w_qkv.weight.dtype, device=self.w_qkv.weight.device)
+        like = next(self.parameters(), None)  # none at all where every projection is the identity
+        return (
+            torch.eye(self.d_model) if like is None else torch.eye(self.d_model, dtype=like.dtype, device=like.device)
+        )
 
     def head_projections(
         self,

@@ -12,7 +12,9 @@ ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 # The attention's ablation settings at their defaults: W_Q, W_K, W_V and W_O each of its own, as in the paper.
 ATTENTION_DEFAULTS = {
     "query_projection": True,
+    "key_projection": True,
     "value_projection": True,
+    "shared_query_key": False,
     "shared_key_value": False,
     "output_projection": True,
 }
@@ -35,7 +37,9 @@ class ModelConfig:
     positions: str = "sinusoidal"  # or "rotary" (qkvmt.model.positions); checkpoints without it are sinusoidal
     # Attention ablations (qkvmt.model.attention); the defaults are the paper's, and checkpoints without them:
     query_projection: bool = True  # False: no W_Q, each head's queries are its slice of the query input
+    key_projection: bool = True  # False: no W_K, each head's keys are its slice of the key input
     value_projection: bool = True  # False: no W_V, each head's values are its slice of the key input
+    shared_query_key: bool = False  # True: one projection, W_K, gives both the queries and the keys
     shared_key_value: bool = False  # True: one projection, W_K, gives both the keys and the values
     output_projection: bool = True  # False: no W_O, the heads' outputs side by side are the attention's output
     # What a model imported from another toolkit (qkvmt.hf) differs in; the defaults are qkvmt's own, so every
@@ -94,11 +98,26 @@ class ModelConfig:
                 f"model.tgt_vocab_size={self.tgt_vocab_size} differs from model.vocab_size={self.vocab_size}: "
                 "one shared embedding cannot hold both; set model.tie_embeddings=false"
             )
-        if self.shared_key_value and not self.value_projection:
-            raise UserError(
-                "model.shared_key_value=true gives the values W_K's projection, model.value_projection=false "
-                "gives them none: set one of the two"
-            )
+        for shared, other in (
+            ("shared_query_key", "query"),
+            ("shared_query_key", "key"),
+            ("shared_key_value", "key"),
+            ("shared_key_value", "value"),
+        ):
+            if getattr(self, shared) and not getattr(self, f"{other}_projection"):
+                raise UserError(
+                    f"model.{shared}=true shares W_K, model.{other}_projection=false leaves the {other}s no "
+                    "projection: set one of the two"
+                )
+
+    @property
+    def attention_sources(self) -> str:
+        """The projection that makes each of Q, K and V ("q", "k", "v" for W_Q, W_K, W_V; "." for none),
+        as MultiHeadAttention takes it: "qkv" for the paper's attention."""
+        q = "." if not self.query_projection else "k" if self.shared_query_key else "q"
+        k = "k" if self.key_projection else "."
+        v = "." if not self.value_projection else "k" if self.shared_key_value else "v"
+        return q + k + v
 
     def ablations(self) -> list[str]:
         """The attention settings that differ from the paper's, as `model.<name>=<value>` (empty if none)."""

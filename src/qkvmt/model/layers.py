@@ -65,17 +65,16 @@ class AttentionBlock(Residual):
 def attention(cfg: ModelConfig, positions: nn.Module | None = None) -> MultiHeadAttention:
     """Multi-head attention of cfg's width and heads, with fresh biased projections: those cfg's
     ablation settings keep (w_qkv stacks one (D, D) block for each of W_Q, W_K, W_V in use)."""
-    d = cfg.d_model
-    blocks = 1 + cfg.query_projection + (cfg.value_projection and not cfg.shared_key_value)  # W_K always
+    d, sources = cfg.d_model, cfg.attention_sources
+    blocks = len(set(sources) - {"."})
     return MultiHeadAttention(
         cfg.n_heads,
-        nn.Linear(d, blocks * d),
+        nn.Linear(d, blocks * d) if blocks else None,
         nn.Linear(d, d) if cfg.output_projection else None,
         cfg.attention_dropout,
         positions,
-        query_projection=cfg.query_projection,
-        value_projection=cfg.value_projection,
-        shared_key_value=cfg.shared_key_value,
+        sources=sources,
+        d_model=d,
     )
 
 

@@ -1,0 +1,40 @@
+"""Attention sinks: tokens that take much of an attention's mass without being a word of the
+sentence's content. In trained translation models `</s>`, punctuation and language tags take most
+of the cross-attention weight, so a map read as "which source word each target word looks at"
+misleads unless that mass is set aside. A sink is named as a class ("punctuation": a token of
+punctuation characters only, the word-start mark aside) or as a token itself ("</s>", "__de__")."""
+
+import unicodedata
+
+import numpy as np
+
+from qkvmt.text.tokenizer import WORD_START
+
+PUNCTUATION = "punctuation"
+SINKS = ("</s>", PUNCTUATION)  # what `drop=` leaves out when asked for the usual sinks
+
+
+def is_punctuation(token: str) -> bool:
+    text = token.replace(WORD_START, "")
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
+
+
+def sink_columns(tokens: list[str], drop) -> np.ndarray:
+    """(len(tokens),) bool: True where the token is one of `drop` (a class name or a token)."""
+    drop = (drop,) if isinstance(drop, str) else tuple(drop)
+    if not drop or not all(isinstance(d, str) and d for d in drop):
+        raise ValueError(f"drop={drop!r}: name tokens to leave out, e.g. drop=('</s>', 'punctuation')")
+    literal = set(drop) - {PUNCTUATION}
+    return np.array([t in literal or (PUNCTUATION in drop and is_punctuation(t)) for t in tokens], dtype=bool)
+
+
+def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
+    sum over what is left: a row of weights sums to 1 again. A row whose whole mass was on the
+    dropped columns is left at 0."""
+    kept = maps[..., ~columns]
+    if kept.size and kept.min() < 0:
+        raise ValueError("only maps of shares (no negative values) can be renormalized without some columns")
+    before, after = maps.sum(axis=-1, keepdims=True), kept.sum(axis=-1, keepdims=True)
+    scale = np.divide(before, after, out=np.zeros_like(after), where=after > 0)
+    return kept * scale
