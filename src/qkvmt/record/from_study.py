@@ -19,7 +19,7 @@ STUDY_FILES = ("study.json", "sinks.json")  # what a study's folder holds, one o
 # A study's entry: (its id's prefix, the record key of its figures, what of the study it keeps, what it measured)
 KINDS = {
     "lens": ("lens", "lens", LENS_KEPT, "DecoderLens, the decoder reading each encoder depth"),
-    "sinks": ("sinks", "sinks", SINKS_KEPT, "cross-attention's share on </s> and punctuation, forced and free"),
+    "sinks": ("sinks", "sinks", SINKS_KEPT, "cross-attention's share on `</s>` and punctuation, forced and own"),
 }
 KEYS_AND_VALUES = ("kv-study", "kv_study", KEPT, "the swap and patch studies of keys and values")
 

@@ -98,9 +98,13 @@ def sink_plot(studies: dict[str, dict], path, title: str = "") -> None:
     """Each cross-attention head's share on `</s>` (solid) and on punctuation (stacked, pale), forced
     on the references and over the model's own translation side by side; one panel a model
     (studies: {model: a result}), the heads grouped by layer."""
-    fig = _figure((9, 0.4 + 2.8 * len(studies) + (0.4 if title else 0)))
+    fig = _figure((9, 0.4 + 2.4 * len(studies) + (0.4 if title else 0)))
     axes = fig.subplots(len(studies), 1, squeeze=False)[:, 0]
     width = 0.4
+    # One scale for every panel, with room for the legend: shares are often a small part of a row.
+    top = min(
+        1.0, 1.4 * max(s["sinks"] for sinks in studies.values() for r in READINGS for _, _, s in each_head(sinks, r))
+    )
     for ax, (model, sinks) in zip(axes, studies.items()):
         layers = np.array([layer for layer, _, _ in each_head(sinks, READINGS[0])])  # (heads,)
         x = np.arange(len(layers)) + 0.6 * layers  # a gap between layers
@@ -118,7 +122,7 @@ def sink_plot(studies: dict[str, dict], path, title: str = "") -> None:
                 label=f"{LEGEND[reading]}: punctuation",
             )
         ax.set_xticks(x, [f"L{layer} h{h}" for layer, h, _ in each_head(sinks, READINGS[0])], fontsize=7)
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, top)
         ax.set_ylabel("share of a row's weight")
         ax.set_title(model, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
