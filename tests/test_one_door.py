@@ -19,6 +19,7 @@ DOOR = {
     "intervene": ("intervene", "study", "lens_study"),
     "heads": ("heads",),
     "faithfulness": ("faithfulness",),
+    "sinks": ("sinks",),
 }
 EXEMPT = {
     "train": "makes a model from data: there is no model to ask yet",

@@ -19,6 +19,7 @@ and over many sentences, or with a model of the other direction (qkvmt.studies.m
     model.faithfulness(sources, references)                            # which signal describes what the model did
     model.study(sources, "both")                                       # what keys and values are for
     model.lens_study(sources, references)                              # what each encoder depth knows
+    model.sinks(sources, references)                                   # cross-attention's mass on </s> and punctuation
 
 Every result is a typed object that shows itself in a notebook with the page its command
 writes, and saves itself (`result.save(folder)`, or one file: `result.save("x.html")`). The

@@ -105,6 +105,13 @@ COMMANDS = {
             "ckpt_path=multi30k-de-en n=100",
         ),
         Command(
+            "sinks",
+            "qkvmt.pipeline.sinks:sinks",
+            "sinks",
+            "cross-attention's share on </s> and punctuation, forced on references and over its own translations",
+            "ckpt_path=multi30k-de-en split=test",
+        ),
+        Command(
             "export",
             "qkvmt.pipeline.export:export",
             "export",

@@ -41,6 +41,7 @@ def drawn(trained_run, out, *extra):
             "swap.b=1",
             "tour=null",
             "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
+            "sinks_record=null",  # likewise: tests/pipeline/test_sinks.py
             *extra,
         )
     )

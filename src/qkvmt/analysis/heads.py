@@ -16,7 +16,7 @@ import torch
 
 from qkvmt.analysis.trace import KINDS, attention_modules, edited
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.sinks import is_punctuation
+from qkvmt.text.sinks import PUNCTUATION, mass_on, sink_columns
 from qkvmt.text.tokenizer import EOS
 
 Head = tuple[str, int, int]  # (kind, layer, head)
@@ -72,8 +72,8 @@ def profile(weights: list[np.ndarray], key_tokens: list[list[str]], positional: 
         if not w.size:
             continue
         entropy += float(-(w * np.log(np.clip(w, 1e-12, None))).sum())
-        eos += float(w[:, [k == EOS for k in keys]].sum())
-        punct += float(w[:, [is_punctuation(k) for k in keys]].sum())
+        eos += float(mass_on(w, sink_columns(keys, EOS)))
+        punct += float(mass_on(w, sink_columns(keys, PUNCTUATION)))
         offsets += (w.argmax(axis=1) - np.arange(len(w))).tolist()
         rows += len(w)
     counts = {o: offsets.count(o) for o in OFFSETS}

@@ -16,6 +16,7 @@ from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.record import runs
 from qkvmt.text.sources import required_text
 from qkvmt.views.figures import depth_plot
+from qkvmt.views.sinks import sink_plot
 from qkvmt.views.tutorial import draw
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ def figures(cfg: DictConfig) -> dict:
             log.warning("left out explorer.png: %s", e)
     if cfg.lens_record:
         files["decoder_lens.png"] = draw_lens(Path(cfg.lens_record), out / "decoder_lens.png")
+    if cfg.sinks_record:
+        files["sinks.png"] = draw_sinks(Path(cfg.sinks_record), out / "sinks.png")
     if cfg.tour:
         try:
             files["tour.ipynb"] = tour.run_tour(cfg.tour)
@@ -51,14 +54,27 @@ def figures(cfg: DictConfig) -> dict:
     return {"output_dir": str(out), "files": {name: str(path) for name, path in files.items()}, "left_out": left_out}
 
 
+def recorded(record_path: Path, setting: str, key: str, what: str, command: str) -> dict[str, dict]:
+    """{model: the figures of its latest study under `key`} from the record `setting` names."""
+    if not record_path.is_file():
+        raise UserError(f"{setting}={record_path}: no such file; give the record of runs (docs/runs.json) or null")
+    studies = {model: r[key] for model, r in runs.latest_studies(runs.load(record_path), key).items()}
+    if not studies:
+        raise UserError(f"{record_path} records no {what}: run {command}, then add it")
+    return studies
+
+
 def draw_lens(record_path: Path, path: Path) -> Path:
     """chrF per encoder depth of every model's latest DecoderLens study in the record."""
-    if not record_path.is_file():
-        raise UserError(f"lens_record={record_path}: no such file; give the record of runs (docs/runs.json) or null")
-    record = runs.load(record_path)
-    studies = {r["lens_of"]: r["lens"] for r in record["runs"] if "lens_of" in r and r["settings_current"]}
-    if not studies:
-        raise UserError(f"{record_path} records no DecoderLens study: run qkvmt intervene study=lens, then add it")
+    studies = recorded(record_path, "lens_record", "lens", "DecoderLens study", "qkvmt intervene study=lens")
     split = next(iter(studies.values()))["split"]
     depth_plot(studies, path, title=f"DecoderLens, {split}")
+    return path
+
+
+def draw_sinks(record_path: Path, path: Path) -> Path:
+    """Each cross head's share on the sinks, both readings, of every model's latest study in the record."""
+    studies = recorded(record_path, "sinks_record", "sinks", "study of the sinks", "qkvmt sinks")
+    split = next(iter(studies.values()))["split"]
+    sink_plot(studies, path, title=f"Where cross-attention's mass goes, {split}")
     return path

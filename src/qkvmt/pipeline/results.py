@@ -1,5 +1,5 @@
 """results(cfg): the function behind scripts/results.py. Records a run when asked (a training run's
-folder, or a study of keys and values' output folder), then writes the tables of the README,
+folder, or a study's output folder), then writes the tables of the README,
 docs/results.md and the other `pages` from the record, or, with check=true, only says whether they
 are what the record gives."""
 
@@ -29,10 +29,10 @@ def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = 
 def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
     """The run in cfg.add as a record entry, compared with its recipe as it is now: a run whose
     settings differ (an older folder) is recorded and listed, never counted for the recipe. A
-    study's folder (study.json) is recorded as the measurement it is."""
+    study's folder (study.json, sinks.json) is recorded as the measurement it is."""
     text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
-    if (Path(cfg.add) / "study.json").is_file():
-        del text["torch"]  # study.json says which torch ran it
+    if from_study.study_file(Path(cfg.add)):
+        del text["torch"]  # the study's file says which torch ran it
         return from_study.entry(
             Path(cfg.add), **text, disturbed=cfg.disturbed, taken_ids={r["id"] for r in record["runs"]}
         )

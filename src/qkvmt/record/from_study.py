@@ -1,8 +1,10 @@
-"""A record entry from the output folder of a study (`qkvmt intervene study=...`): of keys and
-values (Model.study, qkvmt.studies.kv) or DecoderLens's (study=lens, Model.lens_study, qkvmt.studies.depths).
-Its study.json holds the model, the sentences, the machine it ran on, the date and the time; the
-entry keeps the figures docs/attention.md shows (`kv_study`, read by qkvmt.record.kv_study_table,
-or `lens`, read by qkvmt.record.lens_table) and names its model in `kv_study_of` or `lens_of`."""
+"""A record entry from the output folder of a study: of keys and values (`qkvmt intervene
+study=...`, Model.study, qkvmt.studies.kv), DecoderLens's (study=lens, Model.lens_study,
+qkvmt.studies.depths), or of where cross-attention's mass goes (`qkvmt sinks`, Model.sinks,
+qkvmt.studies.sinks). Its study.json (sinks.json) holds the model, the sentences, the machine it
+ran on, the date and the time; the entry keeps the figures the docs show under the study's key
+(`kv_study`, read by qkvmt.record.kv_study_table; `lens`, by qkvmt.record.lens_table; `sinks`, by
+qkvmt.record.sinks_table) and names its model in that key with `_of` (`kv_study_of`, ...)."""
 
 import re
 from pathlib import Path
@@ -12,6 +14,19 @@ from qkvmt.record.from_folder import describe, free_id, read_json
 DEFAULT_SPLIT, DEFAULT_SUBSTITUTES = "test_2016_flickr", 5  # conf/intervene.yaml's
 KEPT = ("model", "split", "n", "skipped", "substitutes", "swap", "patch")  # what the tables read
 LENS_KEPT = ("model", "split", "n", "depths", "signatures")
+SINKS_KEPT = ("model", "split", "n", "rows", "readings")
+STUDY_FILES = ("study.json", "sinks.json")  # what a study's folder holds, one of them
+# A study's entry: (its id's prefix, the record key of its figures, what of the study it keeps, what it measured)
+KINDS = {
+    "lens": ("lens", "lens", LENS_KEPT, "DecoderLens, the decoder reading each encoder depth"),
+    "sinks": ("sinks", "sinks", SINKS_KEPT, "cross-attention's share on `</s>` and punctuation, forced and own"),
+}
+KEYS_AND_VALUES = ("kv-study", "kv_study", KEPT, "the swap and patch studies of keys and values")
+
+
+def study_file(folder: Path) -> Path | None:
+    """The study's file in `folder`, if it is a study's output folder."""
+    return next((Path(folder) / name for name in STUDY_FILES if (Path(folder) / name).is_file()), None)
 
 
 def rounded(value, digits: int = 6):
@@ -33,7 +48,8 @@ def command(study: dict) -> str:
     env = f"OMP_NUM_THREADS={threads} " if threads < (study["machine"]["cores"] or threads) else ""
     extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
     extra += [f"substitutes={study['substitutes']}"] if study.get("substitutes", 5) != DEFAULT_SUBSTITUTES else []
-    head = f"{env}qkvmt intervene study={study['study']} ckpt_path={study['model']}"
+    name = "qkvmt sinks" if study["study"] == "sinks" else f"qkvmt intervene study={study['study']}"
+    head = f"{env}{name} ckpt_path={study['model']}"
     return " ".join([head, *extra, f"n={study['n']}"])
 
 
@@ -48,19 +64,16 @@ def entry(
     taken_ids=(),
 ) -> tuple[dict, dict]:
     """(entry, the hardware class it needs) for the study in `folder`."""
-    study = read_json(Path(folder) / "study.json", "give add= the output folder of a study (qkvmt intervene study=...)")
-    machine, prefix = study["machine"], "lens" if study["study"] == "lens" else "kv-study"
+    path = study_file(folder) or Path(folder) / STUDY_FILES[0]
+    study = read_json(path, "give add= the output folder of a study (qkvmt intervene study=..., qkvmt sinks)")
+    machine, (prefix, key, kept, measured) = study["machine"], KINDS.get(study["study"], KEYS_AND_VALUES)
     hw = machine["hardware"]
     cores = machine["cores"] if hw["device"] == "cpu" else None
     text, cls, label = describe(hw, cores, machine["amx"])
     run = {
         "id": id or free_id(f"{prefix}-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
         "kind": "measurement",
-        "what": (
-            f"DecoderLens, the decoder reading each encoder depth, {study['model']}, {study['split']}"
-            if study["study"] == "lens"
-            else f"the swap and patch studies of keys and values, {study['model']}, {study['split']}"
-        ),
+        "what": f"{measured}, {study['model']}, {study['split']}",
         "command": command(study),
         "hardware": hardware or text,
         "hardware_class": cls,
@@ -78,10 +91,7 @@ def entry(
             *({"label": f"{k}, time", "value": round(v), "unit": "s"} for k, v in study["seconds"].items()),
         ],
     }
-    if study["study"] == "lens":
-        run |= {"lens_of": study["model"], "lens": rounded({k: study[k] for k in LENS_KEPT})}
-    else:
-        run |= {"kv_study_of": study["model"], "kv_study": rounded({k: study[k] for k in KEPT if k in study})}
+    run |= {f"{key}_of": study["model"], key: rounded({k: study[k] for k in kept if k in study})}
     if conditions:
         run["conditions"] = conditions
     return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}

@@ -4,12 +4,12 @@ bears on the time, not on the figures), and its tables as study.md draws them
 (qkvmt.views.kv_study)."""
 
 from qkvmt.record.markdown import command, duration
+from qkvmt.record.runs import latest_studies
 from qkvmt.views.kv_study import tables
 
 
 def kv_study(record: dict) -> str:
-    # What shared the machine bears on the time only, so a disturbed study still shows: its line says so.
-    latest = {r["kv_study_of"]: r for r in record["runs"] if "kv_study_of" in r and r["settings_current"]}
+    latest = latest_studies(record, "kv_study")
     if not latest:
         return "No study of keys and values is recorded yet."
     return "\n\n".join(f"{study_line(model, r)}\n\n{tables(r['kv_study'])}" for model, r in latest.items())

@@ -4,12 +4,12 @@ translations the decoder makes from each encoder depth, against the references a
 model's own, drawn as study.md draws them (views.study's `depth_table`)."""
 
 from qkvmt.record.kv_study_table import study_line
+from qkvmt.record.runs import latest_studies
 from qkvmt.views.study import depth_table
 
 
 def lens(record: dict) -> str:
-    # What shared the machine bears on the time only, so a disturbed study still shows: its line says so.
-    latest = {r["lens_of"]: r for r in record["runs"] if "lens_of" in r and r["settings_current"]}
+    latest = latest_studies(record, "lens")
     if not latest:
         return "No DecoderLens study is recorded yet."
     return "\n\n".join(f"{study_line(model, r)}\n\n{depth_table(r['lens'])}" for model, r in latest.items())

@@ -13,8 +13,8 @@ model.positions=rotary, on the CPU recipes' runs from before rotary became their
 benchmark or measurement adds a list of labelled `figures`. A faithfulness measurement (figures labelled
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
-keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`
-(qkvmt.record.from_study)."""
+keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`,
+a study of where cross-attention's mass goes in `sinks_of` and `sinks` (qkvmt.record.from_study)."""
 
 import json
 from pathlib import Path
@@ -34,6 +34,8 @@ COMMON = (
     "disturbed",
     "how_measured",
 )
+# A study's figures and its model: under the key and the key with "_of" (qkvmt.record.from_study)
+STUDIES = {"kv_study": "a study of keys and values", "lens": "a DecoderLens study", "sinks": "a study of the sinks"}
 DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading
 BY_KIND = {
     "train": ("experiment", "overrides", "settings", "steps", "test"),
@@ -85,15 +87,20 @@ def check(record: dict, where: str) -> None:
                     raise UserError(f"{name}: each figure needs a label and a numeric value")
             if any(f["label"].startswith(DELETION) for f in run["figures"]) and not run.get("faithfulness_of"):
                 raise UserError(f"{name}: a faithfulness measurement needs faithfulness_of, the model it measured")
-            if ("kv_study" in run) != bool(run.get("kv_study_of")):
-                raise UserError(f"{name}: a study of keys and values needs both kv_study and kv_study_of, its model")
-            if ("lens" in run) != bool(run.get("lens_of")):
-                raise UserError(f"{name}: a DecoderLens study needs both lens and lens_of, its model")
+            for key, study in STUDIES.items():
+                if (key in run) != bool(run.get(f"{key}_of")):
+                    raise UserError(f"{name}: {study} needs both {key} and {key}_of, its model")
     for run in record["runs"]:
         for block in run.get("alignment", []):
             other = block.get("with_run")
             if other is not None and other not in seen:
                 raise UserError(f"{where}, run {run['id']}: alignment with_run {other!r} is not a run of the record")
+
+
+def latest_studies(record: dict, key: str) -> dict[str, dict]:
+    """{model: its latest entry of the study under `key` (one of STUDIES) at the current settings}.
+    What shared the machine bears on the time only, so a disturbed study still counts: its line says so."""
+    return {r[f"{key}_of"]: r for r in record["runs"] if f"{key}_of" in r and r["settings_current"]}
 
 
 def add(record: dict, entry: dict, classes: dict | None = None) -> dict:

@@ -9,6 +9,7 @@ from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
 from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, train_command
+from qkvmt.record.sinks_table import sinks
 from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
 from qkvmt.views.markdown import table
 
@@ -184,7 +185,7 @@ def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     shown_in: the page table of the entries that name it in their `shown_in` (None: of those
     that name none), so a measurement can stand beside what it measures."""
     parts = []
-    own_tables = ("faithfulness_of", "kv_study_of", "lens_of")
+    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of")
     kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
     for g in groups(kept, kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
@@ -224,6 +225,7 @@ TABLES = {
     "faithfulness": faithfulness,
     "kv-study": kv_study,
     "lens": lens,
+    "sinks": sinks,
     "ablations": ablations,
     "methods": methods,
     "signals": registry.signals,

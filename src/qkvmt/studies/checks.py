@@ -39,6 +39,19 @@ def check_references(sources: list[str], references: list[str], name: str) -> No
         raise UserError(f"{name} has no references to score against: give a split or ref_file with translations")
 
 
+def paired(sources: list[str], references: list[str], n: int) -> list[tuple[str, str]]:
+    """The first n pairs that have both a source and a reference (sinks); an empty list, references
+    of another length or n below 1 is a UserError."""
+    whole_numbers({"n": n})
+    if not sources:
+        raise UserError("sources is empty: give at least one sentence")
+    same_length(references, sources, "references")
+    pairs = [(s, r) for s, r in zip(sources, references) if s.strip() and r.strip()]
+    if not pairs:
+        raise UserError("no pair has both a source and a reference: give sentences with their translations")
+    return pairs[:n]
+
+
 def checked_study(study: str, n: int, substitutes: int) -> tuple[str, ...]:
     """The studies of keys and values `study` names; every bad setting is a UserError, before any work."""
     if study not in STUDIES:
@@ -83,9 +96,9 @@ def read_leaderboard(path) -> list[dict] | None:
 
 
 def same_length(lines: list[str], sources: list[str], what: str) -> None:
-    """A file of references (tokenized ones: `what` names them) with one line per source."""
+    """References (a file of tokenized ones, a list: `what` names them) with one line per source."""
     if len(lines) != len(sources):
-        raise UserError(f"{what} has {len(lines)} lines, the source has {len(sources)}")
+        raise UserError(f"{what} has {len(lines)} lines, the source has {len(sources)}: give one per source")
 
 
 def report_signals(names) -> set[str]:

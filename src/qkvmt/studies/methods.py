@@ -20,6 +20,7 @@ from qkvmt.studies.evaluation import evaluate
 from qkvmt.studies.faithfulness import faithfulness
 from qkvmt.studies.heads import heads
 from qkvmt.studies.kv import kv_study
+from qkvmt.studies.sinks import sinks
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
 from qkvmt.text.sources import required_text
 from qkvmt.views.aer import AERReport
@@ -27,6 +28,7 @@ from qkvmt.views.corpus_alignment import CorpusAlignment
 from qkvmt.views.evaluation import Evaluation
 from qkvmt.views.faithfulness import Faithfulness
 from qkvmt.views.heads import HeadsReport
+from qkvmt.views.sinks import SinkMass
 from qkvmt.views.study import KeyValueStudy, LensStudy
 from qkvmt.views.two_way_alignment import TwoWayAlignment
 
@@ -231,3 +233,11 @@ class StudyMethods:
         (DecoderLens), each depth scored against `references` and against the model's own."""
         src, refs = sentences(sources, "sources"), sentences(references, "references")
         return lens_study(self, src, refs, n, name, **decode)
+
+    def sinks(self, sources, references, n: int = 1000, name: str = "sentences", **decode) -> SinkMass:
+        """Where cross-attention's mass goes on the first n pairs of `sources` and `references` that
+        have both: each layer's and head's mean share of a row's weight on `</s>`, on punctuation and
+        on both, forced on the references and over the model's own translations (decoded with the
+        checkpoint's settings, with any DecodeConfig field given as a keyword)."""
+        src, refs = sentences(sources, "sources"), sentences(references, "references")
+        return sinks(self, src, refs, n, name, **decode)

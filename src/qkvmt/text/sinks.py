@@ -28,6 +28,13 @@ def sink_columns(tokens: list[str], drop) -> np.ndarray:
     return np.array([t in literal or (PUNCTUATION in drop and is_punctuation(t)) for t in tokens], dtype=bool)
 
 
+def mass_on(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """maps (..., rows, cols) -> (...,): their weight on `columns` (bool over cols), summed over
+    every row. Over the number of rows, it is the mean share a row puts there: each query counts
+    once, however its mass is spread."""
+    return maps[..., columns].sum(axis=(-2, -1))
+
+
 def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
     sum over what is left: a row of weights sums to 1 again. A row whose whole mass was on the

@@ -1,0 +1,81 @@
+"""Where cross-attention's mass goes on a corpus (`Model.sinks`, `qkvmt sinks`): each layer's and
+head's mean share of weight on `</s>` and on punctuation (qkvmt.text.sinks), read two ways: forced
+on the references (teacher forcing) and over the model's own translations. A map read without
+setting that mass aside misleads, and the two readings need not agree: a reference is not what
+the model would have written.
+
+Every target row counts once, as the heads' profiles count (qkvmt.analysis.heads): a share is the
+weight a head puts on those columns, summed over every row of every sentence, over the rows."""
+
+import sys
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from qkvmt.analysis.forced import forced_attention
+from qkvmt.studies.checks import paired
+from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.text.sinks import PUNCTUATION, SINKS, mass_on, sink_columns
+from qkvmt.text.tokenizer import EOS
+from qkvmt.training.machine import recorded_with
+from qkvmt.views.sinks import PARTS, READINGS, SinkMass
+
+DROPS = dict(zip(PARTS, ((EOS,), (PUNCTUATION,), SINKS)))  # each share's columns, as qkvmt.text.sinks names them
+
+
+def shares(model: ModelLike, pairs: list[tuple[str, str | list[int]]], reading: str) -> tuple[dict, int]:
+    """({part: (L, H) mean share of a row's weight on its columns}, rows) over the cross-attention
+    of one forced pass per pair (a target text, or the ids decoding generated), weights only."""
+    mass, rows = dict.fromkeys(PARTS, 0.0), 0
+    for source, target in tqdm(pairs, desc=f"{reading} passes", unit="sent", file=sys.stderr, dynamic_ncols=True):
+        cross = forced_attention(model.transformer, model.tokenizer, source, target, analyses={"weights"}).map("cross")
+        weights = cross.weights.astype(np.float64)  # (L, H, T, S): summed over a thousand sentences
+        for part, drop in DROPS.items():
+            mass[part] = mass[part] + mass_on(weights, sink_columns(cross.cols, drop))  # (L, H)
+        rows += len(cross.rows)
+    return {part: m / rows for part, m in mass.items()}, rows
+
+
+def by_layer(found: dict) -> list[dict]:
+    """{part: (L, H)} as one entry a layer: each part's head average, and each head's shares."""
+    n_layers, n_heads = found[PARTS[0]].shape
+    return [
+        {
+            "layer": layer,
+            **{part: float(found[part][layer].mean()) for part in PARTS},
+            "heads": [{"head": h, **{part: float(found[part][layer, h]) for part in PARTS}} for h in range(n_heads)],
+        }
+        for layer in range(n_layers)
+    ]
+
+
+def sinks(
+    model: ModelLike, sources: list[str], references: list[str], n: int = 1000, name: str = "sentences", **decode
+) -> SinkMass:
+    """The first n pairs of `sources` and `references` (named `name`) that have both: each cross
+    head's share on the sinks forced on the references and over the model's own translations
+    (its checkpoint's decoding, with DecodeConfig keywords over it)."""
+    start = time.time()
+    pairs = paired(sources, references, n)
+    own = model.translate([s for s, _ in pairs], progress=True, **decode)
+    seconds = {"translate": round(time.time() - start, 1)}
+    readings, rows = {}, {}
+    for reading, targets in zip(READINGS, ([r for _, r in pairs], own.ids)):
+        began = time.time()
+        found, rows[reading] = shares(model, [(s, t) for (s, _), t in zip(pairs, targets)], reading)
+        readings[reading] = by_layer(found)
+        seconds[f"{reading} passes"] = round(time.time() - began, 1)
+    result = {
+        **identity(model),
+        "split": name,
+        "study": "sinks",
+        "n": len(pairs),
+        "decode": own.settings,
+        "rows": rows,
+        "readings": readings,
+        **recorded_with(),
+        "seconds": seconds,
+        "wall_s": round(time.time() - start, 1),
+    }
+    return SinkMass(result)

@@ -1,0 +1,130 @@
+"""Where cross-attention's mass goes, as a result (`Model.sinks`, `qkvmt sinks`): sinks.json,
+sinks.md (a table of layers, one of heads) and sinks.png (every head's share on the sinks, both
+readings). The tables are drawn here for the record's table too (qkvmt.record.sinks_table).
+
+A result is the dict sinks.json holds, or the part of it the record keeps: `readings` maps
+"forced" and "free" to one entry a layer, with each PARTS' head average and its `heads`' shares."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qkvmt.files import write_json, write_text
+from qkvmt.views.figures import _figure, _save
+from qkvmt.views.html import escape, page
+from qkvmt.views.markdown import table
+from qkvmt.views.result import Result, timed
+
+PARTS = ("eos", "punctuation", "sinks")  # the shares, each of every row's weight: on </s>, on punctuation, on both
+READINGS = ("forced", "free")  # teacher-forced on the references; over the model's own translation
+PART_NAMES = {"eos": "`</s>`", "punctuation": "punctuation", "sinks": "both"}
+READING_NAMES = {"forced": "forced", "free": "own"}
+LEGEND = {"forced": "forced on the references", "free": "the model's own translation"}
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def header() -> list[str]:
+    return [f"{READING_NAMES[r]}: {PART_NAMES[p]}" for r in READINGS for p in PARTS]
+
+
+def layer_table(sinks: dict) -> str:
+    """One row a cross-attention layer: its heads' average share on each part, in each reading."""
+    readings = sinks["readings"]
+    rows = [
+        [str(layer), *(percent(readings[r][layer][p]) for r in READINGS for p in PARTS)]
+        for layer in range(len(readings[READINGS[0]]))
+    ]
+    return table(["layer", *header()], rows)
+
+
+def each_head(sinks: dict, reading: str) -> list[tuple[int, int, dict]]:
+    """(layer, head, its shares) of every cross-attention head in one reading, layer by layer."""
+    return [
+        (entry["layer"], h, shares) for entry in sinks["readings"][reading] for h, shares in enumerate(entry["heads"])
+    ]
+
+
+def head_table(sinks: dict) -> str:
+    """One row a cross-attention head: its share on each part, in each reading."""
+    by_reading = [each_head(sinks, r) for r in READINGS]
+    rows = [
+        [str(layer), str(head), *(percent(heads[i][2][p]) for heads in by_reading for p in PARTS)]
+        for i, (layer, head, _) in enumerate(by_reading[0])
+    ]
+    return table(["layer", "head", *header()], rows)
+
+
+def what(sinks: dict) -> str:
+    return (
+        f"Cross-attention's weight on `</s>` and punctuation, {sinks['n']} sentences of {sinks['split']}: "
+        "forced on the references, and over the model's own translation (a row's mean share)."
+    )
+
+
+@dataclass
+class SinkMass(Result):
+    result: dict  # what sinks.json holds
+
+    def markdown(self) -> str:
+        return (
+            "\n\n".join(
+                [what(self.result), "Each layer, its heads' average:", layer_table(self.result)]
+                + ["Each head:", head_table(self.result)]
+            )
+            + "\n"
+        )
+
+    def summary(self) -> str:
+        """What the command prints: the layers' table, and how long each phase took."""
+        return f"{what(self.result)}\n\n{layer_table(self.result)}\n\n{timed(self.result)}"
+
+    def html(self) -> str:
+        return page("Where attention's mass goes", f"<pre>{escape(self.markdown())}</pre>", {"page": "text"})
+
+    def files(self) -> dict:
+        title = f"Where cross-attention's mass goes, {self.result['split']}"
+        return {
+            "sinks.json": lambda path: write_json(Path(path), self.result),
+            "sinks.md": lambda path: write_text(Path(path), self.markdown()),
+            "sinks.png": lambda path: sink_plot({self.result["model"]: self.result}, path, title=title),
+        }
+
+
+def sink_plot(studies: dict[str, dict], path, title: str = "") -> None:
+    """Each cross-attention head's share on `</s>` (solid) and on punctuation (stacked, pale), forced
+    on the references and over the model's own translation side by side; one panel a model
+    (studies: {model: a result}), the heads grouped by layer."""
+    fig = _figure((9, 0.4 + 2.4 * len(studies) + (0.4 if title else 0)))
+    axes = fig.subplots(len(studies), 1, squeeze=False)[:, 0]
+    width = 0.4
+    # One scale for every panel, with room for the legend: shares are often a small part of a row.
+    top = min(
+        1.0, 1.4 * max(s["sinks"] for sinks in studies.values() for r in READINGS for _, _, s in each_head(sinks, r))
+    )
+    for ax, (model, sinks) in zip(axes, studies.items()):
+        layers = np.array([layer for layer, _, _ in each_head(sinks, READINGS[0])])  # (heads,)
+        x = np.arange(len(layers)) + 0.6 * layers  # a gap between layers
+        for i, reading in enumerate(READINGS):
+            shares = {p: np.array([s[p] for _, _, s in each_head(sinks, reading)]) for p in PARTS[:2]}
+            at = x + (i - 0.5) * width
+            ax.bar(at, shares["eos"], width, color=f"C{i}", label=f"{LEGEND[reading]}: </s>")
+            ax.bar(
+                at,
+                shares["punctuation"],
+                width,
+                bottom=shares["eos"],
+                color=f"C{i}",
+                alpha=0.4,
+                label=f"{LEGEND[reading]}: punctuation",
+            )
+        ax.set_xticks(x, [f"L{layer} h{h}" for layer, h, _ in each_head(sinks, READINGS[0])], fontsize=7)
+        ax.set_ylim(0, top)
+        ax.set_ylabel("share of a row's weight")
+        ax.set_title(model, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7, ncols=2)
+    _save(fig, path, title)

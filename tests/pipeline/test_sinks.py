@@ -1,0 +1,74 @@
+"""qkvmt sinks: Model.sinks on a split or files, written whole as sinks.json, sinks.md and
+sinks.png; recorded by qkvmt results add=, tabled from the record and drawn by qkvmt figures."""
+
+import json
+
+import pytest
+
+import qkvmt
+import qkvmt.views.sinks
+from qkvmt.errors import UserError
+from qkvmt.pipeline.figures import draw_sinks
+from qkvmt.pipeline.sinks import sinks
+from qkvmt.record import from_study, runs, tables
+from tests.commandline import run_script, user_error
+from tests.conftest import compose_inference
+from tests.record.conftest import RECORD
+from tests.studies.test_sinks import REFERENCES, SOURCES
+
+
+def run(tmp_path, *overrides):
+    src, ref = tmp_path / "s.de", tmp_path / "r.en"
+    src.write_text("".join(s + "\n" for s in SOURCES))
+    ref.write_text("".join(r + "\n" for r in REFERENCES))
+    settings = ["ckpt_path=multi30k-de-en", f"src_file={src}", f"ref_file={ref}", *overrides]
+    return sinks(compose_inference("sinks", *settings))
+
+
+def test_the_command_writes_what_the_model_finds(tmp_path, capsys):
+    out = tmp_path / "out"
+    result = run(tmp_path, f"output_dir={out}", "n=2")
+    assert {p.name for p in out.iterdir()} == {"sinks.json", "sinks.md", "sinks.png"}
+    assert json.loads((out / "sinks.json").read_text()) == {k: v for k, v in result.items() if k != "output_dir"}
+    direct = qkvmt.load("multi30k-de-en", device="cpu").sinks(SOURCES, REFERENCES, n=2).result
+    assert result["readings"] == direct["readings"] and result["n"] == 2
+    printed = capsys.readouterr().out
+    assert "| layer | forced: `</s>` |" in printed and f"wrote {out}" in printed
+
+
+def test_nothing_is_left_when_a_file_cannot_be_written(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(qkvmt.views.sinks, "sink_plot", broken)
+    with pytest.raises(OSError, match="disk full"):
+        run(tmp_path, f"output_dir={tmp_path / 'parent' / 'out'}", "n=1")
+    assert not (tmp_path / "parent").exists() or not any((tmp_path / "parent").iterdir())
+
+
+def test_a_bad_count_is_one_line_before_the_model_loads(tmp_path):
+    r = run_script("sinks", f"ckpt_path={tmp_path / 'no-such.ckpt'}", "n=0")
+    assert user_error(r) == "error: n=0: give a whole number, 1 or more"
+
+
+def test_the_study_is_recorded_tabled_and_drawn(tmp_path):
+    out = tmp_path / "out"
+    run(tmp_path, f"output_dir={out}", "n=2")
+    entry, classes = from_study.entry(out, conditions="a test", taken_ids=())
+    assert entry["sinks_of"] == "multi30k-de-en" and entry["id"] == "sinks-multi30k-de-en-1"
+    assert entry["command"].endswith("qkvmt sinks ckpt_path=multi30k-de-en split=s.de n=2")
+    found = json.loads((out / "sinks.json").read_text())
+    assert entry["sinks"]["readings"]["free"][1]["eos"] == pytest.approx(found["readings"]["free"][1]["eos"], 1e-5)
+    with_method = {**RECORD, "methods": {**RECORD["methods"], "command": "the whole command's wall time"}}
+    record = runs.add(with_method, entry, classes)
+    text = tables.TABLES["sinks"](record)
+    forced = found["readings"]["forced"][2]
+    assert "record sinks-multi30k-de-en-1" in text and f"| 2 | {100 * forced['eos']:.1f}% |" in text
+    path = tmp_path / "record.json"
+    runs.save(path, record)
+    assert draw_sinks(path, tmp_path / "sinks.png").stat().st_size > 0
+    runs.save(path, with_method)
+    with pytest.raises(UserError, match="records no study of the sinks: run qkvmt sinks"):
+        draw_sinks(path, tmp_path / "none.png")
+    with pytest.raises(UserError, match="a study of the sinks needs both sinks and sinks_of"):
+        runs.check({**record, "runs": [{k: v for k, v in entry.items() if k != "sinks_of"}]}, "the record")
