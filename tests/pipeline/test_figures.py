@@ -44,7 +44,8 @@ def drawn(trained_run, out, *extra):
             "head.head=2",
             "swap.a=0",
             "swap.b=1",
-            f"donor='{DONOR}'",
+            f"patch.donor='{DONOR}'",
+            "patch.position=0",
             "tour=null",
             "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
             *extra,
@@ -120,7 +121,7 @@ def the_numbers_are_what_the_api_gives(numbers, model, attention, head, swapped)
         assert shown == {"row": row, "on": head.key_tokens[weights.argmax()], "weight": round(float(weights.max()), 2)}
     row = int(last[:, 0].argmax())  # the row that looks most at the first of the swapped tokens
     assert numbers["row"] == {"token": cross.rows[row], "a": cross.cols[0], "b": cross.cols[1]}
-    patched = {what: model.intervene(SOURCE, qkvmt.Patch(DONOR, what)) for what in ("keys", "values")}
+    patched = {what: model.intervene(SOURCE, qkvmt.Patch(DONOR, what, positions=(0,))) for what in ("keys", "values")}
     results = {f"{w} swapped": r for w, r in swapped.items()} | {f"{w} patched": r for w, r in patched.items()}
     assert sorted(numbers["edits"]) == sorted(results)
     for name, result in results.items():
@@ -128,6 +129,7 @@ def the_numbers_are_what_the_api_gives(numbers, model, attention, head, swapped)
         assert numbers["edits"][name] == {
             "translation": result.edited,
             "log_prob": round(float(result.log_prob_edited.sum()), 3),
+            "log_prob_change": round(float((result.log_prob_edited - result.log_prob).sum()), 3),
             "on_a": [round(float(last[row, 0]), 2), round(float(after[0]), 2)],
             "on_b": [round(float(last[row, 1]), 2), round(float(after[1]), 2)],
         }, name

@@ -24,13 +24,13 @@ log = logging.getLogger(__name__)
 
 def figures(cfg: DictConfig) -> dict:
     sentence, reference = required_text(cfg.sentence, "sentence"), required_text(cfg.reference, "reference")
-    donor = required_text(cfg.donor, "donor")
+    patch = {"donor": required_text(cfg.patch.donor, "patch.donor"), "position": cfg.patch.position}
     if not cfg.output_dir:
         raise UserError("output_dir is empty: give the folder for the figures, e.g. output_dir=docs/figures")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = load_for_inference(cfg)
-    files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap), donor)
+    files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap), patch)
     left_out = {}
     if cfg.explorer:
         try:

@@ -42,13 +42,14 @@ PATCHED = ("keys", "values")  # the parts the tutorial takes from the donor sent
 
 
 def draw(
-    model: Explained, sentence: str, reference: str, out: Path, head: dict, swap: dict, donor: str
+    model: Explained, sentence: str, reference: str, out: Path, head: dict, swap: dict, patch: dict
 ) -> dict[str, Path]:
     """The tutorial's figures of `sentence`, in the order the tutorial shows them:
     one head's Q·K weights and values, every cross-attention head by weights and by value norms,
     where each prediction's information came from (ALTI+), the word links against `reference`,
     and what swapping two source words' keys, values or both does; then the numbers its text
-    states (NUMBERS), with what taking one word's key or value from `donor` does."""
+    states (NUMBERS), with what taking the key or the value at `patch`'s position from its donor
+    sentence does."""
     files = {name: out / name for name in (*FIGURES, NUMBERS)}
     pair = (swap["a"], swap["b"])
     swapped = {what: model.intervene(sentence, Swap(*pair, what)) for what in PARTS}
@@ -59,7 +60,8 @@ def draw(
     draw_cross(attention, files["attention_cross.png"], files["attention_values.png"])
     draw_flow(attention, files["attention_flow.png"])
     draw_links(model, sentence, reference, files["attention_links.png"])
-    patched = {what: model.intervene(sentence, Patch(donor, what)) for what in PATCHED}
+    at = (patch["position"],)
+    patched = {what: model.intervene(sentence, Patch(patch["donor"], what, positions=at)) for what in PATCHED}
     write_json(files[NUMBERS], numbers(inspected, attention, swapped, patched, pair))
     return files
 
@@ -98,12 +100,13 @@ def looks(weights, rows: list[str], cols: list[str]) -> list[dict]:
 
 
 def edited(result: Intervention, row: int, pair: tuple[int, int]) -> dict:
-    """An edit's translation and log-probability of the original, and the last layer's weight of
-    `row` (heads averaged) on each of `pair` before and after it."""
+    """An edit's translation, the original translation's log-probability with it and its change,
+    and the last layer's weight of `row` (heads averaged) on each of `pair` before and after it."""
     before, after = result.cross_before[-1].mean(0)[row], result.cross_after[-1].mean(0)[row]
     return {
         "translation": result.edited,
         "log_prob": round(float(result.log_prob_edited.sum()), 3),
+        "log_prob_change": round(float(result.log_prob_change.sum()), 3),
         "on_a": [round(float(before[pair[0]]), 2), round(float(after[pair[0]]), 2)],
         "on_b": [round(float(before[pair[1]]), 2), round(float(after[pair[1]]), 2)],
     }
