@@ -1,7 +1,7 @@
 """A record entry from the output folder of a study (`qkvmt intervene study=...`): of keys and
 values (Model.study, qkvmt.studies.kv) or DecoderLens's (study=lens, Model.lens_study, qkvmt.studies.depths).
 Its study.json holds the model, the sentences, the machine it ran on, the date and the time; the
-entry keeps the figures docs/attention.md shows (`kv_study`, read by qkvmt.record.kv_study_table,
+entry keeps the figures docs/analysis.md shows (`kv_study`, read by qkvmt.record.kv_study_table,
 or `lens`, read by qkvmt.record.lens_table) and names its model in `kv_study_of` or `lens_of`."""
 
 import re
