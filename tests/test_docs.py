@@ -1,7 +1,8 @@
 """The documentation runs and reads as a user's: the README's Python API example and
 docs/tour.ipynb execute as written on the bundled model, the tour keeps the outputs a fresh run
-prints, the README stays a short front page that links every docs page, and no user doc speaks
-of how the project is run."""
+prints, the README stays a short front page that links every docs page, the attention lesson
+reads in 15 minutes, defines each term before it uses it and states only numbers that `qkvmt
+figures` or the record of runs gives, and no user doc speaks of how the project is run."""
 
 import json
 import re
@@ -12,11 +13,50 @@ import nbformat
 import pytest
 
 from qkvmt.pipeline.tour import executed
+from qkvmt.record import runs
+from qkvmt.record.tables import TABLES
 from qkvmt.subcommands import COMMANDS
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
 README_MAX_LINES = 200
+LESSON = ROOT / "docs" / "attention.md"
+# 15 minutes at about 200 words a minute. Every word of the page counts, its code blocks included
+# (a reader reads them too); a generated table would not, but the lesson has none.
+LESSON_MAX_WORDS = 3000
+# The terms the lesson defines, each in bold where it is first used (case aside; a plural counts).
+LESSON_TERMS = (
+    r"tokens?",
+    r"encoder",
+    r"decoder",
+    r"beam",
+    r"vectors?",
+    r"quer(?:y|ies)",
+    r"keys?",
+    r"values?",
+    r"W_Q",
+    r"W_K",
+    r"W_V",
+    r"scores?",
+    r"√d_k",
+    r"softmax",
+    r"weights?",
+    r"mask\w*",
+    r"heads?",
+    r"W_O",
+    r"self-attention",
+    r"cross-attention",
+    r"log-probabilit(?:y|ies)",
+    r"teacher forcing",
+    r"activation patching",
+    r"BLEU",
+    r"chrF",
+    r"AER",
+)
+# Its numbers: the single sentence's are qkvmt figures' (its attention_numbers.json), the rest the
+# record's tables of these names, which docs/analysis.md shows.
+LESSON_NUMBERS = ROOT / "docs" / "figures" / "attention_numbers.json"
+LESSON_RECORD_TABLES = ("kv-study", "ablations")
 # Words of the project's process, which a user cannot follow: they belong in git history or
 # CHANGELOG.md. Rounds of work and sessions count in prose only, outside code spans (`train.rounds`).
 PROCESS_WORDS = re.compile(r"\bissues? #?\d+|\bmoonshots?\b|can_start_another|\$OUT\b|\bdevice tool\b", re.I)
@@ -195,3 +235,92 @@ def test_the_user_docs_run_every_command_as_a_qkvmt_subcommand():
         text = re.sub(r"<!-- results:(\S*?)begin -->.*?<!-- results:\1end -->", "", text, flags=re.S)
         found += [f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r"python scripts/\w+\.py", text)]
     assert not found, "write these as `qkvmt <subcommand>`:\n" + "\n".join(found)
+
+
+def generated_tables_aside(text: str) -> str:
+    return re.sub(r"<!-- results:(\S*?)begin -->.*?<!-- results:\1end -->", "", text, flags=re.S)
+
+
+def test_the_attention_lesson_reads_in_fifteen_minutes():
+    words = len(generated_tables_aside(LESSON.read_text(encoding="utf-8")).split())
+    assert words <= LESSON_MAX_WORDS, f"docs/attention.md has {words} words; the lesson keeps to {LESSON_MAX_WORDS}"
+
+
+def prose(text: str) -> str:
+    """A Markdown page's running text: no title, code blocks, code spans or link targets."""
+    text = re.sub(r"```.*?```", "", text.split("\n", 1)[1], flags=re.S)
+    return re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", text))
+
+
+def undefined_terms(text: str, terms) -> list[str]:
+    """The terms whose first use in the page's prose is not in bold: used before they are defined."""
+    text = prose(text)
+    bold = [m.span() for m in re.finditer(r"\*\*.+?\*\*", text)]
+    found = []
+    for term in terms:
+        first = re.search(rf"(?<![\w-]){term}(?![\w-])", text, re.I)
+        if not first or not any(a <= first.start() < b for a, b in bold):
+            found.append(term if not first else f"{term}: {text[max(0, first.start() - 60) : first.end()]!r}")
+    return found
+
+
+def test_the_attention_lesson_defines_each_term_before_it_uses_it():
+    missing = undefined_terms(LESSON.read_text(encoding="utf-8"), LESSON_TERMS)
+    assert not missing, "first used without its definition (in bold):\n" + "\n".join(missing)
+
+
+def test_a_term_used_before_its_bold_definition_is_found():
+    page = "# Title\nA key and a value.\n\nA **key** is an address; a **value**, content. `query` and **softmax**."
+    assert undefined_terms(page, (r"keys?", r"values?", r"softmax", r"quer(?:y|ies)")) == [
+        "keys?: 'A key'",
+        "values?: 'A key and a value'",
+        "quer(?:y|ies)",
+    ]
+
+
+STATED = re.compile(r"(?<![\w.,])-?\d+(?:\.\d+)?%|(?<![\w.,])-?\d+\.\d+(?![\w.])")  # percentages, decimals
+
+
+def stated(text: str) -> list[str]:
+    """The percentages and decimals a page states, its Python and shell blocks (code) aside."""
+    return STATED.findall(re.sub(r"```(?:python|bash)\n.*?```", "", generated_tables_aside(text), flags=re.S))
+
+
+def leaves(data) -> list:
+    """The numbers of a JSON value, however deep."""
+    if isinstance(data, dict):
+        data = list(data.values())
+    if isinstance(data, list):
+        return [n for d in data for n in leaves(d)]
+    return [data] if isinstance(data, int | float) and not isinstance(data, bool) else []
+
+
+def size(number: str) -> str:
+    """A stated number as it is compared: a percentage as written, a decimal by its size, so that
+    a page may say "0.69 BLEU lost" of a change of -0.69, or 0.60 of 0.6."""
+    return number if number.endswith("%") else f"{abs(float(number)):g}"
+
+
+def given(text: str, data) -> set[str]:
+    """Every percentage and decimal in `text` and every number in `data` (JSON), by size."""
+    return {size(n) for n in STATED.findall(text)} | {size(str(n)) for n in leaves(data)}
+
+
+def test_stated_numbers_are_the_percentages_and_decimals_outside_code():
+    page = "0.75 of 97% (-3.845, 1,000 steps, v2.6.0)\n```python\nx = 0.5\n```\n```\nlog p -1.25\n```"
+    assert stated(page) == ["0.75", "97%", "-3.845", "-1.25"]
+    assert given("0.60 and 88%", {"a": [-3.845, 1.0]}) == {"0.6", "88%", "3.845", "1"}
+
+
+def test_every_number_the_lesson_states_is_one_the_figures_or_the_record_give():
+    """The single sentence's numbers as `qkvmt figures` wrote them (tests/pipeline/test_figures.py
+    checks them against the model), the corpus's and the trainings' as the record's tables give
+    them (tests/record/test_committed_pages.py): a number in neither was never run and seen."""
+    record = runs.load(ROOT / "docs" / "runs.json")
+    tables = "\n".join(TABLES[name](record) for name in LESSON_RECORD_TABLES)
+    known = given(tables, json.loads(LESSON_NUMBERS.read_text(encoding="utf-8")))
+    numbers = stated(LESSON.read_text(encoding="utf-8"))
+    unknown = [n for n in numbers if size(n) not in known]
+    assert numbers and not unknown, (
+        f"numbers of docs/attention.md that neither {LESSON_NUMBERS.name} nor the record gives: {unknown}"
+    )

@@ -1,9 +1,12 @@
 """scripts/figures.py: docs/attention.md's figures drawn from a model through the Python API:
-each file written, each plotting what the API returns for the sentence, the same files on a
-rerun, the explorer's screenshot left out, saying why, where no Chromium is installed, and the
-tour notebook run again and saved with its outputs."""
+each file written, each plotting what the API returns for the sentence, the numbers the tutorial
+states of it (attention_numbers.json) those the API gives, the same files on a rerun, the
+explorer's screenshot left out, saying why, where no Chromium is installed, and the tour notebook
+run again and saved with its outputs."""
 
 import hashlib
+import json
+import math
 
 import nbformat
 import numpy as np
@@ -17,7 +20,7 @@ from qkvmt.pipeline.figures import figures
 from tests.conftest import compose_inference
 from tests.explore.conftest import REFERENCE, SOURCE
 
-FILES = [
+FIGURES = [
     "attention_cross.png",
     "attention_flow.png",
     "attention_head.png",
@@ -25,6 +28,8 @@ FILES = [
     "attention_swap.png",
     "attention_values.png",
 ]
+FILES = sorted([*FIGURES, "attention_numbers.json"])
+DONOR = "w5 " + SOURCE.split(" ", 1)[1]  # another word in the first one's place
 
 
 def drawn(trained_run, out, *extra):
@@ -39,6 +44,8 @@ def drawn(trained_run, out, *extra):
             "head.head=2",
             "swap.a=0",
             "swap.b=1",
+            f"patch.donor='{DONOR}'",
+            "patch.position=0",
             "tour=null",
             "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
             "sinks_record=null",  # likewise: tests/pipeline/test_sinks.py
@@ -58,9 +65,8 @@ def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypa
 
         monkeypatch.setattr(tutorial, name, record)
     result = drawn(trained_run, tmp_path / "figures", "explorer=null")
-    assert (
-        sorted(result["files"]) == FILES == sorted(plotted) == sorted(p.name for p in (tmp_path / "figures").iterdir())
-    )
+    assert sorted(result["files"]) == FILES == sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert sorted(plotted) == FIGURES
     assert result["left_out"] == {}
 
     model = qkvmt.load(trained_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
@@ -93,6 +99,41 @@ def test_every_figure_plots_what_the_api_returns(trained_run, tmp_path, monkeypa
     matrix, tgt_words, src_words, pairs = plotted["attention_links.png"][:4]
     np.testing.assert_array_equal(matrix, links.word_matrix)
     assert (tgt_words, src_words, pairs) == (links.tgt_words, links.src_words, links.links)
+
+    numbers = json.loads((tmp_path / "figures" / "attention_numbers.json").read_text(encoding="utf-8"))
+    the_numbers_are_what_the_api_gives(numbers, model, attention, head, swapped)
+
+
+def the_numbers_are_what_the_api_gives(numbers, model, attention, head, swapped):
+    """Each number the tutorial states, against the model's config, its methods' returns and, for
+    the translation's log-probability, the token probabilities of a separate forced pass."""
+    c = model.transformer.cfg
+    d_k = c.d_model // c.n_heads
+    assert numbers["model"] == {"layers": c.decoder_layers, "heads": c.n_heads, "d_k": d_k, "d_model": c.d_model}
+    assert numbers["sqrt_d_k"] == round(math.sqrt(d_k), 2)
+    original = swapped["keys"]
+    assert numbers["translation"] == original.original
+    assert numbers["log_prob"] == pytest.approx(sum(math.log(s.prob) for s in attention.token_scores), abs=1.5e-3)
+    cross = attention.map("cross")
+    last = cross.weights[-1].mean(0)
+    for shown, row, weights in zip(numbers["cross_last_layer"], cross.rows, last, strict=True):
+        assert shown == {"row": row, "on": cross.cols[weights.argmax()], "weight": round(float(weights.max()), 2)}
+    for shown, row, weights in zip(numbers["head"]["rows"], head.query_tokens, head.weights, strict=True):
+        assert shown == {"row": row, "on": head.key_tokens[weights.argmax()], "weight": round(float(weights.max()), 2)}
+    row = int(last[:, 0].argmax())  # the row that looks most at the first of the swapped tokens
+    assert numbers["row"] == {"token": cross.rows[row], "a": cross.cols[0], "b": cross.cols[1]}
+    patched = {what: model.intervene(SOURCE, qkvmt.Patch(DONOR, what, positions=(0,))) for what in ("keys", "values")}
+    results = {f"{w} swapped": r for w, r in swapped.items()} | {f"{w} patched": r for w, r in patched.items()}
+    assert sorted(numbers["edits"]) == sorted(results)
+    for name, result in results.items():
+        after = result.cross_after[-1].mean(0)[row]
+        assert numbers["edits"][name] == {
+            "translation": result.edited,
+            "log_prob": round(float(result.log_prob_edited.sum()), 3),
+            "log_prob_change": round(float((result.log_prob_edited - result.log_prob).sum()), 3),
+            "on_a": [round(float(last[row, 0]), 2), round(float(after[0]), 2)],
+            "on_b": [round(float(last[row, 1]), 2), round(float(after[1]), 2)],
+        }, name
 
 
 def test_a_rerun_writes_the_same_files(trained_run, tmp_path):

@@ -1,8 +1,9 @@
-"""figures(cfg): every figure docs/attention.md shows and the explorer's screenshot the README
-shows, drawn from one model (the bundled multi30k-de-en by default) for the tutorial's sentence
-through the Python API, so a reader's own `model.attention(...)` gives the numbers they plot.
-Rerun it after the bundled model or a view changes: on one machine it writes the same files.
-It also runs the tour notebook (`tour=`) again and saves it with its outputs (qkvmt.pipeline.tour)."""
+"""figures(cfg): every figure docs/attention.md shows, the numbers its text states of its sentence
+(attention_numbers.json) and the explorer's screenshot the README shows, drawn from one model (the
+bundled multi30k-de-en by default) for the tutorial's sentence through the Python API, so a
+reader's own `model.attention(...)` gives the numbers they plot. Rerun it after the bundled model
+or a view changes: on one machine it writes the same files. It also runs the tour notebook
+(`tour=`) again and saves it with its outputs (qkvmt.pipeline.tour)."""
 
 import logging
 from pathlib import Path
@@ -24,12 +25,13 @@ log = logging.getLogger(__name__)
 
 def figures(cfg: DictConfig) -> dict:
     sentence, reference = required_text(cfg.sentence, "sentence"), required_text(cfg.reference, "reference")
+    patch = {"donor": required_text(cfg.patch.donor, "patch.donor"), "position": cfg.patch.position}
     if not cfg.output_dir:
         raise UserError("output_dir is empty: give the folder for the figures, e.g. output_dir=docs/figures")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = load_for_inference(cfg)
-    files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap))
+    files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap), patch)
     left_out = {}
     if cfg.explorer:
         try:

@@ -1,5 +1,5 @@
 """What the study of keys and values looks like in Markdown: study.md, and the same tables where
-docs/attention.md shows the recorded runs (qkvmt.record.kv_study_table).
+docs/analysis.md shows the recorded runs (qkvmt.record.kv_study_table).
 
 A study's result is the dict `qkvmt intervene study=...` writes to study.json, or the part of it
 the record keeps."""
