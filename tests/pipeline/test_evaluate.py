@@ -43,7 +43,7 @@ def test_evaluate_writes_hypotheses_and_metrics(trained_run, tmp_path):
     written = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("bleu", "chrf", "bleu_lc", "n", "decode", "wall_s", "sent_per_s", "checkpoints"):
         assert key in written
-    assert set(written["signatures"]) == {"bleu", "chrf", "bleu_lc"}
+    assert set(written["signatures"]) == {"bleu", "chrf", "bleu_lc", "sentence_bleu", "sentence_chrf"}
     assert "case:lc" in written["signatures"]["bleu_lc"] and "case:mixed" in written["signatures"]["bleu"]
     assert written["decode"]["beam_size"] == 5 and written["n"] == 24
     assert written["checkpoints"] == [{"path": str(ckpt), "sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest()}]
