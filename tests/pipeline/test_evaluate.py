@@ -43,7 +43,7 @@ def test_evaluate_writes_hypotheses_and_metrics(trained_run, tmp_path):
     written = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("bleu", "chrf", "bleu_lc", "n", "decode", "wall_s", "sent_per_s", "checkpoints"):
         assert key in written
-    assert set(written["signatures"]) == {"bleu", "chrf", "bleu_lc"}
+    assert set(written["signatures"]) == {"bleu", "chrf", "bleu_lc", "sentence_bleu", "sentence_chrf"}
     assert "case:lc" in written["signatures"]["bleu_lc"] and "case:mixed" in written["signatures"]["bleu"]
     assert written["decode"]["beam_size"] == 5 and written["n"] == 24
     assert written["checkpoints"] == [{"path": str(ckpt), "sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest()}]
@@ -214,3 +214,54 @@ def test_a_run_on_plain_files_is_evaluated_on_its_own_folder_without_data_root(t
     src, refs, name = read_inputs(cfg, meta, run / "checkpoints" / "best.ckpt")
     assert (src, refs) == tuple((corpus / f"test_2016_flickr.{lang}").read_text().splitlines() for lang in ("de", "en"))
     assert name == "test_2016_flickr"
+
+
+def test_a_baseline_file_is_compared_and_its_scores_sit_beside_each_sentences(trained_run, tmp_path):
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    quick = (
+        "decode.beam_size=1",
+        "attention.num_samples=0",
+        "significance.samples.bs=100",
+        "significance.samples.ar=100",
+    )
+    first = run_eval(trained_run, f"ckpt_path={ckpt}", *quick, f"output_dir={tmp_path / 'a'}")
+    hyps = tmp_path / "a" / "hypotheses.txt"
+    m = run_eval(
+        trained_run,
+        f"ckpt_path={ckpt}",
+        *quick,
+        f"baseline.hyps_file={hyps}",
+        "metrics.bleu_tokenize=char",
+        f"output_dir={tmp_path / 'b'}",
+    )
+    tested = m["significance"]
+    assert tested["baseline"] == str(hyps) and set(tested) == {"baseline", "seed", "bs", "ar"}
+    assert tested["bs"]["bleu"]["system"] == tested["bs"]["bleu"]["baseline"] == m["bleu"] != first["bleu"]
+    assert "tok:char" in m["signatures"]["bleu"] and "tok:char" in tested["bs"]["signatures"]["bleu"]
+    rows = [json.loads(line) for line in (tmp_path / "b" / "sentences.jsonl").read_text().splitlines()]
+    assert len(rows) == m["n"] and all(r["bleu"] == r["baseline_bleu"] for r in rows)  # the same translations
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["baseline.ckpt_path=multi30k-de-en", "baseline.hyps_file=h.txt"], "not both"),
+        (["baseline.hyps_file=/nonexistent/h.txt"], "baseline.hyps_file=/nonexistent/h.txt: no such file"),
+        (["metrics.bleu_tokenize=moses"], "metrics.bleu_tokenize='moses'"),
+        (["significance.tests=[bs,t]"], "significance.tests"),
+        (["significance.samples.ar=0"], "significance.samples.ar=0"),
+    ],
+)
+def test_a_comparison_that_cannot_run_is_refused_before_the_model_loads(monkeypatch, tmp_path, overrides, message):
+    monkeypatch.setattr("qkvmt.pipeline.evaluate.load_for_inference", lambda cfg: pytest.fail("the model loaded"))
+    with pytest.raises(UserError, match=message):
+        evaluate(compose_inference("evaluate", "ckpt_path=multi30k-de-en", f"output_dir={tmp_path}", *overrides))
+
+
+def test_a_baseline_file_of_another_length_names_it(trained_run, tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("one line\n")
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    with pytest.raises(UserError, match=f"baseline.hyps_file {short} has 1 lines, the source has"):
+        run_eval(trained_run, f"ckpt_path={ckpt}", f"baseline.hyps_file={short}", f"output_dir={tmp_path / 'o'}")
+    assert not (tmp_path / "o").exists()

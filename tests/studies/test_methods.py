@@ -113,7 +113,9 @@ def test_evaluate_scores_and_draws_the_report_of_the_first_sentences(model, tmp_
     assert list(found.translations) == list(model.translate(SOURCES)) and found.metrics["n"] == len(SOURCES)
     assert found.summary().startswith("bleu") and found.metrics["decode"] == found.translations.settings
     shown_and_saved(
-        found, tmp_path / "eval", {"hypotheses.txt", "metrics.json", "attention", "attention.npz", "report.html"}
+        found,
+        tmp_path / "eval",
+        {"hypotheses.txt", "metrics.json", "sentences.jsonl", "attention", "attention.npz", "report.html"},
     )
     assert sorted(p.name for p in (tmp_path / "eval" / "attention").iterdir()) == [
         "0000_cross.png",

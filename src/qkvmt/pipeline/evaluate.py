@@ -20,6 +20,8 @@ from qkvmt.pipeline.runs import (
     validation_curve,
 )
 from qkvmt.studies.checks import report_signals, same_length
+from qkvmt.text.metrics import bleu_metric
+from qkvmt.text.significance import checked_tests
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
 from qkvmt.views.heads import HeadsReport
 
@@ -50,10 +52,24 @@ def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list
     return src, ref, split
 
 
+def baseline_of(cfg: DictConfig) -> tuple[str | None, Path | None]:
+    """baseline.ckpt_path or baseline.hyps_file (at most one), checked before the model loads."""
+    ckpt, hyps = cfg.baseline.ckpt_path, cfg.baseline.hyps_file
+    if ckpt and hyps:
+        raise UserError("give baseline.ckpt_path=<model> or baseline.hyps_file=<translations>, not both")
+    if hyps and not Path(hyps).is_file():
+        raise UserError(f"baseline.hyps_file={hyps}: no such file; give the baseline's translations, one per line")
+    return ckpt or None, Path(hyps) if hyps else None
+
+
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     check_output_dir(cfg)
     signals = report_signals(cfg.attention.signals)
+    bleu_metric(cfg.metrics.bleu_tokenize)
+    baseline_ckpt, baseline_hyps = baseline_of(cfg)
+    significance = OmegaConf.to_container(cfg.significance)
+    checked_tests(significance["tests"], significance["samples"])
     model = load_for_inference(cfg)
     paths = model.paths
     src, refs, name = read_inputs(cfg, model.meta, paths[0])
@@ -69,7 +85,12 @@ def evaluate(cfg: DictConfig) -> dict:
         "heads": heads,
     }
     run = {"name": name, "progress": True, "precision": str(cfg.fabric.precision)}
-    result = model.evaluate(src, refs, ref_tok, settings=instantiate(cfg.decode), **report, **run)
+    baseline = read_lines(baseline_hyps) if baseline_hyps else baseline_ckpt
+    if baseline_hyps:
+        same_length(baseline, src, f"baseline.hyps_file {baseline_hyps}")
+    compared = {"bleu_tokenize": cfg.metrics.bleu_tokenize, "baseline": baseline, "significance": significance}
+    compared["baseline_name"] = str(baseline_hyps or "baseline")
+    result = model.evaluate(src, refs, ref_tok, settings=instantiate(cfg.decode), **report, **run, **compared)
     result.metrics["wall_s"] = round(time.time() - start, 2)  # the whole command's, loading included
     final = save_result(cfg, paths, result, name, "evaluations")
     print(result.summary() + f"; wrote {final}")

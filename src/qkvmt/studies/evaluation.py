@@ -3,7 +3,7 @@ and scored with sacreBLEU, signatures included, and the first sentences' attenti
 scores for the report (qkvmt.views.evaluation)."""
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import numpy as np
@@ -13,21 +13,42 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.files import sha256
 from qkvmt.studies.checks import same_length
 from qkvmt.studies.model_like import ModelLike
-from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
+from qkvmt.text.metrics import DEFAULT_TOKENIZE, score, score_tokenized_lowercased, sentence_scores
+from qkvmt.text.significance import paired_tests
 from qkvmt.views.evaluation import Evaluation, Samples
 from qkvmt.views.heads import HeadsReport
 from qkvmt.views.report import ReportSample
 
 
-def report_samples(model: ModelLike, src: list[str], refs: list[str], hyps, n: int, signals: set[str]) -> Samples:
+@dataclass(frozen=True)
+class Comparison:
+    """A second system to compare with: its translations of the same sources (`baseline`), what to
+    call it, and the settings of sacreBLEU's paired tests (qkvmt.text.significance)."""
+
+    baseline: list[str]
+    name: str = "baseline"
+    tests: tuple[str, ...] = ("bs", "ar")
+    samples: dict = field(default_factory=dict)  # test -> resamples or trials; sacreBLEU's defaults otherwise
+    seed: int = 12345
+
+    def against(self, hyps: list[str], references: list[str], bleu_tokenize: str) -> dict:
+        tested = paired_tests(hyps, self.baseline, references, self.tests, self.samples, self.seed, bleu_tokenize)
+        return {"baseline": self.name, "seed": self.seed} | tested
+
+
+def report_samples(
+    model: ModelLike, src: list[str], refs: list[str], hyps, per_sentence: tuple[list, dict], n: int, signals: set[str]
+) -> Samples:
     """The first n sentences with a source and a translation, each forced over its generated ids
-    exactly: every layer's and head's attention, the maps of `signals`, its own BLEU and chrF, and
-    the word links of the checkpoint's default alignment policy (as align reads them)."""
+    exactly: every layer's and head's attention, the maps of `signals`, its own BLEU and chrF (of
+    `per_sentence`: every sentence's scores and their signatures), and the word links of the
+    checkpoint's default alignment policy (as align reads them)."""
     picked = [i for i in range(len(src)) if src[i].strip() and hyps[i].strip()][:n]
     policy, full_context = model.default_policy, model.meta.full_context_layer
-    own, signatures = sentence_scores([hyps[i] for i in picked], [refs[i] for i in picked])
+    every, signatures = per_sentence
     samples, arrays = [], {}
-    for i, scores in zip(picked, own):
+    for i in picked:
+        scores = every[i]
         # a head supervised with full context is read from its layer without the causal mask, as align reads it
         sa = forced_attention(model.transformer, model.tokenizer, src[i], hyps.ids[i], full_context, analyses=signals)
         for m in sa.maps():
@@ -61,17 +82,28 @@ def evaluate(
     curve: list[dict] = (),
     heads: HeadsReport | None = None,
     run: dict | None = None,
+    compare: Comparison | None = None,
 ) -> Evaluation:
     """`sources` translated by `settings` and scored against `references` (and, lowercased and
-    tokenized, against `tokenized_references`); `report`: how many sentences report.html shows and
-    by which signals; `run`: precision (how metrics name it) and progress (a bar while translating)."""
-    start, run = time.time(), {"precision": None, "progress": False} | (run or {})
+    tokenized, against `tokenized_references`), every sentence's own BLEU and chrF beside; `report`:
+    how many sentences report.html shows and by which signals; `run`: precision (how metrics name it),
+    progress (a bar while translating) and bleu_tokenize (sacreBLEU's tokenizer for BLEU); `compare`:
+    a baseline's translations of the same sources, and sacreBLEU's paired tests against them."""
+    start = time.time()
+    run = {"precision": None, "progress": False, "bleu_tokenize": DEFAULT_TOKENIZE} | (run or {})
     if tokenized_references is not None:
         same_length(tokenized_references, sources, "tokenized_references")
+    if compare is not None:
+        same_length(compare.baseline, sources, f"the baseline's translations ({compare.name})")
     begin = time.time()
     hyps = model.translate(sources, settings, progress=run["progress"])
     decode_s = time.time() - begin
-    metrics = score(hyps, references)
+    tokenize = run["bleu_tokenize"]
+    metrics = score(hyps, references, tokenize)
+    per_sentence = sentence_scores(hyps, references, tokenize)
+    metrics["signatures"] |= per_sentence[1]  # sentences.jsonl's scores
+    if compare is not None:
+        metrics["significance"] = compare.against(hyps, references, tokenize)
     if tokenized_references is not None:
         tok = score_tokenized_lowercased(hyps, tokenized_references, model.meta.tgt_lang)
         metrics["bleu_tok_lc"] = tok["bleu"]
@@ -90,5 +122,6 @@ def evaluate(
         wall_s=round(time.time() - start, 2),
     )
     policy = model.default_policy.to_dict() | {"full_context": model.meta.full_context_layer is not None}
-    sampled = partial(report_samples, model, sources, references, hyps, *report)  # the forced passes, when asked for
-    return Evaluation(hyps, metrics, sampled, policy, list(curve), heads)
+    sampled = partial(report_samples, model, sources, references, hyps, per_sentence, *report)  # forced when asked
+    baseline = None if compare is None else sentence_scores(compare.baseline, references, tokenize)[0]
+    return Evaluation(hyps, metrics, sampled, policy, list(curve), heads, per_sentence[0], baseline)

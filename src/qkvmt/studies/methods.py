@@ -16,12 +16,14 @@ from qkvmt.studies.aer import Pairs, aer
 from qkvmt.studies.checks import report_signals, sentences
 from qkvmt.studies.corpus import align_corpus
 from qkvmt.studies.depths import lens_study
-from qkvmt.studies.evaluation import evaluate
+from qkvmt.studies.evaluation import Comparison, evaluate
 from qkvmt.studies.faithfulness import faithfulness
 from qkvmt.studies.heads import heads
 from qkvmt.studies.kv import kv_study
 from qkvmt.studies.sinks import sinks
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
+from qkvmt.text.metrics import DEFAULT_TOKENIZE, bleu_metric
+from qkvmt.text.significance import checked_tests
 from qkvmt.text.sources import required_text
 from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
@@ -49,13 +51,9 @@ class StudyMethods:
         many-to-many model's language itself); without settings, the checkpoint's own with `defaults`."""
         return self.decoding(**defaults | decode) if settings is None else DecodeConfig.merged(asdict(settings), decode)
 
-    def _reverse_model(self, reverse):
-        """`reverse` as a model: itself, or the checkpoint or bundled model it names, placed as this one."""
-        return (
-            reverse
-            if isinstance(reverse, StudyMethods)
-            else type(self).from_checkpoints([resolve(reverse)], self.fabric)
-        )
+    def _other_model(self, other):
+        """`other` as a model: itself, or the checkpoint or bundled model it names, placed as this one."""
+        return other if isinstance(other, StudyMethods) else type(self).from_checkpoints([resolve(other)], self.fabric)
 
     def align_both(
         self,
@@ -74,7 +72,7 @@ class StudyMethods:
         (auto: soft-mean for two supervised heads, else grow-diag-final-and; `threshold`: a soft
         method's least weight)."""
         source = required_text(source, "source")
-        forward, back = directions(self, self._reverse_model(reverse), rows, signal)
+        forward, back = directions(self, self._other_model(reverse), rows, signal)
         return sentence_both(forward, back, source, target, symmetrize, threshold, **decode)
 
     def align_corpus(
@@ -104,7 +102,7 @@ class StudyMethods:
             one_model(symmetrize, threshold)
             one, other = self.policy(reading if policy is None else policy), None
         else:
-            one, other = None, self._reverse_model(reverse)
+            one, other = None, self._other_model(reverse)
         reference = (reference_aligner, reference_symmetrization)
         args = (symmetrize, threshold, batch_tokens, chunk_pairs, reference)
         return align_corpus(self, src_lines, tgt_lines, other, one, reading, *args)
@@ -148,7 +146,7 @@ class StudyMethods:
         ]
         if given:
             raise UserError(f"{given[0]}= scores one model's own heads: drop it, or drop reverse=")
-        forward, back = directions(self, self._reverse_model(reverse), rows, signal)
+        forward, back = directions(self, self._other_model(reverse), rows, signal)
         return aer_both(forward, back, gold_dir, gold_first, dev, symmetrize, threshold)
 
     def evaluate(
@@ -164,18 +162,54 @@ class StudyMethods:
         settings: DecodeConfig | None = None,
         progress: bool = False,
         precision: str | None = None,
+        bleu_tokenize: str = DEFAULT_TOKENIZE,
+        baseline=None,
+        baseline_name: str = "baseline",
+        significance: dict | None = None,
         **decode,
     ) -> Evaluation:
-        """`sources` translated and scored against `references` by sacreBLEU (BLEU, chrF, lowercased
-        BLEU; tokenized lowercased BLEU against `tokenized_references`), signatures included; the
+        """`sources` translated and scored against `references` by sacreBLEU (BLEU with the tokenizer
+        `bleu_tokenize`, chrF, lowercased BLEU; tokenized lowercased BLEU against
+        `tokenized_references`), signatures included, and each sentence's own BLEU and chrF; the
         report shows the first `samples` sentences' attention by `signals` (default every one),
         beside a validation `curve` and a `heads` report where given. Decoding: `settings`, or the
-        checkpoint's own, with DecodeConfig keywords; `precision`: how metrics name it (the Fabric's)."""
+        checkpoint's own, with DecodeConfig keywords; `precision`: how metrics name it (the Fabric's).
+        `baseline`: a second system, as its translations of `sources` (a list) or as a model (a
+        Model, a checkpoint or a bundled name, decoding with its own settings), compared by sacreBLEU's
+        paired tests and named `baseline_name` (a model: its path); `significance`: the tests' settings
+        (tests, samples, seed; qkvmt.text.significance)."""
         src, refs = sentences(sources, "sources"), sentences(references, "references")
         tok = None if tokenized_references is None else sentences(tokenized_references, "tokenized_references")
-        report, run = (samples, report_signals(signals)), {"precision": precision, "progress": progress}
+        report = (samples, report_signals(signals))
+        bleu_metric(bleu_tokenize)  # refused before any translating where sacreBLEU has no such tokenizer
+        run = {"precision": precision, "progress": progress, "bleu_tokenize": bleu_tokenize}
         settings = self._settings(settings, decode)
-        return evaluate(self, src, refs, settings, name, tok, report, curve, heads, run)
+        compare = None if baseline is None else self._comparison(baseline, baseline_name, src, significance, progress)
+        return evaluate(self, src, refs, settings, name, tok, report, curve, heads, run, compare)
+
+    def _comparison(self, baseline, name: str, sources: list[str], significance, progress: bool) -> Comparison:
+        """A second system's translations of `sources`, with the paired tests' settings, checked."""
+        significance = significance or {}
+        unknown = sorted(set(significance) - {"tests", "samples", "seed"})
+        if unknown:
+            raise UserError(f"significance: {unknown[0]} is no setting; give some of tests, samples, seed")
+        settings = {"tests": ("bs", "ar"), "samples": {}, "seed": 12345} | significance
+        tests = tuple(checked_tests(settings["tests"], settings["samples"]))
+        seed = settings["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise UserError(f"significance.seed={seed!r}: give a whole number")
+        if isinstance(baseline, (list, tuple)):
+            return Comparison(sentences(baseline, "baseline"), name, tests, dict(settings["samples"]), seed)
+        try:
+            other = self._other_model(baseline)
+        except UserError as e:  # a text meant as a model that names none, say
+            raise UserError(f"baseline={baseline!r}: give its translations as a list, or a model ({e})") from None
+        pairs = (f"{m.meta.src_lang}->{m.meta.tgt_lang}" for m in (other, self))
+        theirs, ours = pairs
+        if theirs != ours:
+            raise UserError(f"baseline {baseline} translates {theirs}, this model {ours}: give a baseline of {ours}")
+        name = str(other.paths[0]) if other.paths else "baseline"
+        return Comparison(other.translate(sources, progress=progress), name, tests, dict(settings["samples"]), seed)
 
     def heads(
         self,

@@ -5,6 +5,8 @@ import functools
 import sacrebleu
 from sacrebleu.tokenizers.tokenizer_base import BaseTokenizer
 
+from qkvmt.errors import UserError
+
 
 def _tokenizer_classes(cls: type = BaseTokenizer):
     for sub in cls.__subclasses__():
@@ -35,11 +37,29 @@ def forgets_tokenized_lines(fn):
     return scored
 
 
+DEFAULT_TOKENIZE = "13a"  # sacreBLEU's own default for BLEU
+
+
+def bleu_metric(tokenize: str = DEFAULT_TOKENIZE, **options) -> sacrebleu.metrics.BLEU:
+    """sacreBLEU's BLEU with the tokenizer `tokenize` (metrics.bleu_tokenize; the signature's tok:),
+    refused in one line where sacreBLEU has no such tokenizer or cannot load it here."""
+    names = sacrebleu.metrics.BLEU.TOKENIZERS
+    if tokenize not in names:
+        raise UserError(
+            f"metrics.bleu_tokenize={tokenize!r}: sacreBLEU has no such tokenizer; use one of {', '.join(names)}"
+        )
+    try:
+        return sacrebleu.metrics.BLEU(tokenize=tokenize, **options)
+    except (ImportError, OSError, RuntimeError) as e:  # a tokenizer's own package or model (mecab, SentencePiece)
+        raise UserError(f"metrics.bleu_tokenize={tokenize}: sacreBLEU cannot load it here ({e})") from None
+
+
 @forgets_tokenized_lines
-def score(hypotheses: list[str], references: list[str]) -> dict:
-    """Cased, detokenized BLEU and chrF, plus lowercased BLEU; sacreBLEU's default settings."""
-    bleu = sacrebleu.metrics.BLEU()
-    bleu_lc = sacrebleu.metrics.BLEU(lowercase=True)
+def score(hypotheses: list[str], references: list[str], bleu_tokenize: str = DEFAULT_TOKENIZE) -> dict:
+    """Cased, detokenized BLEU and chrF, plus lowercased BLEU; sacreBLEU's default settings but for
+    BLEU's tokenizer, `bleu_tokenize`."""
+    bleu = bleu_metric(bleu_tokenize)
+    bleu_lc = bleu_metric(bleu_tokenize, lowercase=True)
     chrf = sacrebleu.metrics.CHRF()
     refs = [references]
     b, blc, c = (
@@ -60,12 +80,14 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
 
 
 @forgets_tokenized_lines
-def sentence_scores(hypotheses: list[str], references: list[str]) -> tuple[list[dict], dict]:
+def sentence_scores(
+    hypotheses: list[str], references: list[str], bleu_tokenize: str = DEFAULT_TOKENIZE
+) -> tuple[list[dict], dict]:
     """Each sentence's own BLEU (effective order, as sacreBLEU's sentence_bleu) and chrF, and
     their signatures."""
     if not hypotheses:
         return [], {}  # sacreBLEU can sign a metric only once it has scored something
-    bleu, chrf = sacrebleu.metrics.BLEU(effective_order=True), sacrebleu.metrics.CHRF()
+    bleu, chrf = bleu_metric(bleu_tokenize, effective_order=True), sacrebleu.metrics.CHRF()
     scores = [
         {"bleu": bleu.sentence_score(h, [r]).score, "chrf": chrf.sentence_score(h, [r]).score}
         for h, r in zip(hypotheses, references)
