@@ -1,8 +1,9 @@
 """The ablation table: each budget of the de->en CPU recipe at which the baseline (the recipe with
 sinusoidal positions) and at least one variant have counted runs gets a table on its class of
 hardware, one row a variant (rotary positions: the recipe as it is), with its BLEU over seeds and
-its difference from the baseline's mean; runs that change more than one part, other recipes, runs
-on other hardware and uncounted runs stay out."""
+its difference from the baseline's mean; so does the recipe as it is, with its own variants (some
+of which change two or three settings together); runs that are no listed variant, other recipes,
+runs on other hardware and uncounted runs stay out."""
 
 import copy
 
@@ -39,8 +40,6 @@ def test_each_variant_is_a_row_beside_the_recipe_at_the_same_budget():
             run("v2", 31.0, "model.value_projection=false", seed=2),
             run("r1", 36.0, ROTARY, seed=1),
             run("two", 20.0, "model.value_projection=false", budget=[*BUDGET, "model.n_heads=1"]),  # two parts
-            # no W_V with the recipe's rotary positions: two parts of the baseline changed
-            train_run("rot-wv", 21.0, experiment=RECIPE, overrides=[*BUDGET, "model.value_projection=false"]),
             run("other", 10.0, "model.n_heads=1", hardware_class="cpu-y"),  # no recipe run on that class
             run("busy", 12.0, "model.query_projection=false", disturbed=True),
             train_run("else", 11.0, overrides=[*BUDGET, "model.n_heads=1"]),  # another recipe
@@ -78,3 +77,27 @@ def test_budgets_are_tables_of_their_own():
     # a shared budget first, the recipe's hour last
     shared, hour = text.split("\n\n`multi30k_de_en_cpu` for its own time")
     assert "1,000 steps each" in shared and "5,000 to 6,000 steps (time-bound)" in hour
+
+
+def test_the_recipe_as_it_is_has_a_table_of_its_own_variants_where_they_ran():
+    identity = ["model.query_projection=false", "model.key_projection=false", "model.value_projection=false"]
+    text = ablations(
+        record_of(
+            run("b", 34.0),
+            run("v", 30.0, "model.value_projection=false"),
+            run("r1", 40.0, ROTARY, seed=1),
+            run("r2", 42.0, ROTARY, seed=2),
+            train_run("qk", 39.0, experiment=RECIPE, overrides=[*BUDGET, "model.shared_query_key=true"], seed=1),
+            train_run(
+                "id", 30.0, experiment=RECIPE, overrides=[*BUDGET, *identity], seed=1
+            ),  # three settings, one variant
+            train_run(
+                "x", 29.0, experiment=RECIPE, overrides=[*BUDGET, "model.output_projection=false"], seed=1
+            ),  # unlisted
+        )
+    )
+    sinusoidal, recipe = tables_of(text)
+    assert [r[0] for r in sinusoidal] == ["the baseline", "no W_V", "rotary (the recipe)"]
+    assert [r[0] for r in recipe] == ["the recipe", "W_Q = W_K", "W_Q, W_K, W_V the identity"]
+    assert [r[5] for r in recipe] == ["", "-2.00", "-11.00"]  # against the recipe's mean, 41.00
+    assert "The recipe as it is, with rotary positions" in text.split("\n\n| variant")[1]
