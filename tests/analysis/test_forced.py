@@ -160,7 +160,7 @@ def test_a_map_without_its_sinks_is_the_softmax_over_the_other_keys():
     keep = [t.lstrip("▁") not in {",", ".", "</s>"} for t in sa.src_tokens]
     assert sum(keep) == len(keep) - 3 and m.cols == [t for t, k in zip(sa.src_tokens, keep) if k]
     assert m.rows == whole.rows and m.weights.shape == (*whole.weights.shape[:3], sum(keep))
-    assert m.signal_label == "attention weights without </s>, punctuation (renormalized)"
+    assert m.signal_label == "attention weights without </s> and punctuation (renormalized)"
     for layer in range(m.weights.shape[0]):
         for head in (0, m.weights.shape[1] - 1):
             seen = model.inspect(source, reference, kind="cross", layer=layer, head=head)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from qkvmt.analysis.signals import SIGNALS, Signal, SignalMaps, register
 from qkvmt.analysis.trace import KINDS
 
-PER_LAYER, WHOLE, SLOW = "probe_layers", "probe_whole", "probe_slow"
+PER_LAYER, WHOLE, SLOW, SIGNED = "probe_layers", "probe_whole", "probe_slow", "probe_signed"
 
 
 def per_layer(context) -> dict[str, SignalMaps]:
@@ -20,6 +20,28 @@ def whole_model(context) -> dict[str, SignalMaps]:
     return {"cross": SignalMaps(None, SIGNALS["weights"](context)["cross"].layers[-1:])}
 
 
+def signed(context) -> dict[str, SignalMaps]:
+    """Cross-attention only, a map with negative values (not shares): the weights less their row's mean."""
+    maps = SIGNALS["weights"](context)["cross"]
+    return {"cross": SignalMaps(None, maps.layers - maps.layers.mean(-1, keepdims=True))}
+
+
+@contextmanager
+def registered(*signals: Signal):
+    """`signals` registered for the block, unregistered however it ends."""
+    added = [register(signal) for signal in signals]
+    try:
+        yield
+    finally:
+        for signal in added:
+            SIGNALS.pop(signal.name, None)
+
+
+def signed_signal():
+    """Registers probe_signed for the block: a map of signed numbers, as a signal of differences has."""
+    return registered(Signal(SIGNED, "probe, signed", ("cross",), signed))
+
+
 @contextmanager
 def throwaway_signals():
     """Registers probe_layers, probe_whole and probe_slow (cost "passes": computed only when
@@ -30,13 +52,9 @@ def throwaway_signals():
         calls.append(context)
         return whole_model(context)
 
-    added = [
-        register(Signal(PER_LAYER, "probe, per layer", KINDS, per_layer)),
-        register(Signal(WHOLE, "probe, whole model", ("cross",), whole_model)),
-        register(Signal(SLOW, "probe, slow", ("cross",), slow, cost="passes")),
-    ]
-    try:
+    with registered(
+        Signal(PER_LAYER, "probe, per layer", KINDS, per_layer),
+        Signal(WHOLE, "probe, whole model", ("cross",), whole_model),
+        Signal(SLOW, "probe, slow", ("cross",), slow, cost="passes"),
+    ):
         yield calls
-    finally:
-        for signal in added:
-            SIGNALS.pop(signal.name, None)

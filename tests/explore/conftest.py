@@ -1,5 +1,6 @@
-"""The explorer's fixtures: the tiny trained models of both directions, an Explorer over them, and
-a real server of an explorer on a free port."""
+"""The explorer's fixtures: the tiny trained models of both directions, an Explorer over them, the
+bundled de->en model (real sentences, and sinks: punctuation), and a real server of an explorer on a
+free port."""
 
 import threading
 import time
@@ -24,6 +25,11 @@ def model(trained_run):
 @pytest.fixture(scope="session")
 def reverse_model(reverse_run):
     return qkvmt.load(reverse_run["run"] / "checkpoints" / "last.ckpt", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    return qkvmt.load("multi30k-de-en", device="cpu")
 
 
 @pytest.fixture(scope="session")

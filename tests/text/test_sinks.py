@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from qkvmt.text.sinks import is_punctuation, renormalized_without, sink_columns
+from qkvmt.text.sinks import described, is_punctuation, renormalized_without, sink_columns
 
 
 def test_a_class_and_literal_tokens_name_the_columns():
@@ -11,6 +11,12 @@ def test_a_class_and_literal_tokens_name_the_columns():
     assert sink_columns(tokens, ("</s>", "punctuation")).tolist() == [0, 0, 1, 0, 1, 0, 0, 1]
     assert sink_columns(tokens, "__de__").tolist() == [0, 0, 0, 0, 0, 1, 0, 0]  # a language tag, by its token
     assert [is_punctuation(t) for t in ("▁", "«", "▁—", "Hut.", "’s")] == [False, True, True, False, False]
+
+
+def test_what_is_left_out_is_said_in_words():
+    assert described(("</s>", "punctuation")) == "without </s> and punctuation (renormalized)"
+    assert described("__de__") == "without __de__ (renormalized)"
+    assert described(("</s>", "__de__", "punctuation")) == "without </s>, __de__ and punctuation (renormalized)"
 
 
 @pytest.mark.parametrize("drop", [(), ("",), (None,), [3]])

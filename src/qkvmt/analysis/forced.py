@@ -31,7 +31,7 @@ from qkvmt.analysis.trace import KINDS, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs, fits
 from qkvmt.model.transformer import Transformer
-from qkvmt.text.sinks import renormalized_without, sink_columns
+from qkvmt.text.sinks import described, renormalized_without, sink_columns
 from qkvmt.text.tokenizer import encode, encode_target, target_side
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class AttentionMap:
     @property
     def signal_label(self) -> str:
         label = SIGNALS[self.signal].label
-        return f"{label} without {', '.join(self.dropped)} (renormalized)" if self.dropped else label
+        return f"{label} {described(self.dropped)}" if self.dropped else label
 
     def without(self, drop) -> "AttentionMap":
         """This map without the key columns `drop` names (qkvmt.text.sinks: "</s>", "punctuation",

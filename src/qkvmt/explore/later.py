@@ -4,14 +4,17 @@ is computed the first time the page's signal selector or a policy asks for it, a
 sentence. Integrated gradients took 20 s for an 18-word sentence at OPUS-MT-base's size on two
 cores (docs/results.md), which no first view should wait for.
 
-A request (POST /api/signal) is {"source": text, "signal": a registered signal's name}; its answer is
-that signal's maps of each kind it covers, {kind: {label, maps, layers}}, as `viewer_maps` gives them.
+A request (POST /api/signal) is {"source": text, "signal": a registered signal's name} and, for the
+reference's teacher-forced pass rather than the model's translation, "reference": text; its answer
+is that signal's maps of each kind it covers, {kind: {label, maps, layers[, without]}}, as `viewed`
+gives them.
 """
 
-from qkvmt.analysis.forced import forced_attention
+from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.text.sinks import SINKS
 from qkvmt.views.html import plain, viewer_maps
 
 FIRST = ("weights", "alti")
@@ -27,22 +30,33 @@ def listed() -> dict[str, dict[str, str]]:
     return out
 
 
-def ensure(model: Model, sentence, name: str) -> None:
-    """The sentence's forced pass with signal `name` computed too (from a trace of the same pair, the
-    full-context reading included), if it has not been."""
+def viewed(attention: ForcedPass, names) -> dict:
+    """What the page's viewer draws of a pass: the weights and the signals `names` of every kind,
+    each cross map also without its sinks (`SINKS`, the rows renormalized), so the page's switch
+    between the two asks the server nothing."""
+    return viewer_maps(attention.maps(), {n: attention.maps(n) for n in names if n != "weights"}, drop=SINKS)
+
+
+def ensure(model: Model, attention: ForcedPass, target: str | list[int], name: str) -> ForcedPass:
+    """The forced pass `attention` of (its source, `target`) with signal `name` computed too (from
+    a trace of the same pair, its full-context reading included), if it has not been."""
     if name not in SIGNALS:
         raise UserError(f"signal={name!r}: use one of {', '.join(SIGNALS)}")
-    if name not in sentence.attention.signals:
-        source, layer = sentence.attention.source, model.meta.full_context_layer
-        more = forced_attention(model.transformer, model.tokenizer, source, sentence.ids, layer, {name})
-        sentence.attention = sentence.attention.adding(more)
+    if name in attention.signals:
+        return attention
+    m = model
+    more = forced_attention(m.transformer, m.tokenizer, attention.source, target, attention.full_context_layer, {name})
+    return attention.adding(more)
 
 
-def answer(model: Model, sentence, body: dict) -> dict:
+def name_of(body: dict) -> str:
     name = body.get("signal")
     if not isinstance(name, str):
         raise UserError(f"signal={name!r}: give a signal's name, one of {', '.join(SIGNALS)}")
-    ensure(model, sentence, name)
-    a = sentence.attention
-    every = viewer_maps(a.maps(), {name: a.maps(name)})
+    return name
+
+
+def answer(attention: ForcedPass, name: str) -> dict:
+    """Signal `name`'s maps of each kind it covers, of a pass that holds them (`ensure`)."""
+    every = viewed(attention, [name])
     return plain({kind: maps["signals"][name] for kind, maps in every.items() if name in maps.get("signals", {})})

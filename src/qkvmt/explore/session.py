@@ -1,18 +1,18 @@
 """What the explorer's server answers, as plain dicts: the page, one sentence's every view, the
 word links of another policy, one head's walk for one query, each signal's deletion curve for
 one target token (`deletion`), the translation under an edit of its attention (`what_if`) and
-what each layer already knows (`lens_panel`). Requests arrive as parsed JSON (anything a
-browser, or an attacker, can send) and every field is checked here or in those modules: a bad
-one is a UserError whose one-line message the page shows.
+what each layer already knows (`lens_panel`); with a reference, its teacher-forced pass's maps
+beside the translation's. Requests arrive as parsed JSON (anything a browser, or an attacker, can
+send) and every field is checked here or in those modules: a bad one is a UserError whose one-line
+message the page shows.
 
 The numbers come from the API's own functions on the model's own translation (the subwords
 decoding generated, forced as `Model.attention` forces them), so the page shows what
 `qkvmt.load(...).attention(source)`, `.align(...)`, `.inspect(...)`, `.intervene(...)` and
-`.lens(...)` return.
+`.lens(...)` return; the reference's maps are `.attention(source, reference)`'s.
 """
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from qkvmt.alignment.directions import (
@@ -32,11 +32,12 @@ from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.explore import deletion, later, lens_panel, what_if
+from qkvmt.explore.kept import Kept
 from qkvmt.model.inputs import fits
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
-from qkvmt.text.tokenizer import encode
-from qkvmt.views.html import escape, page, plain, texts_html, viewer_maps
+from qkvmt.text.tokenizer import encode, encode_target
+from qkvmt.views.html import escape, page, plain, texts_html
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
 # What is kept, so that a click back recomputes nothing while memory stays bounded however long the
@@ -45,29 +46,11 @@ from qkvmt.views.sentence_alignment import SentenceAlignment
 RECENT = 8
 HEADS_KEPT = 16
 CURVES_KEPT = 16
+REFERENCES_KEPT = 4
 # what `inspect` answers of a head's pass, beside the one query's walk
 HEAD = ("kind", "layer", "head", "d_k", "query_tokens", "key_tokens", "weights", "scores", "contributions", "check")
 # the JSON endpoints, POST /api/<name>, each a method of Explorer (app.py routes them, the page calls them)
 ENDPOINTS = ("sentence", "align", "inspect", "curves", "intervene", "lens", "signal")
-
-
-class Kept(OrderedDict):
-    """A mapping of at most `most` entries: adding one more drops the one added or asked for
-    longest ago (`latest` marks an entry as asked for)."""
-
-    def __init__(self, most: int):
-        super().__init__()
-        self.most = most
-
-    def __setitem__(self, key, value):
-        super().__setitem__(key, value)
-        self.latest(key)
-        while len(self) > self.most:
-            self.popitem(last=False)
-
-    def latest(self, key):
-        self.move_to_end(key)
-        return self[key]
 
 
 @dataclass
@@ -82,6 +65,7 @@ class Sentence:
     curves: Kept = field(default_factory=lambda: Kept(CURVES_KEPT))  # target row -> its deletion curves
     edits: Kept = field(default_factory=lambda: Kept(what_if.KEPT))  # edit -> what_if.answer
     lenses: Kept = field(default_factory=lambda: Kept(lens_panel.KEPT))  # top_k -> lens_panel.answer
+    references: Kept = field(default_factory=lambda: Kept(REFERENCES_KEPT))  # reference -> its forced pass
 
 
 class Explorer:
@@ -116,14 +100,17 @@ class Explorer:
         body = (
             texts_html(shown) + '<form id="ask"><label>source<br><textarea id="source" rows="2" cols="80" '
             f'placeholder="a sentence in {escape(m.meta.src_lang)}"></textarea></label><br>'
-            f'<label>reference (optional, {escape(m.meta.tgt_lang)})<br><input id="reference" size="80"></label> '
+            f"<label>reference (optional, {escape(m.meta.tgt_lang)}: scores, and its teacher-forced maps)<br>"
+            '<input id="reference" size="80"></label> '
             '<button type="submit">Translate</button></form>'
             '<p id="error" class="error" role="alert" hidden></p><p id="busy" class="status"></p>'
             '<div id="result" hidden><dl id="texts" class="texts"></dl>'
             "<h2>Translation</h2><p>Each token shaded by its probability (hover: entropy, alternatives); "
             'click one to inspect its query.</p><div id="tokens"></div>'
             "<h2>Attention</h2><p>Dots on the cross map: the word links of the policy below. Click a row to "
-            'inspect that query in the chosen head.</p><div id="viewer"></div>'
+            "inspect that query in the chosen head. With a reference, switch between the maps of the model's "
+            "translation and those of the reference forced on the decoder (teacher forcing).</p>"
+            '<div id="viewer"></div>'
             '<h2>Word alignment</h2><div id="policy" class="controls"></div><p id="pharaoh" class="mono"></p>'
             '<div id="words"></div><div id="both" hidden><h2>Symmetrized with the reverse model</h2>'
             '<p id="both-what"></p><div id="both-map"></div></div>'
@@ -159,7 +146,7 @@ class Explorer:
         with self._lock:
             s = self._sentence(source)
             alignment = self._alignment(s, policy)  # first: the policy's own signal joins the maps
-            a = s.attention
+            a, forced = s.attention, None if reference is None else self._reference(s, reference)
             scores = None
             if reference is not None:
                 (own,), signatures = sentence_scores([a.target], [reference])
@@ -172,7 +159,8 @@ class Explorer:
                     "scores": scores,
                     "token_scores": [t.to_dict() for t in a.token_scores],
                     "source_share": None if a.contributions is None else a.contributions.source_share,
-                    "attention": viewer_maps(a.maps(), {name: a.maps(name) for name in a.signals[1:]}),
+                    "attention": later.viewed(a, a.signals),
+                    "reference_attention": None if forced is None else later.viewed(forced, forced.signals),
                     "alignment": alignment,
                     "symmetrized": self._symmetrized(source, s),
                 }
@@ -215,10 +203,16 @@ class Explorer:
             return what_if.answer(self.model, self._sentence(source), body, self.decode)
 
     def signal(self, body) -> dict:
-        """One more signal's maps of the sentence, computed the first time it is asked for: later.answer."""
-        (source,) = fields(body, "source")
+        """One more signal's maps of the sentence (of the reference's forced pass, if one is given),
+        computed the first time it is asked for: later.answer."""
+        (source, reference), name = fields(body, "source", "reference"), later.name_of(body)
         with self._lock:
-            return later.answer(self.model, self._sentence(source), body)
+            s = self._sentence(source)
+            if reference is None:
+                s.attention = a = later.ensure(self.model, s.attention, s.ids, name)
+            else:
+                s.references[reference] = a = later.ensure(self.model, self._reference(s, reference), reference, name)
+            return later.answer(a, name)
 
     def lens(self, body) -> dict:
         """What each layer already knows, as Model.lens gives it: lens_panel.answer."""
@@ -238,6 +232,16 @@ class Explorer:
         self._recent[source] = s = Sentence(ids, attention)
         return s
 
+    def _reference(self, s: Sentence, reference: str) -> ForcedPass:
+        """The pass forced on `reference` (teacher forcing), as Model.attention(source, reference)
+        makes it, kept with the sentence."""
+        if reference not in s.references:
+            m = self.model
+            self._check_fits(encode_target(m.tokenizer, [reference])[0], "reference")
+            source = s.attention.source
+            s.references[reference] = forced_attention(m.transformer, m.tokenizer, source, reference, None, later.FIRST)
+        return s.references.latest(reference)
+
     def _check_fits(self, ids: list[int], what: str) -> None:
         n = self.model.transformer.cfg.max_positions
         if not fits(len(ids), n):
@@ -250,7 +254,7 @@ class Explorer:
         if policy is not None and not isinstance(policy, dict):
             raise UserError('policy: give an object such as {"layer": 1, "head": "mean"}')
         policy = self.model.policy(policy)
-        later.ensure(self.model, s, policy.signal)
+        s.attention = later.ensure(self.model, s.attention, s.ids, policy.signal)
         a = SentenceAlignment.of(s.attention, policy)
         return {
             "policy": a.policy,

@@ -35,6 +35,13 @@ def mass_on(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
     return maps[..., columns].sum(axis=(-2, -1))
 
 
+def described(drop) -> str:
+    """What a map without the sinks `drop` is, as labels say it: "without </s> and punctuation (renormalized)"."""
+    drop = (drop,) if isinstance(drop, str) else tuple(drop)
+    named = drop[0] if len(drop) == 1 else f"{', '.join(drop[:-1])} and {drop[-1]}"
+    return f"without {named} (renormalized)"
+
+
 def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
     sum over what is left: a row of weights sums to 1 again. A row whose whole mass was on the

@@ -16,13 +16,18 @@ from importlib import resources
 
 import numpy as np
 
+from qkvmt.text.sinks import described, sink_columns
+
 # The template's one script, in this order: the files are parts of one closure, and each uses
-# what the ones before it define (draw.js: colours, heatmaps, viewers, alignments, curves, the
-# inspector's maps; lens_panel.js: the explorer's layers panel; explorer.js: the explorer page;
-# pages.js: what each page draws, chosen by data["page"]).
-SCRIPTS = ("draw.js", "lens_panel.js", "explorer.js", "pages.js")
+# what the ones before it define (draw.js: colours, heatmaps, alignments, curves, the inspector's
+# maps; viewer.js: the attention viewer; lens_panel.js: the explorer's layers panel; explorer.js:
+# the explorer page; pages.js: what each page draws, chosen by data["page"]).
+SCRIPTS = ("draw.js", "viewer.js", "lens_panel.js", "explorer.js", "pages.js")
 DECIMALS = 4  # numbers in a page's JSON: enough to read, small enough to keep pages light
 NOTEBOOK_HEIGHT = 640  # pixels of a result's frame in a notebook; the frame can be resized
+# The kinds whose maps come without their sinks when asked: cross-attention's is the map read as
+# "which source word each target word looks at", which the sinks' mass misleads.
+SINKLESS = ("cross",)
 
 
 def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
@@ -104,24 +109,40 @@ def vectors_html(caption: str, tokens, vectors) -> str:
     return f'<h2>{escape(caption)}</h2><div class="scroll"><table class="plain num">{head}{body}</table></div>'
 
 
-def viewer_maps(maps, signals: dict[str, list] | None = None) -> dict:
-    """{kind: {label, maps, layers, rows, cols[, signals: {name: {label, maps, layers}}]}}: what a
-    page's attention viewer draws, rows and labels exactly as the typed maps carry them
+def viewer_maps(maps, signals: dict[str, list] | None = None, drop=()) -> dict:
+    """{kind: {label, maps, layers, rows, cols[, sinks, without][, signals: {name: {label, maps, layers[, without]}}]}}:
+    what a page's attention viewer draws, rows and labels exactly as the typed maps carry them
     (qkvmt.analysis.forced.AttentionMap), never relabelled here. `maps` and `layers` are the
     weights per head and each layer as a whole (the heads' average); `signals` the same of other
-    signals, labelled as the registry labels them, `maps` None where one has no per-head maps."""
-    out = {
-        m.kind: {"label": m.label, "maps": m.weights, "layers": m.layers, "rows": list(m.rows), "cols": list(m.cols)}
-        for m in maps
-    }
+    signals, labelled as the registry labels them, `maps` None where one has no per-head maps.
+    drop: sinks (qkvmt.text.sinks) each map of a SINKLESS kind also comes `without` (`sinkless`),
+    its kind saying what they are (`sinks`)."""
+    out = {m.kind: {"label": m.label, "rows": list(m.rows), "cols": list(m.cols)} | drawn(m, drop) for m in maps}
+    for entry in out.values():
+        if "without" in entry:
+            entry["sinks"] = described(drop)
     for name, other in (signals or {}).items():
         for m in other:
-            out[m.kind].setdefault("signals", {})[name] = {
-                "label": m.signal_label,
-                "maps": m.weights,
-                "layers": m.layers,
-            }
+            out[m.kind].setdefault("signals", {})[name] = {"label": m.signal_label} | drawn(m, drop)
     return out
+
+
+def drawn(m, drop) -> dict:
+    """One map's numbers as the viewer draws them and, with `drop` and a SINKLESS kind, `without` them."""
+    out = {"maps": m.weights, "layers": m.layers}
+    return (out | {"without": sinkless(m, drop)}) if drop and m.kind in SINKLESS else out
+
+
+def sinkless(m, drop) -> dict:
+    """The map without the key columns `drop` names, rows renormalized (AttentionMap.without): its
+    label, maps, layers, cols and `kept` (the columns kept, as positions in the whole map's); or,
+    for a map that cannot be renormalized (negative values: not shares), {"refused": why}."""
+    try:
+        cut = m.without(drop)
+    except ValueError as e:
+        return {"refused": str(e)}
+    kept = np.flatnonzero(~sink_columns(m.cols, drop)).tolist()
+    return {"label": cut.signal_label, "maps": cut.weights, "layers": cut.layers, "cols": cut.cols, "kept": kept}
 
 
 def check_labels(shape, rows, cols, what: str) -> None:

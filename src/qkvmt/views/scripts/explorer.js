@@ -264,9 +264,13 @@
       $("inspector").replaceChildren(el("p", {}, "Click a token and choose a head."));
       $("inspector").removeAttribute("data-shown");
       const p = r.alignment.policy;
+      // With a reference, its teacher-forced pass beside the model's own: the viewer switches between them.
+      const readings = r.reference_attention && [["model's translation", r.attention], ["reference (teacher-forced)", r.reference_attention]];
+      const of = (reading) => (reading ? { reference: r.reference } : {});
       s.viewer = attentionViewer($("viewer"), r.attention, { layer: p.layer, head: p.head, signal: p.signal }, {
         marks: marks, onCell: (kind, row) => pick(side(kind), row), onShow: (shown) => { s.shown = shown; s.whatIf.scope(shown); inspect(); },
-        signals: DATA.signals, signal: (name) => call(DATA.api.signal, { source: r.source, signal: name }) });
+        signals: DATA.signals, readings: readings,
+        signal: (name, reading) => call(DATA.api.signal, Object.assign({ source: r.source, signal: name }, of(reading))) });
       policyControls(p);
       drawPolicy();
       drawBoth(r.symmetrized);
