@@ -13,6 +13,7 @@ from qkvmt.commands import COMMANDS
 DOOR = {
     "evaluate": ("evaluate",),
     "translate": ("translate",),
+    "serve": ("translate",),
     "explore": ("attention", "align", "inspect", "intervene", "lens"),
     "align": ("align", "align_both", "align_corpus", "aer"),
     "inspect": ("inspect",),

@@ -66,6 +66,13 @@ COMMANDS = {
             text=TEXT_KEYS,
         ),
         Command(
+            "serve",
+            "qkvmt.pipeline.serve:serve",
+            "serve",
+            "a JSON translation server that batches concurrent requests",
+            "ckpt_path=multi30k-de-en port=8000",
+        ),
+        Command(
             "align",
             "qkvmt.pipeline.align:align",
             "align",

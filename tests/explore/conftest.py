@@ -2,16 +2,15 @@
 bundled de->en model (real sentences, and sinks: punctuation), and a real server of an explorer on a
 free port."""
 
-import threading
-import time
 from contextlib import contextmanager
 
 import pytest
 
 import qkvmt
-from qkvmt.explore.app import bind, create_app, server
-from qkvmt.explore.guard import Access
+from qkvmt.explore.app import create_app
 from qkvmt.explore.session import Explorer
+from qkvmt.web.guard import Access
+from qkvmt.web.json_api import bind, in_thread
 
 SOURCE = "w3 w14 w7 w22 w9"  # the toy language: the target is the source reversed, "w" -> "t"
 REFERENCE = "t9 t22 t7 t14 t3"
@@ -44,13 +43,5 @@ def serving(explorer, token: str | None = None):
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     access = Access.of("127.0.0.1", port) if token is None else Access(port, frozenset({f"127.0.0.1:{port}"}), token)
-    running = server(create_app(explorer, access))
-    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not running.started and thread.is_alive():
-        time.sleep(0.05)
-    try:
+    with in_thread(create_app(explorer, access), sock):
         yield f"http://127.0.0.1:{port}/"
-    finally:
-        running.should_exit = True
-        thread.join(10)

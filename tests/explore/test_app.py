@@ -8,8 +8,8 @@ import pytest
 
 from qkvmt.errors import UserError
 from qkvmt.explore.app import MAX_BODY, create_app
-from qkvmt.explore.guard import Access
 from qkvmt.views.html import page
+from qkvmt.web.guard import Access
 from tests.explore.conftest import SOURCE
 
 HOSTILE = "<script>alert(1)</script> w3 </script><img src=x onerror=alert(2)>"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from qkvmt.explore.app import create_app
-from qkvmt.explore.guard import Access, is_loopback
+from qkvmt.web.guard import Access, is_loopback
 from tests.explore.conftest import serving
 
 PORT = 8123  # TestClient opens no socket: the port the server would have been started on

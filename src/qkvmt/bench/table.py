@@ -28,7 +28,19 @@ def table(r: dict) -> str:
         lines.append(memory_line(r["memory"]))
     if r.get("imported"):
         lines += imported_lines(r["imported"])
+    if r.get("serve"):
+        lines.append(serve_line(r["serve"]))
     return "\n".join(lines)
+
+
+def serve_line(s: dict) -> str:
+    """qkvmt serve under concurrent clients against translate over the same sentences."""
+    return (
+        f"qkvmt serve of {s['model']}, {s['clients']} clients, {s['per_request']} sentences a request, "
+        f"beam {s['beam_size']}: {s['served_sent_s']:.1f} sentences/s, translate alone {s['direct_sent_s']:.1f} "
+        f"({s['served_vs_direct']:.0%}); {s['calls_per_run']:.1f} calls for {s['requests_per_run']} requests; "
+        f"{s['identical']} of {s['sentences']} identical"
+    )
 
 
 def imported_lines(i: dict) -> list[str]:

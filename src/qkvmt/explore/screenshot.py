@@ -7,15 +7,14 @@ Unavailable, saying what to install, and the caller leaves the screenshot out.
 """
 
 import shutil
-import threading
-import time
 from pathlib import Path
 
 from qkvmt.api import Model
-from qkvmt.explore.app import bind, create_app, server
-from qkvmt.explore.guard import Access
+from qkvmt.explore.app import create_app
 from qkvmt.explore.session import Explorer
 from qkvmt.files import atomic_write
+from qkvmt.web.guard import Access
+from qkvmt.web.json_api import bind, in_thread
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Quiet and reproducible: no background traffic, no GPU compositing.
@@ -48,12 +47,7 @@ def screenshot(model: Model, sentence: str, path, view: dict, width: int = 840, 
         raise Unavailable('Playwright is not installed (pip install -e ".[dev]")') from None
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    running = server(create_app(Explorer(model), Access.of("127.0.0.1", port)))
-    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        while not running.started and thread.is_alive():
-            time.sleep(0.05)
+    with in_thread(create_app(Explorer(model), Access.of("127.0.0.1", port)), sock):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=binary, args=FLAGS)
             try:
@@ -70,9 +64,5 @@ def screenshot(model: Model, sentence: str, path, view: dict, width: int = 840, 
                 png = page.screenshot(clip=clip, full_page=True, animations="disabled", caret="hide")
             finally:
                 browser.close()
-    finally:
-        running.should_exit = True
-        thread.join(10)
-        sock.close()
     atomic_write(Path(path), lambda f: f.write(png))
     return Path(path)

@@ -6,8 +6,9 @@ beam-5 decoding sentences/s, per-token decoding time as outputs grow, and the ti
 to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 and int8 by
 default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU, the last
 stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory), and the last opens
-a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported); `stages=` chooses among the
-peers (stages 1-5), memory and imported, each run by qkvmt.bench.stages; this module checks the
+a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported), and `qkvmt serve` under
+concurrent clients (qkvmt.bench.serving); `stages=` chooses among the peers (stages 1-5), memory,
+imported and serve, each run by qkvmt.bench.stages; this module checks the
 settings first. Writes benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt,
 where N steps of ours spent their time (qkvmt.bench.profile).
 """
@@ -23,7 +24,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.bench.stages import DTYPES, host_memory, imported, peers
+from qkvmt.bench.stages import DTYPES, host_memory, imported, peers, serving
 from qkvmt.bench.table import table
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
@@ -35,7 +36,7 @@ from qkvmt.training.host_memory import prepare_host_memory
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
 LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
-STAGES = ("peers", "memory", "imported")  # what stages= may name, in the order they run
+STAGES = ("peers", "memory", "imported", "serve")  # what stages= may name, in the order they run
 
 
 def benchmark(cfg: DictConfig) -> dict:
@@ -62,6 +63,8 @@ def benchmark(cfg: DictConfig) -> dict:
         result["memory"] = host_memory(cfg, device)
     if "imported" in cfg.stages:
         result["imported"] = imported(cfg, dm)
+    if "serve" in cfg.stages:
+        result["serve"] = serving(cfg, dm, device)
     write_json(out / "benchmark.json", result)
     print(table(result))
     log.info("wrote %s", out / "benchmark.json")

@@ -39,8 +39,8 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
 
 
 def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
-    """lines -> translations with the chosen engine: our model from ckpt_path, or an exported
-    CTranslate2 folder from model_dir."""
+    """(lines, settings=decode_cfg) -> translations with the chosen engine: our model from
+    ckpt_path, or an exported CTranslate2 folder from model_dir."""
     if cfg.engine == "ctranslate2":
         if cfg.ckpt_path or cfg.average:
             raise UserError(
@@ -48,13 +48,13 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
                 "export the checkpoint first (qkvmt export)"
             )
         engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
-        return lambda lines: engine.translate(lines, decode_cfg)
+        return lambda lines, settings=decode_cfg: engine.translate(lines, settings)
     if cfg.engine != "qkvmt":
         raise UserError(f"engine={cfg.engine!r}: use engine=qkvmt (ckpt_path=) or engine=ctranslate2 (model_dir=)")
     if cfg.model_dir:
         raise UserError("model_dir= is for engine=ctranslate2; engine=qkvmt reads ckpt_path=")
     model = load_for_inference(cfg)
-    return lambda lines: model.translate(lines, decode_cfg)
+    return lambda lines, settings=decode_cfg: model.translate(lines, settings)
 
 
 def text_line(line: bytes | str, number: int) -> str:

@@ -10,7 +10,7 @@ from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
 from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, train_command
 from qkvmt.record.sinks_table import sinks
-from qkvmt.record.summary import Group, Stat, counted, groups, why_not_counted
+from qkvmt.record.summary import Group, Stat, counted, groups, recipe_of, why_not_counted
 from qkvmt.views.markdown import table
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
@@ -181,28 +181,36 @@ def decimals_of(values) -> int:
 
 def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     """For each group of benchmarks or measurements: what, where and how, then its figures (a
-    faithfulness measurement's are the faithfulness table's, a study of keys and values' its own).
-    shown_in: the page table of the entries that name it in their `shown_in` (None: of those
-    that name none), so a measurement can stand beside what it measures."""
-    parts = []
+    faithfulness measurement's are the faithfulness table's, a study of keys and values' its own);
+    then each run at the current settings that other work disturbed, alone, with its conditions
+    (runs at earlier settings stay out: their successors are shown). shown_in: the page table of the entries
+    that name it in their `shown_in` (None: of those that name none), so a measurement can stand
+    beside what it measures."""
     own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of")
     kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
-    for g in groups(kept, kind):
-        runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
-        machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
-        head = (
-            f"**{g.recipe}** ({machines}; {runs_text}; "
-            f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}): {command(g.runs[0]['command'])}"
-        )
-        rows = []
-        for label in g.labels():
-            st, unit, ranged = g.figure(label)
-            values = [
-                f[k] for r in g.runs for f in r["figures"] if f["label"] == label for k in ("value", "max") if k in f
-            ]
-            rows.append([label, figure_cell(st, unit, ranged, decimals_of(values))])
-        parts.append(head + "\n\n" + table(["figure", "measured"], rows))
+    parts = [figures_of(g) for g in groups(kept, kind)]
+    for r in kept:
+        if r["kind"] == kind and r["settings_current"] and r["disturbed"]:
+            alone = Group(kind, recipe_of(r), tuple(r.get("overrides", ())), r["hardware_class"], r["cores"], [r])
+            parts.append(figures_of(alone, f"not counted: {why_not_counted(r)}"))
     return "\n\n".join(parts)
+
+
+def figures_of(g: Group, note: str = "") -> str:
+    """A group's head (what, where, how many runs, how measured, its command) and its figures."""
+    runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
+    machines = "; ".join(dict.fromkeys(r["hardware"] for r in g.runs))
+    head = (
+        f"**{g.recipe}** ({machines}; {runs_text}; "
+        f"{', '.join(sorted({r['how_measured'] for r in g.runs}))}{'; ' + note if note else ''}): "
+        f"{command(g.runs[0]['command'])}"
+    )
+    rows = []
+    for label in g.labels():
+        st, unit, ranged = g.figure(label)
+        values = [f[k] for r in g.runs for f in r["figures"] if f["label"] == label for k in ("value", "max") if k in f]
+        rows.append([label, figure_cell(st, unit, ranged, decimals_of(values))])
+    return head + "\n\n" + table(["figure", "measured"], rows)
 
 
 def methods(record: dict) -> str:
@@ -222,6 +230,7 @@ TABLES = {
     "benchmarks": lambda record: figures(record, "benchmark"),
     "measurements": lambda record: figures(record, "measurement"),
     "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
+    "serve": lambda record: figures(record, "benchmark", "serve"),
     "faithfulness": faithfulness,
     "kv-study": kv_study,
     "lens": lens,

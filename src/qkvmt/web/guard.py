@@ -1,18 +1,19 @@
-"""Who the explorer answers: its own page, in a browser that opened the address it printed.
+"""Who qkvmt's servers answer (the explorer, qkvmt serve): requests to the address they printed.
 
 A server on 127.0.0.1 is within reach of every web page its user visits. Such a page can send it
 cross-site "simple" requests (a form, a text/plain fetch: no preflight asks first), and, by
 rebinding its own host name to 127.0.0.1 (DNS rebinding), even read the answers. So, as Jupyter
-does, the explorer refuses (403, the app's JSON error):
+does, a server refuses (403, the app's JSON error):
 
 - a Host that is not the address it was started on (127.0.0.1, localhost, [::1] or the host=
   given, with its port): a rebound name still says the attacker's host. A loopback name on
   another port is answered: only this computer can send it (an SSH tunnel, `ssh -L 9000:...`);
-- a POST whose Origin is not the page's own (app.py also takes application/json only, which no
-  form sends and no cross-site fetch sends unasked);
+- a POST whose Origin is not the server's own (web.json_api also takes application/json only, which
+  no form sends and no cross-site fetch sends unasked);
 - served beyond this computer (host= not loopback), a request without its random token: the
   printed address carries it once, the first visit trades it for a cookie and drops it from the
-  address bar, and the page's own fetches send the cookie.
+  address bar, and the page's own fetches send the cookie; a program sends it as ?token= on each
+  request.
 """
 
 import ipaddress
@@ -67,11 +68,21 @@ class Access:
     @property
     def cookie(self) -> str:
         # one per port: browsers share a host's cookies across its ports
-        return f"qkvmt-explorer-{self.port}"
+        return f"qkvmt-{self.port}"
 
-    def url(self, host: str) -> str:
+    def url(self, host: str, path: str = "/") -> str:
         """The address to open, with the token when there is one."""
-        return f"http://{netloc(host)}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+        return f"http://{netloc(host)}:{self.port}{path}" + (f"?token={self.token}" if self.token else "")
+
+    def warning(self, host: str) -> str | None:
+        """What a server off loopback says first (None on loopback)."""
+        if self.token is None:
+            return None
+        return (
+            f"warning: host={host} serves anyone who can reach this machine on port {self.port} and has the token in "
+            "the address below (sent unencrypted, over plain HTTP); requests without it are refused. Leave host= out "
+            "to serve this computer alone (127.0.0.1)"
+        )
 
     def has_token(self, given: str | None) -> bool:
         return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
@@ -102,9 +113,7 @@ class Guard:
         else:
             answered = a.hosts is None or host in a.hosts
         if not answered:
-            return self.refuse(
-                f"Host {host!r} is not this server's address: open the address the explorer printed", 403
-            )
+            return self.refuse(f"Host {host!r} is not this server's address: use the address the server printed", 403)
         if a.token is not None:
             in_url = a.has_token(request.query_params.get("token"))
             if in_url and request.method == "GET":
@@ -115,7 +124,7 @@ class Guard:
                 return answer
             if not (in_url or a.has_token(request.cookies.get(a.cookie))):
                 return self.refuse(
-                    "this explorer serves beyond this computer and needs its token: open the address "
+                    "this server serves beyond this computer and needs its token: use the address "
                     "with ?token= that it printed",
                     403,
                 )

@@ -1,0 +1,35 @@
+"""serve(cfg): a JSON translation server over a checkpoint (or an exported CTranslate2 folder,
+engine=ctranslate2) until Ctrl-C; qkvmt.serve does the work, translating through the engine
+`qkvmt translate` chooses (qkvmt.pipeline.translate.translator)."""
+
+import sys
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from qkvmt.pipeline.translate import translator
+from qkvmt.serve.app import create_app
+from qkvmt.serve.batcher import Batcher
+from qkvmt.serve.requests import Limits
+from qkvmt.web.guard import Access
+from qkvmt.web.json_api import bind, server
+
+
+def serve(cfg: DictConfig) -> dict:
+    limits = Limits(**cfg.limits)  # checked, with the port, before the slow load
+    sock = bind(str(cfg.host), cfg.port)
+    settings = instantiate(cfg.decode)
+    batcher = Batcher(translator(cfg, settings))
+    host, port = sock.getsockname()[:2]
+    access = Access.of(str(cfg.host), port)
+    served = cfg.model_dir if cfg.engine == "ctranslate2" else cfg.ckpt_path
+    app = create_app(batcher, access, limits, settings, {"model": str(served), "engine": cfg.engine})
+    url = access.url(str(cfg.host) or host, "/translate")  # as given: a host name is what the Host check expects
+    if access.warning(str(cfg.host)):
+        print(access.warning(str(cfg.host)), file=sys.stderr)
+    print(f"translation server of {served} ({cfg.engine}): POST JSON to {url} (Ctrl-C stops it)", flush=True)
+    try:
+        server(app).run(sockets=[sock])
+    finally:
+        batcher.close()  # the worker answers what is waiting, then stops
+    return {"url": url}

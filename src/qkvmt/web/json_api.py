@@ -1,0 +1,81 @@
+"""The JSON side of qkvmt's servers: a request body read as JSON within a size limit, every
+refusal and failure a one-line {"error": message} with its status, and the socket and uvicorn
+server that serve a Starlette application (Starlette and uvicorn, qkvmt's own dependencies)."""
+
+import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+from qkvmt.errors import UserError, optional_import
+
+INSTALL = "pip install starlette uvicorn (qkvmt's own dependencies: reinstall it with pip install -e .)"
+HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+
+
+def error(message: str, status: int):
+    """Every refusal and failure: {"error": one line}."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+
+
+async def read_json(request, max_body: int, shape: str):
+    """(the request's JSON body, None), or (None, the error response refusing it). shape: what to
+    send instead, said when the body nests past the parser's stack."""
+    # JSON only: a form or a text/plain body is what another site can send without asking
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        return None, error(f"Content-Type {media or 'none'}: send the body as application/json", 415)
+    raw = await request.body()
+    if len(raw) > max_body:
+        return None, error(f"the request is {len(raw):,} bytes; at most {max_body:,} are read", 413)
+    try:
+        return json.loads(raw), None
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, error(f"the request body is not JSON ({e})", 400)
+    except RecursionError:  # brackets nested past the parser's stack: small enough to pass max_body
+        return None, error(f"the request body nests too deeply to be read: send {shape}", 400)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free port, read back from the socket)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise UserError(f"port={port!r}: give a port number 1..65535, or 0 for any free port")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UserError(
+            f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one"
+        ) from None
+    sock.listen(64)
+    return sock
+
+
+def server(app):
+    """A uvicorn server of `app`, quiet (no access log, logging left as the command set it up);
+    run it with `.run(sockets=[bind(...)])`, stop it with `.should_exit = True`."""
+    uvicorn = optional_import("uvicorn", INSTALL)
+    return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, log_level="warning"))
+
+
+@contextmanager
+def in_thread(app, sock: socket.socket):
+    """`app` served on `sock` by uvicorn in a thread of this process, until the block ends: for
+    tests, the benchmark and screenshots, which talk to a real server without starting a process."""
+    running = server(app)
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not running.started and thread.is_alive():
+        time.sleep(0.05)
+    try:
+        yield running
+    finally:
+        running.should_exit = True
+        thread.join(10)
+        sock.close()
