@@ -91,7 +91,7 @@ def aer(
     split = split_gold(gold, found.kept, n_dev)
     board = Leaderboard.scored(found, split)
     ref = reference_scores(*reference, training, gold, split, (meta.src_lang, meta.tgt_lang)) if training else None
-    default_key = (default.signal, default.layer, default.head, default.rows, default.direction)
+    default_key = (default.signal, default.layer, default.head, default.rows, default.direction, default.drop)
     scores = {
         "gold_dir": str(gold_dir),
         "gold": gold_identity(Path(gold_dir), len(gold.src), len(split.kept)),

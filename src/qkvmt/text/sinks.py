@@ -28,13 +28,19 @@ def sink_columns(tokens: list[str], drop) -> np.ndarray:
     return np.array([t in literal or (PUNCTUATION in drop and is_punctuation(t)) for t in tokens], dtype=bool)
 
 
-def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
-    sum over what is left: a row of weights sums to 1 again. A row whose whole mass was on the
-    dropped columns is left at 0."""
-    kept = maps[..., ~columns]
+def renormalized_in_place(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """maps (..., rows, cols) with `columns` (bool over cols) set to 0 and each row rescaled to
+    its former sum over what is left; the columns stay where they were, so positions that index
+    them (a word's subwords) still do. A row whose whole mass was on those columns is left at 0."""
+    kept = np.where(columns, 0, maps)
     if kept.size and kept.min() < 0:
         raise ValueError("only maps of shares (no negative values) can be renormalized without some columns")
     before, after = maps.sum(axis=-1, keepdims=True), kept.sum(axis=-1, keepdims=True)
-    scale = np.divide(before, after, out=np.zeros_like(after), where=after > 0)
-    return kept * scale
+    return kept * np.divide(before, after, out=np.zeros_like(after), where=after > 0)
+
+
+def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
+    sum over what is left: a row of weights sums to 1 again (renormalized_in_place, the columns
+    then left out)."""
+    return renormalized_in_place(maps, columns)[..., ~columns]
