@@ -1,6 +1,6 @@
 """The search for the best way to read word links from a model, scored against gold links: every
 candidate extraction (signal × decoder layer × head or the head average × rows × direction, and
-for the attention weights each also without their sinks, qkvmt.alignment.policy) links each gold
+each also without the signal's sinks where it names some, qkvmt.alignment.policy) links each gold
 pair, each is scored by AER on the test pairs, the best is chosen on the dev pairs (without any,
 on the test pairs), and the leaderboard lists them all beside a statistical reference aligner's
 row. `Model.aer` runs it (qkvmt.studies.aer), and `qkvmt align gold_dir=` through it."""
@@ -14,13 +14,10 @@ from qkvmt.alignment.policy import DIRECTIONS, ROWS, AligningModel, AlignmentPol
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
-from qkvmt.text.sinks import SINKS
 
 FIELDS = ("signal", "layer", "head", "rows", "direction", "drop")  # a candidate's key, in this order
-# Which signals are also read without their sinks (`drop`): the weights, where </s> and punctuation
-# take the mass (qkvmt.text.sinks); the other signals' rows would double the table for little.
-WITHOUT_SINKS = {"weights": SINKS}
 
 
 @dataclass
@@ -44,7 +41,7 @@ class Candidates:
         for li in range(n_layers):
             for h in [*range(n_heads), "mean"]:
                 for r in ROWS:
-                    for drop in dict.fromkeys([(), WITHOUT_SINKS.get(signal, ())]):
+                    for drop in dict.fromkeys([(), SIGNALS[signal].sinks]):  # the sinks' too, as the signal says
                         m = AlignmentPolicy(li, h, r, signal=signal, drop=drop).word_matrix(
                             cross, tgt_groups, src_groups
                         )
