@@ -26,11 +26,21 @@ def rounded(value, digits: int = 6):
     return value
 
 
+def slug(model: str) -> str:
+    """A model's name as an id's part."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+
+
+def threads_env(result: dict) -> str:
+    """The environment a command ran in, as what it recorded says (recorded_with): a thread count
+    below the machine's cores was set there."""
+    threads = result["threads"]
+    return f"OMP_NUM_THREADS={threads} " if threads < (result["machine"]["cores"] or threads) else ""
+
+
 def command(study: dict) -> str:
-    """The command that ran it, its settings as study.json has them (a thread count below the
-    machine's cores was set in the environment)."""
-    threads = study["threads"]
-    env = f"OMP_NUM_THREADS={threads} " if threads < (study["machine"]["cores"] or threads) else ""
+    """The command that ran it, its settings as study.json has them."""
+    env = threads_env(study)
     extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
     extra += [f"substitutes={study['substitutes']}"] if study.get("substitutes", 5) != DEFAULT_SUBSTITUTES else []
     head = f"{env}qkvmt intervene study={study['study']} ckpt_path={study['model']}"
@@ -54,7 +64,7 @@ def entry(
     cores = machine["cores"] if hw["device"] == "cpu" else None
     text, cls, label = describe(hw, cores, machine["amx"])
     run = {
-        "id": id or free_id(f"{prefix}-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
+        "id": id or free_id(f"{prefix}-{slug(study['model'])}", taken_ids),
         "kind": "measurement",
         "what": (
             f"DecoderLens, the decoder reading each encoder depth, {study['model']}, {study['split']}"

@@ -5,6 +5,7 @@ README's `<!-- results:begin -->`)."""
 
 from qkvmt.record import registry
 from qkvmt.record.ablation_table import ablations
+from qkvmt.record.aer_table import aer_readings
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
@@ -184,7 +185,7 @@ def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     shown_in: the page table of the entries that name it in their `shown_in` (None: of those
     that name none), so a measurement can stand beside what it measures."""
     parts = []
-    own_tables = ("faithfulness_of", "kv_study_of", "lens_of")
+    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "aer_of")
     kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
     for g in groups(kept, kind):
         runs_text = f"{len(g.runs)} runs" if len(g.runs) > 1 else "1 run"
@@ -222,6 +223,7 @@ TABLES = {
     "measurements": lambda record: figures(record, "measurement"),
     "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
     "faithfulness": faithfulness,
+    "aer-readings": aer_readings,
     "kv-study": kv_study,
     "lens": lens,
     "ablations": ablations,
