@@ -12,37 +12,13 @@ from pathlib import Path
 from qkvmt.analysis.faithfulness import Reading
 from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
-from qkvmt.record.from_folder import describe, free_id, read_json
-from qkvmt.record.from_study import rounded, slug, threads_env
+from qkvmt.record.from_folder import free_id, read_json
+from qkvmt.record.from_study import measured_on, rounded, slug, threads_env
 from qkvmt.training.machine import recorded_with
 
 NATS = " nats"
 OWN = ", own translations"  # how a model forced on its own translations is named beside its teacher-forced self
 READING_KEYS = ("signal", "layer", "head", "rows", "direction", "drop", "aer", "precision", "recall", "dev_aer")
-
-
-def common(result: dict, hardware: str | None, commit, conditions, disturbed: bool) -> tuple[dict, dict]:
-    """(what every analysis entry holds of where, when and how it ran, its hardware class)."""
-    machine = result["machine"]
-    hw = machine["hardware"]
-    cores = machine["cores"] if hw["device"] == "cpu" else None
-    text, cls, label = describe(hw, cores, machine["amx"])
-    run = {
-        "kind": "measurement",
-        "hardware": hardware or text,
-        "hardware_class": cls,
-        "cores": cores,
-        "torch": machine["torch"],
-        "threads": result["threads"],
-        "date": result["date"],
-        "commit": commit,
-        "settings_current": True,
-        "disturbed": bool(disturbed),
-        "how_measured": "command",
-    }
-    if conditions:
-        run["conditions"] = conditions
-    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}
 
 
 def faithfulness_entry(result: dict, of: str | None, taken_ids) -> dict:
@@ -88,7 +64,9 @@ def aer_entry(scores: dict, of: str | None, taken_ids) -> dict:
     board = scores.get("leaderboard")
     if not board:
         raise UserError("add= names an aer.json without a leaderboard: record one of qkvmt align leaderboard=true")
-    name = of or scores["model"]
+    name = of or scores.get("model")
+    if not name:
+        raise UserError("add= names an aer.json that does not name its model: give of=<the model's name>")
     readings = [
         r | {"label": Reading(r["signal"], r["layer"], tuple(r.get("drop") or ())).label} for r in head_means(board)
     ]
@@ -121,18 +99,10 @@ def aer_entry(scores: dict, of: str | None, taken_ids) -> dict:
     }
 
 
-def entry(
-    folder: Path,
-    *,
-    id: str | None = None,
-    hardware: str | None = None,
-    commit: str | None = None,
-    conditions: str | None = None,
-    disturbed: bool = False,
-    of: str | None = None,
-    taken_ids=(),
-) -> tuple[dict, dict]:
-    """(entry, the hardware class it needs) for the faithfulness.json or aer.json in `folder`."""
+def entry(folder: Path, *, id: str | None = None, of: str | None = None, taken_ids=(), **measured) -> tuple[dict, dict]:
+    """(entry, the hardware class it needs) for the faithfulness.json or aer.json in `folder`;
+    measured: what from_study.measured_on takes besides the result (hardware, commit, conditions,
+    disturbed)."""
     folder = Path(folder)
     if (folder / "faithfulness.json").is_file():
         result = read_json(folder / "faithfulness.json", "")
@@ -141,5 +111,6 @@ def entry(
         result = read_json(folder / "aer.json", "give add= a folder of qkvmt faithfulness or of qkvmt align gold_dir=")
         result = recorded_with() | result  # from before aer.json said where it ran: this machine
         own = aer_entry(result, of, taken_ids)
-    run, classes = common(result, hardware, commit, conditions, disturbed)
-    return {"id": id or own.pop("id"), **run, **{k: v for k, v in own.items() if k != "id"}}, classes
+    run, classes = measured_on(result, **measured)
+    own_id = own.pop("id")
+    return {"id": id or own_id, **run, **own}, classes

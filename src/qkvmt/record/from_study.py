@@ -47,6 +47,33 @@ def command(study: dict) -> str:
     return " ".join([head, *extra, f"n={study['n']}"])
 
 
+def measured_on(
+    result: dict, hardware: str | None = None, commit=None, conditions=None, disturbed: bool = False
+) -> tuple[dict, dict]:
+    """(what an entry of a command's result holds of where, when and how it ran, by what the
+    result recorded (recorded_with) and what the caller says; the hardware class it needs)."""
+    machine = result["machine"]
+    hw = machine["hardware"]
+    cores = machine["cores"] if hw["device"] == "cpu" else None
+    text, cls, label = describe(hw, cores, machine["amx"])
+    run = {
+        "kind": "measurement",
+        "hardware": hardware or text,
+        "hardware_class": cls,
+        "cores": cores,
+        "torch": machine["torch"],
+        "threads": result["threads"],
+        "date": result["date"],
+        "commit": commit,
+        "settings_current": True,
+        "disturbed": bool(disturbed),
+        "how_measured": "command",
+    }
+    if conditions:
+        run["conditions"] = conditions
+    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}
+
+
 def entry(
     folder: Path,
     *,
@@ -59,29 +86,17 @@ def entry(
 ) -> tuple[dict, dict]:
     """(entry, the hardware class it needs) for the study in `folder`."""
     study = read_json(Path(folder) / "study.json", "give add= the output folder of a study (qkvmt intervene study=...)")
-    machine, prefix = study["machine"], "lens" if study["study"] == "lens" else "kv-study"
-    hw = machine["hardware"]
-    cores = machine["cores"] if hw["device"] == "cpu" else None
-    text, cls, label = describe(hw, cores, machine["amx"])
+    prefix = "lens" if study["study"] == "lens" else "kv-study"
+    measured, classes = measured_on(study, hardware, commit, conditions, disturbed)
     run = {
         "id": id or free_id(f"{prefix}-{slug(study['model'])}", taken_ids),
-        "kind": "measurement",
+        **measured,
         "what": (
             f"DecoderLens, the decoder reading each encoder depth, {study['model']}, {study['split']}"
             if study["study"] == "lens"
             else f"the swap and patch studies of keys and values, {study['model']}, {study['split']}"
         ),
         "command": command(study),
-        "hardware": hardware or text,
-        "hardware_class": cls,
-        "cores": cores,
-        "torch": machine["torch"],
-        "threads": study["threads"],
-        "date": study["date"],
-        "commit": commit,
-        "settings_current": True,
-        "disturbed": bool(disturbed),
-        "how_measured": "command",
         "figures": [
             {"label": "sentences", "value": study["n"]},
             {"label": "whole command", "value": round(study["wall_s"]), "unit": "s"},
@@ -92,6 +107,4 @@ def entry(
         run |= {"lens_of": study["model"], "lens": rounded({k: study[k] for k in LENS_KEPT})}
     else:
         run |= {"kv_study_of": study["model"], "kv_study": rounded({k: study[k] for k in KEPT if k in study})}
-    if conditions:
-        run["conditions"] = conditions
-    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}
+    return run, classes
