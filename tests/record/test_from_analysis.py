@@ -54,6 +54,7 @@ def aer_folder(tmp_path, board) -> object:
         "n": 6,
         "dev": {"first_pairs": 2, "n": 2},
         "leaderboard": board,
+        "best": board[0] if board else None,
         **recorded_with(),
     }
     (folder / "aer.json").write_text(json.dumps(scores))
@@ -81,6 +82,7 @@ def test_each_layer_as_a_whole_is_recorded_at_the_reading_the_dev_pairs_chose_an
         "weights without sinks": round(100 * best[1]["aer"], 1),
     }
     assert entry["aer_of"] == "multi30k-de-en" and entry["id"] == "aer-multi30k-de-en-1"
+    assert entry["aer_readings"]["gold"] == "rwth, pairs 3-8 (pairs 1-2 choose each reading's rows and direction)"
     assert "gold_dev=2" in entry["command"] and "leaderboard=true" in entry["command"]
     record = runs.add({**copy.deepcopy(RECORD), "methods": {"command": "the command"}}, entry, classes)
     table = rows(tables.TABLES["aer-readings"](record).split("\n\n")[1])
@@ -90,6 +92,9 @@ def test_each_layer_as_a_whole_is_recorded_at_the_reading_the_dev_pairs_chose_an
         f"{r['rows']}, {r['direction']}",
         *(f"{100 * r[k]:.1f}" for k in ("dev_aer", "aer", "precision", "recall")),
     ]
+    top = board[0]  # the best reading of all, a head or a layer as a whole
+    assert table[-1][0].startswith(f"the best head: {top['signal']} layer {top['layer']}")
+    assert table[-1][0].endswith(f", head {top['head']}") and table[-1][3] == f"{100 * top['aer']:.1f}"
     assert "aer-multi30k-de-en-1" in tables.TABLES["alignment"](record)
     assert "aer-multi30k-de-en-1" not in tables.figures(record, "measurement")  # in its own tables only
 

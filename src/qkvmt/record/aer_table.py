@@ -1,7 +1,8 @@
 """The AER table generated from the record: for each model, its latest counted measurement of
 `qkvmt align gold_dir=... leaderboard=true` (qkvmt.record.from_analysis), each signal's decoder
 layers read as a whole, the attention weights also without `</s>` and punctuation, at the rows and
-direction chosen for each, with the test AER, precision and recall."""
+direction chosen for each, with the test AER, precision and recall; last, the best reading of
+any head."""
 
 from qkvmt.record.markdown import command, optional
 from qkvmt.record.summary import counted
@@ -28,7 +29,7 @@ def aer_readings(record: dict) -> str:
                 percent(x["precision"]),
                 percent(x["recall"]),
             ]
-            for x in found["readings"]
+            for x in [*found["readings"], found["best"]]
         ]
         head = (
             f"**{model}** on {found['gold']} ({r['hardware']}; {r['date']}; record {r['id']}): {command(r['command'])}"

@@ -76,9 +76,12 @@ def aer_entry(scores: dict, of: str | None, taken_ids) -> dict:
         weights = [r for r in readings if r["signal"] == "weights" and bool(r.get("drop")) == sink_free]
         return round(100 * min(weights, key=lambda r: r.get("dev_aer", r["aer"]))["aer"], 1)
 
-    gold = f"{scores['gold']['pairs']} pairs of {model}" + (
-        f", the first {dev['first_pairs']} choosing each reading's rows and direction" if dev else ""
+    pairs, first = scores["gold"]["pairs"], dev["first_pairs"] if dev else 0
+    gold = f"{model}, pairs {first + 1}-{pairs}" + (
+        f" (pairs 1-{first} choose each reading's rows and direction)" if dev else ""
     )
+    top = scores["best"]
+    top_label = f"the best head: {Reading(top['signal'], top['layer'], tuple(top.get('drop') or ())).label}"
     command = f"qkvmt align ckpt_path={name} gold_dir=<{model}> leaderboard=true reverse_ckpt_path=null"
     command += f" gold_dev={dev['first_pairs']}" if dev else ""
     return {
@@ -87,7 +90,14 @@ def aer_entry(scores: dict, of: str | None, taken_ids) -> dict:
         "command": command,
         "figures": [{"label": "test pairs", "value": scores["n"]}],
         "aer_of": name,
-        "aer_readings": {"gold": gold, "n": scores["n"], "readings": rounded(readings, 4)},
+        "aer_readings": {
+            "gold": gold,
+            "n": scores["n"],
+            "readings": rounded(readings, 4),
+            "best": rounded(
+                {k: top[k] for k in READING_KEYS if k in top} | {"label": f"{top_label}, head {top['head']}"}, 4
+            ),
+        },
         "alignment": [
             {
                 "gold": gold,

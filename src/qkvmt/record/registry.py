@@ -112,7 +112,7 @@ def policy(record: dict) -> str:
         [
             "`alignment.drop`",
             "key columns left out before words are read, each row rescaled to its total: `[]` (the default), or "
-            'tokens and classes, e.g. `\'alignment.drop=["</s>",punctuation]\'` '
+            "tokens and classes, e.g. `'alignment.drop=[\"</s>\",punctuation]'` "
             "([without the sinks](#alignment-error-rate-against-gold-links))",
         ],
     ]
