@@ -84,8 +84,11 @@ def test_the_rows_without_the_sinks_score_the_links_of_the_renormalized_word_mat
         for s, t in zip(src, tgt):
             cross = forced_attention(model.transformer, model.tokenizer, s, t).map("cross")
             w = cross.layers[layer] if head == "mean" else cross.weights[layer, head]
-            sinks = {c for c in cross.cols if c == "</s>" or c.strip("▁") and not c.strip("▁,.!")}
-            m = sink_free_words(w, cross.cols, sinks, word_groups(cross.rows), word_groups(cross.cols))
+            # </s>, punctuation, and the bare word-start mark a punctuation word begins with
+            marks = [c.strip("▁") != "" and not c.strip("▁,.!") for c in cross.cols]
+            sinks = {i for i, c in enumerate(cross.cols) if c == "</s>" or marks[i] or c == "▁" and marks[i + 1]}
+            cols = [i if i in sinks else c for i, c in enumerate(cross.cols)]  # the sinks by position
+            m = sink_free_words(w, cols, sinks, word_groups(cross.rows), word_groups(cross.cols))
             m = m if direction == "target_to_source" else m.T
             links = {(int(np.argmax(row)), j) for j, row in enumerate(m) if row.any()}
             hyp.append(links if direction == "target_to_source" else {(j, i) for i, j in links})

@@ -19,13 +19,21 @@ def is_punctuation(token: str) -> bool:
     return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
+def punctuation_columns(tokens: list[str]) -> np.ndarray:
+    """(len(tokens),) bool: the tokens of punctuation, and a bare word-start mark before one: the
+    tokenizer splits " ." into "▁" and ".", and the mark, a piece of that word, can take weight."""
+    marks = [is_punctuation(t) for t in tokens]
+    before = [t == WORD_START and i + 1 < len(tokens) and marks[i + 1] for i, t in enumerate(tokens)]
+    return np.array(marks, dtype=bool) | np.array(before, dtype=bool)
+
+
 def sink_columns(tokens: list[str], drop) -> np.ndarray:
     """(len(tokens),) bool: True where the token is one of `drop` (a class name or a token)."""
     drop = (drop,) if isinstance(drop, str) else tuple(drop)
     if not drop or not all(isinstance(d, str) and d for d in drop):
         raise ValueError(f"drop={drop!r}: name tokens to leave out, e.g. drop=('</s>', 'punctuation')")
-    literal = set(drop) - {PUNCTUATION}
-    return np.array([t in literal or (PUNCTUATION in drop and is_punctuation(t)) for t in tokens], dtype=bool)
+    literal = np.array([t in set(drop) - {PUNCTUATION} for t in tokens], dtype=bool)
+    return literal | punctuation_columns(tokens) if PUNCTUATION in drop else literal
 
 
 def renormalized_in_place(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
