@@ -214,6 +214,7 @@ class Model(StudyMethods):
                 c.decoder_layers,
                 c.n_heads,
                 given["signal"],
+                given["drop"],
             )
         return policy or self.default_policy
 

@@ -161,7 +161,7 @@ COMMANDS = {
             "results",
             "the results tables from the record of runs (docs/runs.json)",
             "check=true",
-            text=("hardware", "conditions"),
+            text=("hardware", "conditions", "of"),
         ),
     )
 }

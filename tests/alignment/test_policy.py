@@ -138,3 +138,51 @@ def test_only_signals_with_cross_attention_maps_make_links():
             AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, signal="probe_encoder")
     finally:
         SIGNALS.pop("probe_encoder")
+
+
+def sink_free_words(w: np.ndarray, cols: list[str], sinks: set[str], tgt_groups, src_groups) -> np.ndarray:
+    """The reference: (T, S) weights with the columns named in `sinks` set to 0 and each row
+    scaled back to its total, then summed over a source word's pieces and averaged over a target
+    word's, by loops."""
+    out = np.zeros((len(tgt_groups), len(src_groups)))
+    for j, rows in enumerate(tgt_groups):
+        for t in rows:
+            kept = {s: w[t, s] for s in range(len(cols)) if cols[s] not in sinks}
+            scale = w[t].sum() / sum(kept.values())
+            for i, pieces in enumerate(src_groups):
+                out[j, i] += sum(kept.get(s, 0.0) * scale for s in pieces) / len(rows)
+    return out
+
+
+# Source "a b , c." (the comma a word of its own, the full stop a piece of "c."), target "x yz".
+SINK_COLS = ["▁a", "▁b", "▁,", "▁c", ".", "</s>"]
+SINK_SRC_GROUPS = [[0], [1], [2], [3, 4]]
+SINK_ROWS = ["▁x", "▁y", "z", "</s>"]
+SINK_TGT_GROUPS = [[0], [1, 2]]
+SINK_CROSS = AttentionMap(
+    "cross", np.random.default_rng(3).dirichlet(np.ones(6) * 0.5, size=(2, 3, 4)), SINK_ROWS, SINK_COLS
+)  # (L=2, H=3, T=4, S=6)
+
+
+@pytest.mark.parametrize("head", [0, 2, "mean"])
+def test_a_policy_without_the_sinks_reads_the_renormalized_weights_of_the_other_columns(head):
+    policy = AlignmentPolicy(1, head, direction="source_to_target", drop=("</s>", "punctuation"))
+    w = SINK_CROSS.layers[1] if head == "mean" else SINK_CROSS.weights[1, head]
+    want = sink_free_words(w, SINK_COLS, {"▁,", ".", "</s>"}, SINK_TGT_GROUPS, SINK_SRC_GROUPS)
+    got = policy.word_matrix(SINK_CROSS, SINK_TGT_GROUPS, SINK_SRC_GROUPS)
+    np.testing.assert_allclose(got, want)
+    assert not got[:, 2].any()  # the comma, punctuation alone, takes nothing: no target word links to it
+    by_source = {(int(np.argmax(want[:, i])), i) for i in range(4) if want[:, i].any()}
+    assert policy.links(SINK_CROSS, SINK_TGT_GROUPS, SINK_SRC_GROUPS) == {(i, j) for j, i in by_source}
+
+
+def test_drop_is_validated_and_serialized_and_a_policy_without_it_reads_every_column():
+    policy = AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2, drop=["</s>", "punctuation"])
+    assert policy.drop == ("</s>", "punctuation") and policy.to_dict()["drop"] == ["</s>", "punctuation"]
+    assert AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2).to_dict()["drop"] == []
+    plain = AlignmentPolicy(1, "mean").word_matrix(SINK_CROSS, SINK_TGT_GROUPS, SINK_SRC_GROUPS)
+    np.testing.assert_allclose(
+        plain, sink_free_words(SINK_CROSS.layers[1], SINK_COLS, set(), SINK_TGT_GROUPS, SINK_SRC_GROUPS)
+    )
+    with pytest.raises(UserError, match=r"alignment.drop=\['', 'punctuation'\]: name tokens to leave out"):
+        AlignmentPolicy.validated(0, 0, "predicting", "intersection", 1, 2, drop=["", "punctuation"])

@@ -18,12 +18,14 @@ from qkvmt.analysis.faithfulness import (
     cuts,
     deletion_curves,
     forced_inputs,
+    ranking,
     readings,
     score,
     summarize,
 )
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
+from qkvmt.text.sinks import SINKS
 
 DECISIVE = 15  # the token that decides every prediction
 OTHERS = [2, *range(4, DECISIVE)]  # </s> and every other ordinary token
@@ -147,6 +149,36 @@ def test_attention_weights_of_that_model_find_the_token_as_the_oracle_does():
         np.testing.assert_allclose(
             by_weights.drops["deletion"][reading], by_oracle.drops["deletion"][Reading("oracle", None)], atol=1e-4
         )  # the other tokens, in another order, change nothing
+
+
+def test_the_weights_without_their_sinks_rank_the_other_tokens_as_the_weights_do_and_punctuation_last():
+    model = decisive_model(seed=2)
+    src, rows = [5, DECISIVE, 6, 7, 8, 9], [0, 2]
+    tokens = ["▁a", "▁b", ",", "▁c", "▁d", ".", "</s>"]  # the source's names: a comma and a full stop
+    tgt = greedy_target(model, src)
+    x = forced_inputs(model, src, tgt)
+    maps = readings(model, x, ["weights"], tokens=tokens)
+    sink_free = [Reading("weights", layer, SINKS) for layer in (0, 1)]
+    assert list(maps) == [Reading("weights", 0), Reading("weights", 1), *sink_free]
+    assert sink_free[1].label == "weights layer 1 without </s> and punctuation"
+    n, punctuation = len(src), [2, 5]
+    for reading in sink_free:
+        w = maps[Reading("weights", reading.layer)]
+        kept = [c for c in range(n) if c not in punctuation]
+        for t in range(len(tgt) + 1):
+            cut = np.delete(w[t], [*punctuation, n])  # the row without the sinks' columns
+            np.testing.assert_allclose(maps[reading][t, kept], cut * w[t].sum() / cut.sum(), rtol=1e-6)
+            by_cut = [kept[i] for i in sorted(range(len(kept)), key=lambda i: -cut[i])]
+            assert ranking(maps[reading][t, :n]).tolist() == by_cut + punctuation
+    # Scored as a map that ranks the same way: its deletions are those of that ranking.
+    by_rank = np.zeros_like(maps[sink_free[0]])
+    for t in range(len(by_rank)):
+        by_rank[t, ranking(maps[sink_free[0]][t, :n])] = np.arange(n, 0, -1)
+    no_random = np.empty((0, n), dtype=np.int64)
+    got = score(model, x, {sink_free[0]: maps[sink_free[0]]}, rows, FRACTIONS, no_random).drops
+    want = score(model, x, {Reading("rank", None): by_rank}, rows, FRACTIONS, no_random).drops
+    for test in got:
+        np.testing.assert_array_equal(got[test][sink_free[0]], want[test][Reading("rank", None)])
 
 
 def test_deletion_writes_pad_in_place_and_never_removes_the_end_of_sentence():

@@ -16,10 +16,12 @@ from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline import faithfulness as command
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.faithfulness import faithfulness
+from qkvmt.record import from_analysis, runs, tables
 from qkvmt.text.tokenizer import Specials, train_bpe
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference, write_corpus
 from tests.pipeline.test_align import write_gold
+from tests.record.conftest import RECORD, rows
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +71,10 @@ def run(untrained, *overrides):
 
 
 def layered(signals) -> int:
-    """How many readings the signals have on a 2-layer decoder: one per layer, one for a whole-model signal."""
+    """How many readings the signals have on a 2-layer decoder: one per layer, one for a whole-model
+    signal, and as many again without its sinks for a signal that names some (the weights)."""
     whole = {"input_x_gradient", "integrated_gradients"}
-    return sum(1 if s in whole else 2 for s in signals)
+    return sum((1 if s in whole else 2) * (2 if s == "weights" else 1) for s in signals)
 
 
 def test_every_reading_is_scored_over_the_first_n_sentences_into_three_files(untrained, tmp_path, capsys):
@@ -216,3 +219,20 @@ def test_the_script_scores_a_trained_model_with_its_aer_beside(trained_run, tmp_
     assert "| weights layer 1 |" in r.stdout
     bad = run_script("faithfulness", f"ckpt_path={ckpt}", "signals=[nope]", f"output_dir={tmp_path / 'bad'}")
     assert user_error(bad).startswith("error: signals: 'nope' is not a signal")
+
+
+def test_forced_on_its_own_translations_it_is_recorded_as_a_column_of_its_own(untrained, tmp_path):
+    out = tmp_path / "out"
+    result = run(untrained, "n=2", "signals=[weights]", "target=own", "random_draws=1", f"output_dir={out}")
+    assert result["target"] == "own" and result["decoding"]["beam_size"] >= 1
+    entry, classes = from_analysis.entry(out, conditions="a test", taken_ids=())
+    model = result["model"]
+    assert entry["faithfulness_of"] == f"{model}, own translations" and " target=own" in entry["command"]
+    assert "signals=[weights]" in entry["command"] and "its own translations forced" in entry["what"]
+    sink_free = [r for r in result["readings"] if r["drop"]][-1]
+    assert sink_free["label"] == "weights layer 1 without </s> and punctuation"
+    figures = {f["label"]: f["value"] for f in entry["figures"]}
+    assert figures[f"deletion AOPC, {sink_free['label']}"] == round(sink_free["deletion_aopc"]["mean"], 3)
+    record = runs.add({**RECORD, "methods": {"command": "the command"}}, entry, classes)
+    line = next(r for r in rows(tables.faithfulness(record).split("\n\n")[1]) if r[0] == sink_free["label"])
+    assert line[1].startswith(f"{sink_free['deletion_aopc']['mean']:.3f} (")

@@ -8,6 +8,7 @@ import pytest
 
 import qkvmt
 from qkvmt.errors import UserError
+from qkvmt.text.tokenizer import encode
 from tests.pipeline.test_align import write_gold
 
 SOURCES = ["Ein Hund rennt über eine grüne Wiese .", "", "Ein Mann fährt Fahrrad .", "Zwei Frauen lachen ."]
@@ -108,6 +109,17 @@ def test_heads_faithfulness_and_the_studies_are_results(model, tmp_path):
     shown_and_saved(lens, tmp_path / "lens", {"study.json", "study.md", "translations.txt"})
 
 
+def test_faithfulness_forced_on_the_models_own_translations_is_as_with_them_given_as_references(model):
+    own = model.translate(SOURCES)
+    assert encode(model.tokenizer, list(own)) == own.ids  # as text they are the same subwords again
+    settings = {"n": 2, "signals": ["weights"], "levels": [0.5, 1.0], "random_draws": 1}
+    found = model.faithfulness(SOURCES, [""] * len(SOURCES), target="own", **settings).result
+    given = model.faithfulness(SOURCES, list(own), **settings).result
+    assert (found["target"], found["decoding"], given["target"]) == ("own", own.settings, "reference")
+    assert found["readings"] == given["readings"] and found["random_aopc"] == given["random_aopc"]
+    assert "without </s> and punctuation" in found["readings"][-1]["label"]
+
+
 def test_evaluate_scores_and_draws_the_report_of_the_first_sentences(model, tmp_path):
     found = model.evaluate(SOURCES, TARGETS, samples=1, signals=["value_norms"])
     assert list(found.translations) == list(model.translate(SOURCES)) and found.metrics["n"] == len(SOURCES)
@@ -130,6 +142,8 @@ def test_evaluate_scores_and_draws_the_report_of_the_first_sentences(model, tmp_
         (lambda m: m.heads("Ein Hund .", ["A dog ."]), "sources is a list of sentences"),
         (lambda m: m.heads(["Ein Hund ."], [""]), "has no references to score against"),
         (lambda m: m.faithfulness(["a"], ["b"], signals=["nope"]), "'nope' is not a signal"),
+        (lambda m: m.faithfulness(["a"], ["b"], target="hyp"), "target='hyp': force the pass on reference"),
+        (lambda m: m.faithfulness(["a"], [""]), "no references: target=reference forces"),
         (lambda m: m.study(["a"], "nope"), "study='nope': use one of swap, patch, both"),
         (lambda m: m.lens_study(["a"], ["b"], n=0), "n=0: give a whole number"),
         (lambda m: m.align_corpus(["a"], ["b"], batch_tokens=0), "batch_tokens=0: give a whole number"),

@@ -19,6 +19,13 @@ def test_what_is_left_out_is_said_in_words():
     assert described(("</s>", "__de__", "punctuation")) == "without </s>, __de__ and punctuation (renormalized)"
 
 
+def test_a_bare_word_start_mark_goes_with_the_punctuation_it_starts():
+    # " Haus ." is split "▁Haus" "▁" "."; a bare mark before a word is a piece of that word.
+    tokens = ["▁Haus", "▁", ".", "▁", "X", "▁", "!", "?", "</s>"]
+    assert sink_columns(tokens, "punctuation").tolist() == [0, 1, 1, 0, 0, 1, 1, 1, 0]
+    assert sink_columns(tokens, "</s>").tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 1]
+
+
 @pytest.mark.parametrize("drop", [(), ("",), (None,), [3]])
 def test_nothing_to_drop_is_refused_saying_how_to_name_it(drop):
     with pytest.raises(ValueError, match=r"drop=\('</s>', 'punctuation'\)"):

@@ -1,9 +1,9 @@
 """The search for the best way to read word links from a model, scored against gold links: every
-candidate extraction (signal × decoder layer × head or the head average × rows × direction,
-qkvmt.alignment.policy) links each gold pair, each is scored by AER on the test pairs, the best
-is chosen on the dev pairs (without any, on the test pairs), and the leaderboard lists them all
-beside a statistical reference aligner's row. `Model.aer` runs it (qkvmt.studies.aer), and
-`qkvmt align gold_dir=` through it."""
+candidate extraction (signal × decoder layer × head or the head average × rows × direction, and
+each also without the signal's sinks where it names some, qkvmt.alignment.policy) links each gold
+pair, each is scored by AER on the test pairs, the best is chosen on the dev pairs (without any,
+on the test pairs), and the leaderboard lists them all beside a statistical reference aligner's
+row. `Model.aer` runs it (qkvmt.studies.aer), and `qkvmt align gold_dir=` through it."""
 
 from dataclasses import dataclass, field
 
@@ -14,9 +14,10 @@ from qkvmt.alignment.policy import DIRECTIONS, ROWS, AligningModel, AlignmentPol
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 
-FIELDS = ("signal", "layer", "head", "rows", "direction")  # a candidate's key, in this order
+FIELDS = ("signal", "layer", "head", "rows", "direction", "drop")  # a candidate's key, in this order
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Candidates:
     """Every candidate's links on the gold pairs that fit the model."""
 
     shapes: dict = field(default_factory=dict)  # signal -> (its layers, its heads, 0 where it has none per head)
-    links: dict = field(default_factory=dict)  # (signal, layer, head, rows, direction) -> links of each kept pair
+    links: dict = field(default_factory=dict)  # (signal, layer, head, rows, direction, drop) -> each kept pair's links
     kept: list[int] = field(default_factory=list)  # the gold pairs that fit, by position in the gold set
     skipped: int = 0  # the pairs longer than the model's positions
 
@@ -40,9 +41,12 @@ class Candidates:
         for li in range(n_layers):
             for h in [*range(n_heads), "mean"]:
                 for r in ROWS:
-                    m = AlignmentPolicy(li, h, r, signal=signal).word_matrix(cross, tgt_groups, src_groups)
-                    for d in DIRECTIONS:
-                        self.links.setdefault((signal, li, h, r, d), []).append(directed_links(m, d))
+                    for drop in dict.fromkeys([(), SIGNALS[signal].sinks]):  # the sinks' too, as the signal says
+                        m = AlignmentPolicy(li, h, r, signal=signal, drop=drop).word_matrix(
+                            cross, tgt_groups, src_groups
+                        )
+                        for d in DIRECTIONS:
+                            self.links.setdefault((signal, li, h, r, d, drop), []).append(directed_links(m, d))
 
 
 def candidate_links(model: AligningModel, gold: GoldAlignments, signals: list[str]) -> Candidates:
@@ -123,17 +127,22 @@ class Leaderboard:
 
     def row(self, key: tuple) -> dict:
         """A candidate as a result lists it: its fields, its test scores, and its dev AER where dev pairs chose."""
-        return dict(zip(FIELDS, key)) | self.table[key] | ({"dev_aer": self.chooser[key]["aer"]} if self.on_dev else {})
+        return (
+            dict(zip(FIELDS, key))
+            | {"drop": list(key[-1])}
+            | self.table[key]
+            | ({"dev_aer": self.chooser[key]["aer"]} if self.on_dev else {})
+        )
 
     def best(self) -> dict:
         return self.row(min(self.chooser, key=lambda key: self.chooser[key]["aer"]))
 
     def layers(self, signal: str) -> dict:
-        """One signal's test scores: layerL -> headH or mean -> rows -> direction -> scores."""
+        """One signal's test scores, all columns kept: layerL -> headH or mean -> rows -> direction -> scores."""
         return {
             f"layer{li}": {
                 f"head{h}" if h != "mean" else "mean": {
-                    r: {d: self.table[signal, li, h, r, d] for d in DIRECTIONS} for r in ROWS
+                    r: {d: self.table[signal, li, h, r, d, ()] for d in DIRECTIONS} for r in ROWS
                 }
                 for h in self.found.heads_of(signal)
             }
@@ -141,11 +150,11 @@ class Leaderboard:
         }
 
     def grid(self, best: dict) -> np.ndarray:
-        """AER at each layer (rows) and head (columns, the average last) of best's signal, rows and direction."""
-        signal = best["signal"]
+        """AER at each layer (rows) and head (columns, the average last) of best's signal, rows, direction and drop."""
+        signal, rest = best["signal"], (best["rows"], best["direction"], tuple(best["drop"]))
         return np.array(
             [
-                [self.table[signal, li, h, best["rows"], best["direction"]]["aer"] for h in self.found.heads_of(signal)]
+                [self.table[(signal, li, h, *rest)]["aer"] for h in self.found.heads_of(signal)]
                 for li in range(self.found.shapes[signal][0])
             ]
         )

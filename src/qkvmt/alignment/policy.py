@@ -19,6 +19,11 @@ A policy names a decoder layer, a head (or the layer's head average), the rows a
   weights, the norm of the heads' summed value vectors, the layer's ALTI+ rollout); a numbered
   head reads that head's own share, which a signal without per-head maps does not have. A signal
   of the whole model (one map, no heads: gradients) is read at that map whatever the layer.
+* drop: key columns left out before the words are read (qkvmt.text.sinks: "</s>",
+  "punctuation", or a token), each row rescaled to its former total (default: none). `</s>`
+  belongs to no word and never takes a link anyway, but its mass then no longer dilutes the rows
+  it took most of. A source word of punctuation alone gets no weight, so no target word links to
+  it: a target word of punctuation (its row is kept) links to a word of content instead.
 
 Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
 """
@@ -34,6 +39,7 @@ from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.text.sinks import renormalized_in_place, sink_columns
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
@@ -55,10 +61,19 @@ class AlignmentPolicy:
     rows: str = "predicting"
     direction: str = "target_to_source"
     signal: str = "weights"
+    drop: tuple[str, ...] = ()  # key columns left out, rows renormalized (qkvmt.text.sinks)
 
     @classmethod
     def validated(
-        cls, layer, head, rows: str, direction: str, n_layers: int, n_heads: int, signal: str = "weights"
+        cls,
+        layer,
+        head,
+        rows: str,
+        direction: str,
+        n_layers: int,
+        n_heads: int,
+        signal: str = "weights",
+        drop=(),
     ) -> "AlignmentPolicy":
         """A policy for a decoder of n_layers × n_heads; a negative layer counts from the end.
         Every bad value is a UserError naming the `alignment.*` setting and what it accepts."""
@@ -75,7 +90,10 @@ class AlignmentPolicy:
             raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
         if signal not in cross_signals():
             raise UserError(f"alignment.signal={signal!r}: use one of {', '.join(cross_signals())}")
-        return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction, signal)
+        drop = (drop,) if isinstance(drop, str) else tuple(drop or ())
+        if not all(isinstance(d, str) and d for d in drop):
+            raise UserError(f"alignment.drop={list(drop)!r}: name tokens to leave out, e.g. [</s>,punctuation], or []")
+        return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction, signal, drop)
 
     @classmethod
     def default_for(cls, meta: CheckpointMeta, n_layers: int, n_heads: int) -> "AlignmentPolicy":
@@ -104,7 +122,7 @@ class AlignmentPolicy:
         cross-attention map of the policy's signal (an AttentionMap: weights (L, H, T, S), None
         for a signal without per-head maps, and layers (L, T, S), L = 1 for one of the whole
         model); row t then belongs to output token t (`y_1 .. y_m </s>`) for both row
-        conventions."""
+        conventions; with `drop`, those columns are 0 and each row keeps its total."""
         if cross.signal != self.signal:
             raise ValueError(f"a policy reading {self.signal} was given a map of {cross.signal}")
         if self.head != "mean" and cross.weights is None:
@@ -112,6 +130,8 @@ class AlignmentPolicy:
         whole_model = cross.weights is None and len(cross.layers) == 1  # its one map, whatever the layer
         layer = 0 if whole_model else self.layer
         w = cross.layers[layer] if self.head == "mean" else cross.weights[layer, self.head]
+        if self.drop:  # in place: the source groups index the columns as they are
+            w = renormalized_in_place(w, sink_columns(cross.cols, self.drop))
         return w if self.rows == "predicting" else w[1:]
 
     def word_matrix(self, cross, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
@@ -138,7 +158,7 @@ class AlignmentPolicy:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"drop": list(self.drop)}  # a list, as JSON holds it
 
 
 @dataclass

@@ -5,7 +5,10 @@ Samek et al. 2017).
 A *reading* is one signal's cross-attention map at one decoder layer, the layer as a whole
 (`SignalMaps.layers[l]`), or a whole-model signal's one map. For target row t of a forced pass
 (it predicts tgt_out[t]) the reading ranks the source tokens x_1 .. x_n by its row t, most
-important first (ties in source order); `</s>` is never ranked and never deleted. Then:
+important first (ties in source order); `</s>` is never ranked and never deleted. A signal that
+names its sinks (qkvmt.analysis.signals.Signal.sinks: the weights, `</s>` and punctuation) is also
+read without them, each row renormalized over the other columns: that reading ranks the same
+tokens in the same order, its punctuation last. Then:
 
 * deletion: the k = ceil(f·n) top-ranked tokens are deleted for each level f (0.1 .. 0.5 by
   default), and the drop of log p(tgt_out[t]) is recorded; the mean over the levels is the
@@ -37,6 +40,7 @@ from qkvmt.analysis.signals import SIGNALS, Context, cross_signals
 from qkvmt.analysis.trace import trace
 from qkvmt.model.inputs import Inputs, build_inputs
 from qkvmt.model.transformer import Transformer
+from qkvmt.text.sinks import renormalized_in_place, sink_columns
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
 TESTS = ("deletion", "reversed", "sufficiency")
@@ -46,10 +50,12 @@ TESTS = ("deletion", "reversed", "sufficiency")
 class Reading:
     signal: str
     layer: int | None  # None: the one map of a whole-model signal
+    drop: tuple[str, ...] = ()  # the columns left out, each row renormalized (qkvmt.text.sinks)
 
     @property
     def label(self) -> str:
-        return self.signal if self.layer is None else f"{self.signal} layer {self.layer}"
+        name = self.signal if self.layer is None else f"{self.signal} layer {self.layer}"
+        return name + (f" without {' and '.join(self.drop)}" if self.drop else "")
 
 
 def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:
@@ -61,12 +67,18 @@ def forced_inputs(model: Transformer, src: list[int], tgt: list[int]) -> Inputs:
 
 @torch.no_grad()  # a gradient signal enables gradients for its own passes
 def readings(
-    model: Transformer, x: Inputs, signals: list[str], rows: list[int] | None = None, seconds: Counter | None = None
+    model: Transformer,
+    x: Inputs,
+    signals: list[str],
+    rows: list[int] | None = None,
+    seconds: Counter | None = None,
+    tokens: list[str] | None = None,
 ) -> dict[Reading, np.ndarray]:
     """Every reading of the signals for one traced pair: reading -> (target rows, source columns).
     rows: the target rows that will be read (a gradient signal computes only these; None: all).
     seconds: adds the time the trace and each signal took (a signal's share of what the context
-    caches is the first asker's)."""
+    caches is the first asker's). tokens: the source's tokens; with them, each signal that names
+    sinks is also read without them (its columns there 0, each row renormalized)."""
     seconds = Counter() if seconds is None else seconds
     start = time.perf_counter()
     context = Context(model, trace(model, x.src, x.tgt_in), x.tgt_out, rows)
@@ -76,10 +88,12 @@ def readings(
         start = time.perf_counter()
         maps = SIGNALS[name](context)["cross"]
         seconds[name] += time.perf_counter() - start
-        if maps.whole_model:
-            out[Reading(name, None)] = maps.layers[0]
-        else:
-            out |= {Reading(name, layer): m for layer, m in enumerate(maps.layers)}
+        layers = {None: maps.layers[0]} if maps.whole_model else dict(enumerate(maps.layers))
+        out |= {Reading(name, layer): m for layer, m in layers.items()}
+        sinks = SIGNALS[name].sinks
+        if tokens is not None and sinks:
+            columns = sink_columns(tokens, sinks)
+            out |= {Reading(name, layer, sinks): renormalized_in_place(m, columns) for layer, m in layers.items()}
     return out
 
 
@@ -240,6 +254,7 @@ def summarize(sentences: list[SentenceScores]) -> dict:
         {
             "signal": r.signal,
             "layer": r.layer,
+            "drop": list(r.drop),
             "label": r.label,
             **{key: over(lambda s, r=r, test=test: s.drops[test][r]) for test, key in keys.items()},
         }

@@ -134,7 +134,7 @@ def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
     a = cfg.alignment
     if str(a.head) != "best":
         given = {k: a[k] for k in ("layer", "head", "direction") if a[k] is not None}  # null: the checkpoint's default
-        pol = model.policy(given | {"rows": a.rows, "signal": a.signal})
+        pol = model.policy(given | {"rows": a.rows, "signal": a.signal, "drop": list(a.drop or [])})
         return pol, pol.to_dict()
     aer_file = Path(a.aer_file) if a.aer_file else best_file(cfg, model.paths)
     if not aer_file.is_file():
@@ -148,7 +148,8 @@ def policy(cfg: DictConfig, model: Model) -> tuple[AlignmentPolicy, dict]:
             f"{aer_file} was made for another model (its best is layer {best['layer']}, head {best['head']})"
         )
     fields = {k: best[k] for k in ("layer", "head", "rows", "direction")}
-    pol = model.policy(fields | {"signal": best.get("signal", "weights")})  # results from before signals read weights
+    # Results from before signals read the weights, from before drop none.
+    pol = model.policy(fields | {"signal": best.get("signal", "weights"), "drop": best.get("drop", [])})
     return pol, best | {"from": str(aer_file)}
 
 

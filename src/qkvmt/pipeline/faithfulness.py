@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.pipeline.runs import check_output_dir, load_for_inference, save_result
-from qkvmt.studies.checks import checked_faithfulness, read_leaderboard
+from qkvmt.studies.checks import checked_faithfulness, checked_target, read_leaderboard
 
 
 def faithfulness(cfg: DictConfig) -> dict:
@@ -18,10 +18,12 @@ def faithfulness(cfg: DictConfig) -> dict:
     draws = {"targets_per_sentence": cfg.targets_per_sentence, "random_draws": cfg.random_draws}
     checked_faithfulness(signals, levels, {"n": cfg.n} | draws)  # every bad setting before the slow load
     read_leaderboard(cfg.aer_file)
+    checked_target(cfg.target)
     check_output_dir(cfg)
     model = load_for_inference(cfg)
     src, refs, name = read_inputs(cfg, model.meta, model.paths[0])
     settings = {"n": cfg.n, "signals": signals, "levels": levels, "seed": cfg.seed, "aer_file": cfg.aer_file}
+    settings |= {"target": cfg.target}
     report = model.faithfulness(src, refs, name=name, **settings, **draws)
     report.result["wall_s"] = round(time.time() - start, 1)  # the whole command's, loading included
     final = save_result(cfg, model.paths, report, name, "faithfulness")

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
-from qkvmt.record import from_folder, from_study, pages, runs, settings
+from qkvmt.record import from_analysis, from_folder, from_study, pages, runs, settings
 from qkvmt.training.machine import this_machine
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
@@ -29,13 +29,16 @@ def rendered(record: dict, readme: Path, results_page: Path, more: list[Path] = 
 def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
     """The run in cfg.add as a record entry, compared with its recipe as it is now: a run whose
     settings differ (an older folder) is recorded and listed, never counted for the recipe. A
-    study's folder (study.json, sinks.json) is recorded as the measurement it is."""
+    study's folder (study.json, sinks.json), or an analysis command's (faithfulness.json, aer.json),
+    is recorded as the measurement it is."""
     text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
+    taken = {r["id"] for r in record["runs"]}
+    if any((Path(cfg.add) / name).is_file() for name in ("faithfulness.json", "aer.json")):
+        del text["torch"]  # the result says which torch ran it
+        return from_analysis.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, of=cfg.of, taken_ids=taken)
     if from_study.study_file(Path(cfg.add)):
         del text["torch"]  # the study's file says which torch ran it
-        return from_study.entry(
-            Path(cfg.add), **text, disturbed=cfg.disturbed, taken_ids={r["id"] for r in record["runs"]}
-        )
+        return from_study.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, taken_ids=taken)
     entry, classes = from_folder.entry(  # str: Hydra reads id=7 or torch=2.13 as numbers, and they are names
         Path(cfg.add),
         this_machine(),
@@ -43,7 +46,7 @@ def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
         cores=cfg.cores,
         disturbed=cfg.disturbed,
         evaluation=cfg.evaluation,
-        taken_ids={r["id"] for r in record["runs"]},
+        taken_ids=taken,
     )
     now = settings.recipe_now(entry["experiment"], entry["overrides"], Path(cfg.conf_dir))
     changed = settings.differences(entry["settings"], now)

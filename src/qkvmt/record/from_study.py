@@ -41,16 +41,53 @@ def rounded(value, digits: int = 6):
     return value
 
 
+def slug(model: str) -> str:
+    """A model's name as an id's part."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+
+
+def threads_env(result: dict) -> str:
+    """The environment a command ran in, as what it recorded says (recorded_with): a thread count
+    below the machine's cores was set there."""
+    threads = result["threads"]
+    return f"OMP_NUM_THREADS={threads} " if threads < (result["machine"]["cores"] or threads) else ""
+
+
 def command(study: dict) -> str:
-    """The command that ran it, its settings as study.json has them (a thread count below the
-    machine's cores was set in the environment)."""
-    threads = study["threads"]
-    env = f"OMP_NUM_THREADS={threads} " if threads < (study["machine"]["cores"] or threads) else ""
+    """The command that ran it, its settings as study.json has them."""
+    env = threads_env(study)
     extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
     extra += [f"substitutes={study['substitutes']}"] if study.get("substitutes", 5) != DEFAULT_SUBSTITUTES else []
     name = "qkvmt sinks" if study["study"] == "sinks" else f"qkvmt intervene study={study['study']}"
     head = f"{env}{name} ckpt_path={study['model']}"
     return " ".join([head, *extra, f"n={study['n']}"])
+
+
+def measured_on(
+    result: dict, hardware: str | None = None, commit=None, conditions=None, disturbed: bool = False
+) -> tuple[dict, dict]:
+    """(what an entry of a command's result holds of where, when and how it ran, by what the
+    result recorded (recorded_with) and what the caller says; the hardware class it needs)."""
+    machine = result["machine"]
+    hw = machine["hardware"]
+    cores = machine["cores"] if hw["device"] == "cpu" else None
+    text, cls, label = describe(hw, cores, machine["amx"])
+    run = {
+        "kind": "measurement",
+        "hardware": hardware or text,
+        "hardware_class": cls,
+        "cores": cores,
+        "torch": machine["torch"],
+        "threads": result["threads"],
+        "date": result["date"],
+        "commit": commit,
+        "settings_current": True,
+        "disturbed": bool(disturbed),
+        "how_measured": "command",
+    }
+    if conditions:
+        run["conditions"] = conditions
+    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}
 
 
 def entry(
@@ -66,25 +103,13 @@ def entry(
     """(entry, the hardware class it needs) for the study in `folder`."""
     path = study_file(folder) or Path(folder) / STUDY_FILES[0]
     study = read_json(path, "give add= the output folder of a study (qkvmt intervene study=..., qkvmt sinks)")
-    machine, (prefix, key, kept, measured) = study["machine"], KINDS.get(study["study"], KEYS_AND_VALUES)
-    hw = machine["hardware"]
-    cores = machine["cores"] if hw["device"] == "cpu" else None
-    text, cls, label = describe(hw, cores, machine["amx"])
+    prefix, key, kept, what = KINDS.get(study["study"], KEYS_AND_VALUES)
+    measured, classes = measured_on(study, hardware, commit, conditions, disturbed)
     run = {
-        "id": id or free_id(f"{prefix}-" + re.sub(r"[^a-z0-9]+", "-", study["model"].lower()).strip("-"), taken_ids),
-        "kind": "measurement",
-        "what": f"{measured}, {study['model']}, {study['split']}",
+        "id": id or free_id(f"{prefix}-{slug(study['model'])}", taken_ids),
+        **measured,
+        "what": f"{what}, {study['model']}, {study['split']}",
         "command": command(study),
-        "hardware": hardware or text,
-        "hardware_class": cls,
-        "cores": cores,
-        "torch": machine["torch"],
-        "threads": study["threads"],
-        "date": study["date"],
-        "commit": commit,
-        "settings_current": True,
-        "disturbed": bool(disturbed),
-        "how_measured": "command",
         "figures": [
             {"label": "sentences", "value": study["n"]},
             {"label": "whole command", "value": round(study["wall_s"]), "unit": "s"},
@@ -92,6 +117,4 @@ def entry(
         ],
     }
     run |= {f"{key}_of": study["model"], key: rounded({k: study[k] for k in kept if k in study})}
-    if conditions:
-        run["conditions"] = conditions
-    return run, {cls: {"cpu": hw["device"] == "cpu", "label": label}}
+    return run, classes

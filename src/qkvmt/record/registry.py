@@ -109,5 +109,11 @@ def policy(record: dict) -> str:
             ", ".join(code(s) + (" (the default)" if s == default else "") for s in cross_signals())
             + ": every signal with cross-attention maps ([signals](#signals))",
         ],
+        [
+            "`alignment.drop`",
+            "key columns left out before words are read, each row rescaled to its total: `[]` (the default), or "
+            "tokens and classes, e.g. `'alignment.drop=[\"</s>\",punctuation]'` "
+            "([without the sinks](#alignment-error-rate-against-gold-links))",
+        ],
     ]
     return table(["setting", "values"], rows)

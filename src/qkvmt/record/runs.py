@@ -14,7 +14,8 @@ benchmark or measurement adds a list of labelled `figures`. A faithfulness measu
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
 keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`,
-a study of where cross-attention's mass goes in `sinks_of` and `sinks` (qkvmt.record.from_study)."""
+a study of where cross-attention's mass goes in `sinks_of` and `sinks` (qkvmt.record.from_study), an
+AER measurement of each reading in `aer_of` and `aer_readings` (qkvmt.record.from_analysis)."""
 
 import json
 from pathlib import Path
@@ -90,6 +91,10 @@ def check(record: dict, where: str) -> None:
             for key, study in STUDIES.items():
                 if (key in run) != bool(run.get(f"{key}_of")):
                     raise UserError(f"{name}: {study} needs both {key} and {key}_of, its model")
+            if ("aer_readings" in run) != bool(run.get("aer_of")):
+                raise UserError(
+                    f"{name}: an AER measurement of each reading needs both aer_readings and aer_of, its model"
+                )
     for run in record["runs"]:
         for block in run.get("alignment", []):
             other = block.get("with_run")

@@ -5,6 +5,7 @@ README's `<!-- results:begin -->`)."""
 
 from qkvmt.record import registry
 from qkvmt.record.ablation_table import ablations
+from qkvmt.record.aer_table import aer_readings
 from qkvmt.record.faithfulness_table import faithfulness
 from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.lens_table import lens
@@ -186,7 +187,7 @@ def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     (runs at earlier settings stay out: their successors are shown). shown_in: the page table of the entries
     that name it in their `shown_in` (None: of those that name none), so a measurement can stand
     beside what it measures."""
-    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of")
+    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of", "aer_of")
     kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
     parts = [figures_of(g) for g in groups(kept, kind)]
     for r in kept:
@@ -232,6 +233,7 @@ TABLES = {
     "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
     "serve": lambda record: figures(record, "benchmark", "serve"),
     "faithfulness": faithfulness,
+    "aer-readings": aer_readings,
     "kv-study": kv_study,
     "lens": lens,
     "sinks": sinks,

@@ -20,7 +20,8 @@ from qkvmt.alignment.reference import reference_aligner
 from qkvmt.analysis.forced import one_pass_signals
 from qkvmt.errors import UserError
 from qkvmt.files import sha256
-from qkvmt.studies.model_like import ModelLike
+from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.training.machine import recorded_with
 from qkvmt.views.aer import AERReport
 
 Pairs = tuple[list[str], list[str]]
@@ -91,8 +92,9 @@ def aer(
     split = split_gold(gold, found.kept, n_dev)
     board = Leaderboard.scored(found, split)
     ref = reference_scores(*reference, training, gold, split, (meta.src_lang, meta.tgt_lang)) if training else None
-    default_key = (default.signal, default.layer, default.head, default.rows, default.direction)
+    default_key = (default.signal, default.layer, default.head, default.rows, default.direction, default.drop)
     scores = {
+        "model": identity(model)["model"],
         "gold_dir": str(gold_dir),
         "gold": gold_identity(Path(gold_dir), len(gold.src), len(split.kept)),
         "direction_of_pair": f"{meta.src_lang}->{meta.tgt_lang}",
@@ -104,6 +106,7 @@ def aer(
         "best": board.best(),
         "default": default.to_dict() | board.table[default_key] | {"supervised": bool(meta.alignment)},
         "reference": ref,
+        **recorded_with(),  # where and when: for qkvmt results add=<its folder>
     }
     if leaderboard:  # every signal × layer × head × rows × direction, and the reference aligner's row, best first
         scores["leaderboard"] = board.rows(ref)

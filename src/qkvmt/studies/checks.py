@@ -79,6 +79,18 @@ def checked_faithfulness(signals, levels, counts: dict) -> tuple[list[str], list
     return names, [float(f) for f in levels]
 
 
+TARGETS = ("reference", "own")  # what faithfulness forces: teacher forcing, or the model's own translations
+
+
+def checked_target(target) -> str:
+    """faithfulness's target, one of TARGETS."""
+    if target not in TARGETS:
+        raise UserError(
+            f"target={target!r}: force the pass on reference (the references) or own (the model's own translations)"
+        )
+    return target
+
+
 def read_leaderboard(path) -> list[dict] | None:
     """The leaderboard of an aer.json that `qkvmt align gold_dir=... leaderboard=true` wrote, whose
     AER faithfulness shows beside each reading (None without `path`)."""

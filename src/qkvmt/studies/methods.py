@@ -245,14 +245,17 @@ class StudyMethods:
         seed: int = 0,
         aer_file=None,
         name: str = "sentences",
+        target: str = "reference",
     ) -> Faithfulness:
         """Every signal's readings (`signals`: default all with cross-attention maps) on the first n
-        pairs that fit, forcing each reference: deletion and sufficiency of the top source tokens at
-        each of `levels`, for `targets_per_sentence` seeded target tokens, against `random_draws`
-        random orders; `aer_file`: an aer.json with a leaderboard, whose AER each reading shows."""
+        pairs that fit, forcing each reference (target="reference") or the model's own translation
+        (target="own"; references may then be empty): deletion and sufficiency of the top source
+        tokens at each of `levels`, for `targets_per_sentence` seeded target tokens, against
+        `random_draws` random orders; `aer_file`: an aer.json with a leaderboard, whose AER each
+        reading shows."""
         draws = {"targets_per_sentence": targets_per_sentence, "random_draws": random_draws, "seed": seed}
         src, refs = sentences(sources, "sources"), sentences(references, "references")
-        return faithfulness(self, src, refs, name, n, signals, levels, draws, aer_file)
+        return faithfulness(self, src, refs, name, n, signals, levels, draws, aer_file, target)
 
     def study(
         self, sources, study: str = "both", n: int = 300, substitutes: int = 5, name: str = "sentences", **decode

@@ -19,13 +19,32 @@ def is_punctuation(token: str) -> bool:
     return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
+def punctuation_columns(tokens: list[str]) -> np.ndarray:
+    """(len(tokens),) bool: the tokens of punctuation, and a bare word-start mark before one: the
+    tokenizer splits " ." into "▁" and ".", and the mark, a piece of that word, can take weight."""
+    marks = [is_punctuation(t) for t in tokens]
+    before = [t == WORD_START and i + 1 < len(tokens) and marks[i + 1] for i, t in enumerate(tokens)]
+    return np.array(marks, dtype=bool) | np.array(before, dtype=bool)
+
+
 def sink_columns(tokens: list[str], drop) -> np.ndarray:
     """(len(tokens),) bool: True where the token is one of `drop` (a class name or a token)."""
     drop = (drop,) if isinstance(drop, str) else tuple(drop)
     if not drop or not all(isinstance(d, str) and d for d in drop):
         raise ValueError(f"drop={drop!r}: name tokens to leave out, e.g. drop=('</s>', 'punctuation')")
-    literal = set(drop) - {PUNCTUATION}
-    return np.array([t in literal or (PUNCTUATION in drop and is_punctuation(t)) for t in tokens], dtype=bool)
+    literal = np.array([t in set(drop) - {PUNCTUATION} for t in tokens], dtype=bool)
+    return literal | punctuation_columns(tokens) if PUNCTUATION in drop else literal
+
+
+def renormalized_in_place(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """maps (..., rows, cols) with `columns` (bool over cols) set to 0 and each row rescaled to
+    its former sum over what is left; the columns stay where they were, so positions that index
+    them (a word's subwords) still do. A row whose whole mass was on those columns is left at 0."""
+    kept = np.where(columns, 0, maps)
+    if kept.size and kept.min() < 0:
+        raise ValueError("only maps of shares (no negative values) can be renormalized without some columns")
+    before, after = maps.sum(axis=-1, keepdims=True), kept.sum(axis=-1, keepdims=True)
+    return kept * np.divide(before, after, out=np.zeros_like(after), where=after > 0)
 
 
 def mass_on(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -44,11 +63,6 @@ def described(drop) -> str:
 
 def renormalized_without(maps: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """maps (..., rows, cols) without `columns` (bool over cols), each row rescaled to its former
-    sum over what is left: a row of weights sums to 1 again. A row whose whole mass was on the
-    dropped columns is left at 0."""
-    kept = maps[..., ~columns]
-    if kept.size and kept.min() < 0:
-        raise ValueError("only maps of shares (no negative values) can be renormalized without some columns")
-    before, after = maps.sum(axis=-1, keepdims=True), kept.sum(axis=-1, keepdims=True)
-    scale = np.divide(before, after, out=np.zeros_like(after), where=after > 0)
-    return kept * scale
+    sum over what is left: a row of weights sums to 1 again (renormalized_in_place, the columns
+    then left out)."""
+    return renormalized_in_place(maps, columns)[..., ~columns]

@@ -17,8 +17,11 @@ SCORES = ("aer", "precision", "recall")
 
 
 def _signal(policy: dict) -> str:
-    """How a result names its signal: not at all for attention weights, as before there were others."""
-    return "" if policy["signal"] == "weights" else f"{policy['signal']}, "
+    """How a result names its signal (not at all for attention weights, as before there were
+    others) and the columns it left out (none in results from before it could)."""
+    signal = "" if policy["signal"] == "weights" else f"{policy['signal']}, "
+    drop = policy.get("drop")
+    return signal + (f"without {' and '.join(drop)}, " if drop else "")
 
 
 def _scores(s: dict) -> str:

@@ -14,6 +14,7 @@ from qkvmt.views.html import escape, page
 from qkvmt.views.result import Result, timed
 
 INTERVAL = "95% interval over sentences, normal approximation: mean ± 1.96·s/√n"
+FORCED = {"reference": "the references forced", "own": "its own translations forced"}  # by `target`
 
 
 def _mean_ci(m: dict) -> str:
@@ -33,7 +34,8 @@ class Faithfulness(Result):
             " AER (rows, direction) |" if with_aer else ""
         )
         lines = [
-            f"Faithfulness of {result['model']} on {result['split']}: {result['n']} sentences, "
+            f"Faithfulness of {result['model']} on {result['split']}, {FORCED[result.get('target', 'reference')]}: "
+            f"{result['n']} sentences, "
             f"{result['targets_per_sentence']} target tokens each, levels {result['levels']}; "
             f"drops of log p in nats, {INTERVAL}.",
             "",

@@ -109,6 +109,9 @@ class Signal:
     kinds: tuple[str, ...]  # the kinds of attention it has maps of
     compute: Callable[[Context], dict[str, SignalMaps]]
     cost: str = "pass"  # "pass": about a forced pass; "passes": many (computed only when asked for)
+    # The columns the studies also read it without (the AER leaderboard's rows, faithfulness's
+    # readings), each row renormalized: the sinks that take its mass (qkvmt.text.sinks).
+    sinks: tuple[str, ...] = ()
 
     def __call__(self, context: Context) -> dict[str, SignalMaps]:
         return self.compute(context)

@@ -2,6 +2,7 @@
 
 from qkvmt.analysis.signals import Context, Signal, SignalMaps, register, stacked
 from qkvmt.analysis.trace import KINDS
+from qkvmt.text.sinks import SINKS
 
 
 def weights(context: Context) -> dict[str, SignalMaps]:
@@ -12,4 +13,5 @@ def weights(context: Context) -> dict[str, SignalMaps]:
     return out
 
 
-register(Signal("weights", "attention weights", KINDS, weights))
+# </s> and punctuation take much of a trained model's cross-attention weight.
+register(Signal("weights", "attention weights", KINDS, weights, sinks=SINKS))
