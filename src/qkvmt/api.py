@@ -201,7 +201,7 @@ class Model(StudyMethods):
         """`policy` as `align` reads it: a dict's fields over `default_policy`'s, validated
         (a bad value is a UserError naming it); None: `default_policy`."""
         if isinstance(policy, dict):
-            c, known = self.transformer.cfg, self.default_policy.to_dict()
+            c, known = self.transformer.cfg, asdict(self.default_policy)  # every field, drop too
             unknown = [k for k in policy if k not in known]
             if unknown:  # a field that would be ignored
                 raise UserError(f"policy field {unknown[0]!r}: no such field; a policy has {', '.join(known)}")

@@ -179,7 +179,7 @@ def test_a_policy_without_the_sinks_reads_the_renormalized_weights_of_the_other_
 def test_drop_is_validated_and_serialized_and_a_policy_without_it_reads_every_column():
     policy = AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2, drop=["</s>", "punctuation"])
     assert policy.drop == ("</s>", "punctuation") and policy.to_dict()["drop"] == ["</s>", "punctuation"]
-    assert AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2).to_dict()["drop"] == []
+    assert "drop" not in AlignmentPolicy.validated(0, "mean", "predicting", "intersection", 1, 2).to_dict()  # as before
     plain = AlignmentPolicy(1, "mean").word_matrix(SINK_CROSS, SINK_TGT_GROUPS, SINK_SRC_GROUPS)
     np.testing.assert_allclose(
         plain, sink_free_words(SINK_CROSS.layers[1], SINK_COLS, set(), SINK_TGT_GROUPS, SINK_SRC_GROUPS)

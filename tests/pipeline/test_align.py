@@ -79,7 +79,9 @@ def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path)
     )
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     out = tmp_path / "aer"
-    result = align(compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", f"output_dir={out}"))
+    result = align(
+        compose_inference("align", f"ckpt_path={ckpt}", f"gold_dir={gold}", "leaderboard=true", f"output_dir={out}")
+    )
     written = json.loads((out / "aer.json").read_text())
     assert written["n"] == 2 and set(written["layers"]) == {"layer0", "layer1"}
     for layer in written["layers"].values():
@@ -94,7 +96,8 @@ def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path)
     every = [
         s for by_head in written["layers"].values() for h in by_head.values() for r in h.values() for s in r.values()
     ]
-    assert best["aer"] == min(s["aer"] for s in every)
+    readings = [row for row in written["leaderboard"] if "layer" in row]  # the weights with and without sinks
+    assert best["aer"] == min(row["aer"] for row in readings) <= min(s["aer"] for s in every)
     assert (out / "aer.png").stat().st_size > 0
     reuse = align(
         compose_inference(
@@ -108,6 +111,7 @@ def test_aer_for_every_layer_and_head_then_best_is_reused(trained_run, tmp_path)
     )
     used = json.loads((tmp_path / "b" / "alignment.json").read_text())["policy"]
     assert all(used[k] == best[k] for k in ("layer", "head", "rows", "direction"))
+    assert used.get("drop", []) == best["drop"]  # a best read without the sinks is reused without them
     assert reuse["pharaoh"]
 
 
@@ -115,6 +119,7 @@ def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, 
     from qkvmt.alignment.links import alignment_scores, pair_word_groups, read_gold
     from qkvmt.alignment.policy import AlignmentPolicy, cross_signals, directed_links
     from qkvmt.analysis.forced import forced_attention, one_pass_signals
+    from qkvmt.analysis.signals import SIGNALS
     from qkvmt.loading import load_model
     from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 
@@ -162,10 +167,11 @@ def test_value_norms_align_and_the_leaderboard_scores_every_signal(trained_run, 
     board = result["leaderboard"]
     assert {row["signal"] for row in board} == shown and {PER_LAYER, WHOLE, "weights", "alti"} <= shown
     assert board[0] == result["best"] and [row["aer"] for row in board] == sorted(row["aer"] for row in board)
-    # each signal × its own layers × (its heads, if any, + mean) × rows × directions
-    assert (
-        len(board) == sum(len(m.layers) * (1 + (0 if m.weights is None else m.weights.shape[1])) for m in maps) * 2 * 3
-    )
+    # each signal × its own layers × (its heads, if any, + mean) × rows × directions, and again without
+    # the signal's sinks where it names some (the weights)
+    readings = [len(m.layers) * (1 + (0 if m.weights is None else m.weights.shape[1])) for m in maps]
+    again = [2 if getattr(SIGNALS.get(m.signal), "sinks", ()) else 1 for m in maps]  # throwaways: gone, none
+    assert len(board) == sum(n * k for n, k in zip(readings, again)) * 2 * 3 and max(again) == 2
     assert {(r["layer"], r["head"]) for r in board if r["signal"] == WHOLE} == {(0, "mean")}
     assert {(r["layer"], r["head"]) for r in board if r["signal"] == PER_LAYER} == {(0, "mean"), (1, "mean")}
     assert {row["signal"] for row in named["leaderboard"]} == shown | {SLOW}

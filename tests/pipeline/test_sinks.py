@@ -8,9 +8,9 @@ import pytest
 import qkvmt
 import qkvmt.views.sinks
 from qkvmt.errors import UserError
-from qkvmt.pipeline.figures import draw_sinks
 from qkvmt.pipeline.sinks import sinks
 from qkvmt.record import from_study, runs, tables
+from qkvmt.record.study_figures import draw_sinks
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.record.conftest import RECORD

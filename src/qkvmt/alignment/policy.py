@@ -158,7 +158,11 @@ class AlignmentPolicy:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"drop": list(self.drop)}  # a list, as JSON holds it
+        """Its fields as JSON holds them; `drop` only where it leaves something out, so a policy
+        that reads every column is written as it was before the field existed."""
+        fields = asdict(self)
+        del fields["drop"]
+        return fields | ({"drop": list(self.drop)} if self.drop else {})
 
 
 @dataclass

@@ -15,7 +15,8 @@ from qkvmt.alignment.reference import reference_aligner
 from qkvmt.api import Model
 from qkvmt.bundled import resolve, reverse_of
 from qkvmt.errors import UserError
-from qkvmt.pipeline.runs import beside_checkpoint, run_data, run_folder
+from qkvmt.pipeline.runs import beside_checkpoint
+from qkvmt.run_folder import run_data, run_folder
 from qkvmt.studies.checks import positive
 from qkvmt.text.sources import LineFile, checked_file, stream_lines
 

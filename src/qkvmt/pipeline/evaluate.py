@@ -11,14 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.pipeline.runs import (
-    beside_checkpoint,
-    check_output_dir,
-    load_for_inference,
-    run_data,
-    save_result,
-    validation_curve,
-)
+from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, load_for_inference, save_result
+from qkvmt.run_folder import run_data, validation_curve
 from qkvmt.studies.checks import report_signals, same_length
 from qkvmt.text.metrics import bleu_metric
 from qkvmt.text.significance import checked_tests

@@ -1,6 +1,6 @@
 """What the inference commands share: here, reading a run's validation curve."""
 
-from qkvmt.pipeline.runs import validation_curve
+from qkvmt.run_folder import validation_curve
 
 
 def test_validation_curve_reads_the_runs_csv_log(tmp_path):
@@ -28,7 +28,7 @@ def test_a_run_recorded_before_the_package_moved_names_classes_that_still_import
 
     from hydra.utils import get_class
 
-    from qkvmt.pipeline.runs import run_data
+    from qkvmt.run_folder import run_data
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)

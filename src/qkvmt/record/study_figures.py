@@ -1,0 +1,35 @@
+"""The figures drawn from the record of runs rather than from a model: each model's latest study of
+one kind under the current settings (qkvmt.record.runs.latest_studies), for `qkvmt figures`."""
+
+from pathlib import Path
+
+from qkvmt.errors import UserError
+from qkvmt.record import runs
+from qkvmt.views.figures import depth_plot
+from qkvmt.views.sinks import sink_plot
+
+
+def recorded(record_path: Path, setting: str, key: str, what: str, command: str) -> dict[str, dict]:
+    """{model: the figures of its latest study under `key`} from the record `setting` names."""
+    if not record_path.is_file():
+        raise UserError(f"{setting}={record_path}: no such file; give the record of runs (docs/runs.json) or null")
+    studies = {model: r[key] for model, r in runs.latest_studies(runs.load(record_path), key).items()}
+    if not studies:
+        raise UserError(f"{record_path} records no {what}: run {command}, then add it")
+    return studies
+
+
+def draw_lens(record_path: Path, path: Path) -> Path:
+    """chrF per encoder depth of every model's latest DecoderLens study in the record."""
+    studies = recorded(record_path, "lens_record", "lens", "DecoderLens study", "qkvmt intervene study=lens")
+    split = next(iter(studies.values()))["split"]
+    depth_plot(studies, path, title=f"DecoderLens, {split}")
+    return path
+
+
+def draw_sinks(record_path: Path, path: Path) -> Path:
+    """Each cross head's share on the sinks, both readings, of every model's latest study in the record."""
+    studies = recorded(record_path, "sinks_record", "sinks", "study of the sinks", "qkvmt sinks")
+    split = next(iter(studies.values()))["split"]
+    sink_plot(studies, path, title=f"Where cross-attention's mass goes, {split}")
+    return path
