@@ -15,8 +15,8 @@ from torch import Tensor, nn
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import marian_config
-from qkvmt.model.attention import attention_kernel
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.kernels import attention_kernel
 from qkvmt.model.loss import output_loss
 from qkvmt.model.transformer import Embedding, Transformer
 

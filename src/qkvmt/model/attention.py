@@ -23,39 +23,14 @@ softmax(QKᵀ/√d_k)·V path runs only when the caller asks for the weights, an
 as a value, shaped (B, H, T_q, T_k). Nothing is stored on the module.
 """
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from qkvmt.errors import UserError
 from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.sites import ATTENTION_SITES, Site
-
-SDPA_BACKENDS = {
-    "math": SDPBackend.MATH,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-}
-
-
-def attention_kernel(name: str | None, device: torch.device):
-    """A context pinning SDPA's kernel for training: "math", "flash", "efficient", "cudnn"; None
-    lets torch choose; "auto" picks "math" on CPU, where it trains over twice as fast as the
-    fused CPU kernel on sentence-length rows (whose backward is slow there), and leaves GPUs to
-    torch. Decoding pins nothing: there the fused kernel reads a 256-token KV cache slice over
-    6× faster than "math", which copies it first."""
-    if name == "auto":
-        name = "math" if device.type == "cpu" else None
-    if name is None:
-        return contextlib.nullcontext()
-    if name not in SDPA_BACKENDS:
-        raise UserError(f"unknown SDPA backend {name!r}: use auto, null or one of {', '.join(SDPA_BACKENDS)}")
-    return sdpa_kernel(SDPA_BACKENDS[name])
 
 
 def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:

@@ -16,9 +16,9 @@ from tokenizers import Tokenizer
 from qkvmt.alignment.supervision import AlignmentSupervision, alignment_loss, forward_with_head
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.model.attention import attention_kernel
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
+from qkvmt.model.kernels import attention_kernel
 from qkvmt.model.loss import CHUNK_ROWS, output_loss
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.metrics import score
@@ -31,7 +31,7 @@ from qkvmt.training.progress import logged
 class TranslationModule(L.LightningModule):
     """optimizer: a partial taking the parameters (e.g. torch.optim.Adam with its lr, betas, eps).
 
-    sdpa_backend: the SDPA kernel for training (see qkvmt.model.attention.attention_kernel); decoding
+    sdpa_backend: the SDPA kernel for training (see qkvmt.model.kernels.attention_kernel); decoding
     lets torch choose, exactly as evaluation does.
     loss_chunk_rows: target tokens whose logits exist at once (qkvmt.model.loss.output_loss).
     compile: run the training, validation and test loss through torch.compile (dynamic shapes, one
