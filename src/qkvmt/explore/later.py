@@ -44,8 +44,8 @@ def ensure(model: Model, attention: ForcedPass, target: str | list[int], name: s
         raise UserError(f"signal={name!r}: use one of {', '.join(SIGNALS)}")
     if name in attention.signals:
         return attention
-    m = model
-    more = forced_attention(m.transformer, m.tokenizer, attention.source, target, attention.full_context_layer, {name})
+    context = attention.full_context_layer
+    more = forced_attention(model.transformer, model.tokenizer, attention.source, target, context, {name})
     return attention.adding(more)
 
 

@@ -16,12 +16,10 @@ from tqdm import tqdm
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.studies.checks import paired
 from qkvmt.studies.model_like import ModelLike, identity
-from qkvmt.text.sinks import PUNCTUATION, SINKS, mass_on, sink_columns
+from qkvmt.text.sinks import PUNCTUATION, mass_on, sink_columns
 from qkvmt.text.tokenizer import EOS
 from qkvmt.training.machine import recorded_with
 from qkvmt.views.sinks import PARTS, READINGS, SinkMass
-
-DROPS = dict(zip(PARTS, ((EOS,), (PUNCTUATION,), SINKS)))  # each share's columns, as qkvmt.text.sinks names them
 
 
 def shares(model: ModelLike, pairs: list[tuple[str, str | list[int]]], reading: str) -> tuple[dict, int]:
@@ -31,8 +29,9 @@ def shares(model: ModelLike, pairs: list[tuple[str, str | list[int]]], reading: 
     for source, target in tqdm(pairs, desc=f"{reading} passes", unit="sent", file=sys.stderr, dynamic_ncols=True):
         cross = forced_attention(model.transformer, model.tokenizer, source, target, analyses={"weights"}).map("cross")
         weights = cross.weights.astype(np.float64)  # (L, H, T, S): summed over a thousand sentences
-        for part, drop in DROPS.items():
-            mass[part] = mass[part] + mass_on(weights, sink_columns(cross.cols, drop))  # (L, H)
+        eos, punctuation = sink_columns(cross.cols, EOS), sink_columns(cross.cols, PUNCTUATION)
+        for part, columns in zip(PARTS, (eos, punctuation, eos | punctuation)):  # both: </s> and punctuation
+            mass[part] = mass[part] + mass_on(weights, columns)  # (L, H)
         rows += len(cross.rows)
     return {part: m / rows for part, m in mass.items()}, rows
 
