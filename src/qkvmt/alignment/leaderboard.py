@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qkvmt.alignment.links import GoldAlignments, alignment_scores, pair_word_groups
-from qkvmt.alignment.policy import DIRECTIONS, ROWS, AligningModel, AlignmentPolicy, directed_links
+from qkvmt.alignment.policy import DIRECTIONS, ROWS, AligningModel, AlignmentPolicy, links_in_every_direction
 from qkvmt.alignment.reference import reference_aligner, with_gold
 from qkvmt.alignment.symmetrize import METHODS, symmetrize
 from qkvmt.analysis.forced import forced_attention
@@ -45,8 +45,8 @@ class Candidates:
                         m = AlignmentPolicy(li, h, r, signal=signal, drop=drop).word_matrix(
                             cross, tgt_groups, src_groups
                         )
-                        for d in DIRECTIONS:
-                            self.links.setdefault((signal, li, h, r, d, drop), []).append(directed_links(m, d))
+                        for d, links in links_in_every_direction(m).items():
+                            self.links.setdefault((signal, li, h, r, d, drop), []).append(links)
 
 
 def candidate_links(model: AligningModel, gold: GoldAlignments, signals: list[str]) -> Candidates:

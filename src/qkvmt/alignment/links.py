@@ -106,7 +106,8 @@ def hard_links(matrix) -> set[Link]:
         raise ValueError(f"matrix must be (n_tgt_words, n_src_words), got shape {m.shape}")
     if m.shape[1] == 0:
         return set()
-    return {(int(np.argmax(row)), j) for j, row in enumerate(m) if np.any(row != 0)}
+    rows = np.flatnonzero(m.any(axis=1))  # a NaN counts as non-zero, as it did row by row
+    return set(zip(m.argmax(axis=1)[rows].tolist(), rows.tolist()))
 
 
 def to_pharaoh(links) -> str:

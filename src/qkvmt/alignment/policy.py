@@ -54,6 +54,12 @@ def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
     return s2t if direction == "source_to_target" else t2s & s2t
 
 
+def links_in_every_direction(matrix: np.ndarray) -> dict[str, set[Link]]:
+    """directed_links for each of DIRECTIONS, each way's argmax taken once."""
+    t2s, s2t = directed_links(matrix, "target_to_source"), directed_links(matrix, "source_to_target")
+    return {"target_to_source": t2s, "source_to_target": s2t, "intersection": t2s & s2t}
+
+
 @dataclass(frozen=True)
 class AlignmentPolicy:
     layer: int  # 0-based decoder layer

@@ -4,6 +4,7 @@ of the cross-attention weight, so a map read as "which source word each target w
 misleads unless that mass is set aside. A sink is named as a class ("punctuation": a token of
 punctuation characters only, the word-start mark aside) or as a token itself ("</s>", "__de__")."""
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -14,6 +15,7 @@ PUNCTUATION = "punctuation"
 SINKS = ("</s>", PUNCTUATION)  # what `drop=` leaves out when asked for the usual sinks
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked of the same vocabulary's tokens for every map read
 def is_punctuation(token: str) -> bool:
     text = token.replace(WORD_START, "")
     return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
