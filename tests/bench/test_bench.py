@@ -3,7 +3,6 @@ equal, the FLOP formula is right, and benchmark.json carries every key."""
 
 import importlib.util
 import json
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -22,9 +21,9 @@ from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, t
 from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
-from qkvmt.training.host_memory import release_freed_host_memory
-from tests.commandline import run_script
-from tests.conftest import ROOT, compose_train, write_corpus
+from qkvmt.training.process_memory import release_freed_host_memory
+from tests.commandline import run_python, run_script
+from tests.conftest import compose_train, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
@@ -250,11 +249,10 @@ def test_timed_batches_are_the_loaders_own_and_their_building_is_timed():
 
 @pytest.mark.slow
 def test_benchmark_script_writes_every_key(tmp_path):
-    """scripts/benchmark.py end to end on a tiny model: one process, every system, one JSON."""
+    """scripts/benchmark.py end to end on a tiny model: every system, one JSON."""
     corpus = write_corpus(tmp_path / "corpus")
     out = tmp_path / "bench"
     cmd = [
-        sys.executable,
         "scripts/benchmark.py",
         "model=tiny",
         "device=cpu",
@@ -279,7 +277,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
         "stages=[peers,memory]",  # the imported stage: tests/bench/test_imported.py
         'memory.overrides=["data.vocab_size=120","model=tiny","data.max_tokens=256"]',
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = run_python(*cmd)  # in this Python: its process is not what is measured here
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads((out / "benchmark.json").read_text())
     for key in ("ours_tok_s", "torch_tok_s", "hf_tok_s", "ours_vs_torch", "ours_vs_hf", "mfu"):

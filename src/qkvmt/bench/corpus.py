@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.data.batching import TokenizedCorpus
-from qkvmt.training.host_memory import RSS_READABLE, resident_bytes
+from qkvmt.training.process_memory import RSS_READABLE, resident_bytes
 
 
 class PeakMemory:

@@ -31,7 +31,7 @@ from qkvmt.files import write_json
 from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.training.compiled import check_compile
 from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.host_memory import prepare_host_memory
+from qkvmt.training.process_memory import prepare_host_memory
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.

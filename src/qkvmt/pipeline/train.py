@@ -37,15 +37,9 @@ from qkvmt.training.faults import (
     stop_on_lost_process,
 )
 from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.host_memory import (
-    ONEDNN_CACHE,
-    RecordHostMemory,
-    ReleaseFreedHostMemory,
-    prepare_host_memory,
-    training_need_mb,
-    warn_if_short,
-)
+from qkvmt.training.host_memory import RecordHostMemory, ReleaseFreedHostMemory, training_need_mb, warn_if_short
 from qkvmt.training.init_from import Start, check_start, imported_start, load_start
+from qkvmt.training.process_memory import ONEDNN_CACHE, prepare_host_memory
 from qkvmt.training.progress import StepProgress
 from qkvmt.training.torch_build import idle_cuda_build
 

@@ -1,10 +1,6 @@
-"""Host memory: keep freed blocks for reuse, measure each process's resident set, and warn
-before a run that the machine cannot hold.
-
-glibc serves allocations above 32 MB (logits, their gradients) with fresh mmap()s and unmaps
-them on free, so each training step page-faults its largest buffers in again. On 2 CPU cores
-that cost a quarter of the step time (0.71 -> 0.53 s for model=small, measured). Turning off
-mmap for large blocks and raising the trim threshold lets the heap keep and reuse them.
+"""Host memory in training: give freed blocks back every so many steps, record each process's
+resident set, and warn before a run that the machine cannot hold. How freed memory is kept, and
+the readings of a resident set, are qkvmt.training.process_memory.
 
 What a CPU training process holds (CHANGELOG.md, the CPU recipe): about 0.5 GB of imported code
 (torch, Lightning, datasets), the model, its gradients and Adam's state, one batch's
@@ -13,25 +9,24 @@ one set per matmul shape. That cache is why every shape a step runs must come fr
 qkvmt.model.loss pads its rows to a multiple, qkvmt.training.matmul_rows the linear layers'.
 """
 
-import ctypes
-import functools
 import logging
-import os
-import sys
 
 import torch
 from lightning.pytorch.callbacks import Callback
 
 from qkvmt.model.loss import CHUNK_ROWS
+from qkvmt.training.process_memory import (
+    MB,
+    RSS_READABLE,
+    available_bytes,
+    peak_resident_bytes,
+    release_freed_host_memory,
+    resident_bytes,
+)
 from qkvmt.training.torch_build import CPU_BUILD, CUDA_BUILD_MB, drop_idle_cuda_pages, idle_cuda_build
 
 log = logging.getLogger(__name__)
 
-M_TRIM_THRESHOLD = -1
-M_MMAP_MAX = -4
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-RSS_READABLE = os.path.exists("/proc/self/statm")  # resident_bytes() works (Linux)
-MB = 2**20
 # What a CPU training process holds besides what grows with its model and batch: the imports
 # (0.36 GB with torch's CPU build), oneDNN's primitives, the heap's free blocks, Lightning's and
 # DDP's buffers. Set so that the estimate meets the CPU recipe's measured peak over the hour with
@@ -39,54 +34,6 @@ MB = 2**20
 # estimate of 1.48); with the CPU build it measured 1.31 GB in four minutes against an estimate
 # of 1.33.
 PROCESS_BASE_MB = 1060
-# oneDNN keeps up to 1,024 built bf16 matmul primitives by default. Training pads its linear
-# layers' rows so that an epoch of the CPU recipe needs about 290 (qkvmt.training.matmul_rows);
-# 512 keeps them all with room for other pairs' lengths, so none is rebuilt (2-8 ms each with
-# AMX) and none is added after the first epoch: primitives added all along fragmented the heap.
-ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-ONEDNN_CACHE_PRIMITIVES = 512
-
-
-@functools.cache  # loaded once: releases run every 50 steps
-def _glibc():
-    """The C library where it is glibc on Linux (mallopt, malloc_trim), else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-
-
-def keep_freed_host_memory(trim_threshold: int = 1 << 30) -> bool:
-    """Returns whether the setting took effect (glibc on Linux only; elsewhere a no-op)."""
-    libc = _glibc()
-    return (
-        libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
-    )
-
-
-def bound_onednn_cache(capacity: int = ONEDNN_CACHE_PRIMITIVES) -> int:
-    """Caps oneDNN's primitive cache for this process and the processes it starts, unless the
-    user set ONEDNN_PRIMITIVE_CACHE_CAPACITY; returns the capacity in force. oneDNN reads the
-    variable when it builds its first primitive, so this must run before any bf16 product."""
-    os.environ.setdefault(ONEDNN_CACHE, str(capacity))
-    return int(os.environ[ONEDNN_CACHE])
-
-
-def prepare_host_memory() -> int:
-    """The process-wide settings a CPU training process runs with (training, and the benchmark,
-    which measures it): freed blocks kept, oneDNN's cache bounded. Returns the cache's capacity."""
-    keep_freed_host_memory()
-    return bound_onednn_cache()
-
-
-def release_freed_host_memory() -> bool:
-    """Give the pages of every free heap block back to the OS (glibc's malloc_trim(0)); returns
-    whether it could (glibc on Linux only)."""
-    libc = _glibc()
-    return libc is not None and bool(libc.malloc_trim(0))
 
 
 class ReleaseFreedHostMemory(Callback):
@@ -116,43 +63,6 @@ class ReleaseFreedHostMemory(Callback):
         release_freed_host_memory()
 
     on_validation_end = on_test_start = on_test_end = on_validation_start
-
-
-def resident_bytes() -> int:
-    """This process's resident set now (Linux)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * PAGE
-
-
-def peak_resident_bytes() -> int:
-    """This process's largest resident set so far: on Linux the high-water mark of its own
-    address space (VmHWM), elsewhere ru_maxrss (bytes on macOS, KB on other Unixes).
-
-    Not ru_maxrss on Linux: a process started by fork and exec (multiprocessing's spawn,
-    subprocess, Lightning's DDP launcher; with vfork, as Python uses) begins with its parent's
-    high-water mark in it, so a small process started by a large one reports the large one's
-    peak (4 GB for a 0.5 GB training process started by the benchmark, measured)."""
-    if RSS_READABLE:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    import resource  # Unix only
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
-
-
-def available_bytes() -> int | None:
-    """What the machine can still give without swapping (MemAvailable), or None off Linux."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def training_need_mb(model, max_tokens: int, chunk_rows: int = CHUNK_ROWS) -> float:
