@@ -2,7 +2,8 @@
 scripts/*.py its aliases, and one line for a subcommand or a setting that does not exist.
 `python -m qkvmt` runs in this Python (tests.commandline.run_python) where its answer is the
 subject and a fresh one would import torch first; in a process of its own where that is cheap (no
-subcommand), for a translation from outside the clone, and for DDP."""
+subcommand) and for a translation from outside the clone. DDP through the command:
+tests/training/test_ddp_faults.py."""
 
 import ast
 import fnmatch
@@ -100,18 +101,3 @@ def test_the_repositorys_conf_is_the_packaged_configuration_and_the_wheel_holds_
     assert files and all(
         any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns) for f in files
     )
-
-
-@pytest.mark.slow
-def test_two_process_ddp_through_the_command(tmp_path):
-    """Lightning starts the second process with this one's command line: the subcommand included."""
-    from tests.conftest import tiny_overrides, write_corpus
-
-    corpus = write_corpus(tmp_path / "corpus")
-    out = tmp_path / "ddp"
-    overrides = [o for o in tiny_overrides(corpus, out, steps=4, val_every=2) if not o.startswith("paths.output_dir")]
-    extra = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", f"hydra.run.dir={out}"]
-    r = start_qkvmt("train", *overrides, *extra, cwd=tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert (out / "checkpoints" / "last.ckpt").exists()
-    assert "distributed_backend=gloo" in r.stderr or "world_size: 2" in r.stderr

@@ -3,15 +3,14 @@ small Marian shape makes a folder transformers itself loads and generates with, 
 the load, its memory, beam search against generate (identical translations) and the explorer's timings."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from qkvmt.analysis.signals import SIGNALS
-from qkvmt.bench.imported import load_in_fresh_process, marian_folder
+from qkvmt.bench.imported import marian_folder
 from qkvmt.explore.later import FIRST
-from tests.conftest import ROOT, write_corpus
+from tests.commandline import run_python, start_python
+from tests.conftest import write_corpus
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[hf]')")
 pytest.importorskip("sentencepiece", reason="sentencepiece is not installed (pip install -e '.[hf]')")
@@ -19,11 +18,11 @@ pytest.importorskip("sentencepiece", reason="sentencepiece is not installed (pip
 SHAPE = [f"imported.{k}={v}" for k, v in dict(d_model=32, layers=2, heads=4, ffn_dim=64, vocab_size=300).items()]
 
 
-def run(tmp_path, *overrides):
+def run(tmp_path, *overrides, start=start_python):
     corpus = write_corpus(tmp_path / "corpus")
-    cmd = [sys.executable, "scripts/benchmark.py", "device=cpu", f"output_dir={tmp_path / 'bench'}"]
-    cmd += [f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", *SHAPE, *overrides]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    args = ["scripts/benchmark.py", "device=cpu", f"output_dir={tmp_path / 'bench'}"]
+    args += [f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}", *SHAPE, *overrides]
+    return start(*args)
 
 
 def test_the_imported_stage_alone_reports_load_memory_search_and_the_explorer(tmp_path):
@@ -41,7 +40,9 @@ def test_the_imported_stage_alone_reports_load_memory_search_and_the_explorer(tm
     assert "train" not in r and "memory" not in r and r["stages"] == ["imported"]  # only the stage asked for
     i = r["imported"]
     assert i["shape"] == {"d_model": 32, "layers": 2, "heads": 4, "ffn_dim": 64, "vocab_size": 300}
-    assert i["load"]["load_s"] > i["load"]["load_after_imports_s"] > 0 and i["load"]["peak_growth_mib"] > 0
+    load = i["load"]
+    assert load["load_s"] > load["load_after_imports_s"] > 0 and load["peak_growth_mib"] > 0 < load["weights_mib"]
+    assert load["peak_vs_weights"] == pytest.approx(load["peak_growth_mib"] / load["weights_mib"])
     d = i["decode"]
     assert d["sentences"] == 6 and d["identical"] == 6  # the same translations as generate's
     assert d["ours_vs_hf"] == pytest.approx(d["hf_s"] / d["ours_s"]) and d["settings"]["beam_size"] == 5
@@ -66,11 +67,9 @@ def test_the_folder_is_one_transformers_loads_with_the_shape_asked_for(tmp_path)
     vocab = json.loads((folder / "vocab.json").read_text())
     assert vocab["</s>"] == 0 and vocab["<unk>"] == 1 and vocab["<pad>"] == 299 == c.pad_token_id
     assert hf.generation_config.num_beams == 5 and hf.generation_config.max_length == 12
-    measured = load_in_fresh_process(folder)
-    assert measured["weights_mib"] == pytest.approx((folder / "model.safetensors").stat().st_size / 2**20)
 
 
 def test_a_stage_that_does_not_exist_is_refused_in_one_line(tmp_path):
-    proc = run(tmp_path, "stages=[imported,nope]")
+    proc = run(tmp_path, "stages=[imported,nope]", start=run_python)  # refused before anything runs
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "stages=['imported', 'nope']: give some of peers, memory, imported" in proc.stderr

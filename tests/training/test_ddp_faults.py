@@ -1,7 +1,8 @@
-"""DDP faults with two CPU processes (gloo), through scripts/train.py as users run it: a SIGTERM
-to one rank, and a NaN loss on one rank. Both ranks stop together, last.ckpt is whole, and the
-same command resumes exactly."""
+"""Two CPU processes (gloo) as users start them: a run through `qkvmt train`, and DDP faults through
+scripts/train.py: a SIGTERM to one rank, and a NaN loss on one rank. Both ranks stop together,
+last.ckpt is whole, and the same command resumes exactly."""
 
+import json
 import os
 import re
 import signal
@@ -45,16 +46,30 @@ def alive(pid: int) -> bool:
 
 @training_fixture(scope="module")
 def uninterrupted(tmp_path_factory):
+    """The reference run, through `qkvmt train` where the faulted runs go through its alias
+    scripts/train.py: the same weights from both say the two are one command."""
     base = tmp_path_factory.mktemp("ddp")
     corpus = write_corpus(base / "corpus")
     out = base / "run"
-    proc = run(train_cmd(corpus, out, *DDP))
+    proc = run([sys.executable, "-m", "qkvmt", "train", *train_cmd(corpus, out, *DDP)[2:]])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return corpus, out
+    return corpus, out, proc.stderr
+
+
+def test_two_ranks_train_through_the_command_and_each_reports_its_own_memory(uninterrupted):
+    """Lightning starts the second rank with this process's command line, the subcommand included."""
+    _, out, stderr = uninterrupted
+    assert "distributed_backend=gloo" in stderr or "world_size: 2" in stderr
+    assert (out / "checkpoints" / "last.ckpt").exists()
+    memory = json.loads((out / "train_metrics.json").read_text())["host_memory"]  # each process's own
+    assert len(memory["peak_rss_mb"]) == len(memory["end_rss_mb"]) == 2
+    assert list(memory["rss_mb_at_step"]) == [str(s) for s in range(VAL_EVERY, STEPS + 1, VAL_EVERY)]
+    assert all(len(ranks) == 2 for ranks in memory["rss_mb_at_step"].values())
+    assert all(peak >= end - 4 > 100 for peak, end in zip(memory["peak_rss_mb"], memory["end_rss_mb"]))
 
 
 def test_sigterm_to_one_rank_stops_both_at_one_step_and_resumes_exactly(uninterrupted, tmp_path):
-    corpus, reference = uninterrupted
+    corpus, reference, _ = uninterrupted
     out = tmp_path / "run"
     cmd = train_cmd(corpus, out, *DDP)
     last = out / "checkpoints" / "last.ckpt"
