@@ -170,10 +170,11 @@ def test_copies_are_counted_under_the_operator_that_asked_for_them():
     }
 
 
-def test_a_negative_profile_is_refused_before_anything_is_written(tmp_path):
+@pytest.mark.parametrize("setting", ["train.profile_steps=-1", "decode.profile_calls=-1", "decode.profile_calls=true"])
+def test_a_profile_of_no_whole_number_is_refused_before_anything_is_written(tmp_path, setting):
     out = tmp_path / "bench"
-    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", "train.profile_steps=-1")
-    assert proc.returncode != 0 and "train.profile_steps=-1" in proc.stderr
+    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", setting)
+    assert proc.returncode != 0 and setting.replace("true", "True") in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
@@ -265,6 +266,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
         "train.steps=2",
         "train.rounds=1",
         "train.profile_steps=1",
+        "decode.profile_calls=1",
         "decode.sentences=4",
         "decode.length=6",
         "decode.repeats=1",
@@ -287,6 +289,7 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert r["train"]["ours_tok_s"] > 0 and r["train"]["torch_tok_s"] > 0 and r["train"]["batch_ms"] > 0
     assert "built in the training process" in proc.stdout
     assert r["train"]["profile"]["steps"] == 1 and "Self CPU" in (out / "profile.txt").read_text()
+    assert r["decode"]["profile"]["steps"] == 1 and "aten::topk" in (out / "decode_profile.txt").read_text()
     assert r["train"]["ours_vs_torch"] == pytest.approx(r["train"]["ours_tok_s"] / r["train"]["torch_tok_s"])
     if HAS_HF:
         assert r["train"]["hf_tok_s"] > 0 and r["decode"]["hf_sent_s"] > 0

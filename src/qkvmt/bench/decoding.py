@@ -10,29 +10,36 @@ from pathlib import Path
 import torch
 
 from qkvmt.bench.peers import NO_HF
+from qkvmt.bench.profile import profile_steps
 from qkvmt.bench.timing import ct2_fixed_length, hf_fixed_length, ours_fixed_length, ratio, time_call
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
+from qkvmt.files import write_text
 from qkvmt.model.checkpoint import CheckpointMeta
 
 log = logging.getLogger(__name__)
 
 
-def decode_speed(cfg, models: dict, src: torch.Tensor, device) -> dict:
+def decode_speed(cfg, models: dict, src: torch.Tensor, device, out_dir: Path) -> dict:
     """Beam-search sentences/s of ours (cached and uncached) and HF generate, each forced to
-    decode.length tokens per sentence."""
+    decode.length tokens per sentence; with decode.profile_calls, where ours' time goes."""
     d = cfg.decode
     n = src.size(0)
-    runs = {}
+    runs, profiled = {}, None
     if "ours" in models:
         ours = models["ours"].model
         log.info("  decoding: ours, cached and uncached (%d sentences, %d repeats)", n, d.repeats)
-        runs["ours"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, True), device, d.repeats)[0]
+        cached = ours_fixed_length(ours, src, d.beam_size, d.length, True)
+        runs["ours"] = time_call(cached, device, d.repeats)[0]
         runs["uncached"] = time_call(ours_fixed_length(ours, src, d.beam_size, d.length, False), device, d.repeats)[0]
+        if d.profile_calls:
+            log.info("  profile: ours, %d beam searches (decode_profile.txt)", d.profile_calls)
+            profiled, text = profile_steps(lambda i: cached(), d.profile_calls, device.type == "cuda")
+            write_text(out_dir / "decode_profile.txt", text)
     if "hf" in models:
         log.info("  decoding: hf generate")
         runs["hf"] = time_call(hf_fixed_length(models["hf"], src, d.beam_size, d.length), device, d.repeats)[0]
-    out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": runs}
+    out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": runs, "profile": profiled}
     for name in ("ours", "uncached", "hf"):
         out[f"{name}_sent_s"] = n / runs[name] if name in runs else None
     out["ours_vs_hf"] = ratio(out["ours_sent_s"], out["hf_sent_s"])

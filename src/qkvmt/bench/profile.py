@@ -1,4 +1,5 @@
-"""Where a training step's time goes: torch.profiler over a few of our training steps.
+"""Where a training step's time goes, or a beam search's: torch.profiler over a few of our
+training steps, or over one of our decoding calls.
 
 The GPU benchmark (docs/results.md, "Speed") reached 10% MFU, and a step's wall
 time alone cannot say whether the GPU was busy or waiting for the host to launch its kernels.
@@ -65,12 +66,17 @@ def profile_training(timer: TrainTimer, batches: list[dict], steps: int, top: in
     profiler's own overhead in it), the device's busy milliseconds per step (None on a CPU) and
     the `top` operators by their own time (on a GPU, the time of the kernels they launched);
     table is torch's own key_averages table of the same, to be written beside benchmark.json."""
-    on_device = timer.device.type == "cuda"
+    return profile_steps(lambda i: timer.step(batches[i % len(batches)]), steps, timer.device.type == "cuda", top)
+
+
+def profile_steps(step, steps: int, on_device: bool, top: int = 15) -> tuple[dict, str]:
+    """step(i) for i < steps under torch.profiler: profile_training's summary and table, for any
+    step (one beam search over the benchmark's sentences, as the decoding stage profiles it)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
     with profile(activities=activities, record_shapes=True) as prof:
         start = time.perf_counter()
         for i in range(steps):
-            timer.step(batches[i % len(batches)])
+            step(i)
         wall = time.perf_counter() - start
     events = prof.key_averages()
     sort_key = "self_device_time_total" if on_device else "self_cpu_time_total"

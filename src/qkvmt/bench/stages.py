@@ -50,7 +50,9 @@ def peers(cfg, dm, device, precision: str, out: Path, device_name: str) -> dict:
     log.info("stage 1/8, training speed: %s on %s", ", ".join(present), device_name)
     batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
     train = train_speed(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
-    return {"params": params, "train": train} | decoding_and_analysis(cfg, present, dm, tokenizer, model_cfg, device)
+    return {"params": params, "train": train} | decoding_and_analysis(
+        cfg, present, dm, tokenizer, model_cfg, device, out
+    )
 
 
 def systems(cfg, model_cfg) -> dict:
@@ -65,7 +67,7 @@ def systems(cfg, model_cfg) -> dict:
     return {name: m for name, m in models.items() if m is not None}
 
 
-def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device) -> dict:
+def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device, out: Path) -> dict:
     """Stages 2 to 5, on the trained weights, uncompiled: decoding, its scaling with output
     length, the analysis of one sentence, and tokenizing large corpora."""
     log.info("stage 2/8, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
@@ -73,7 +75,7 @@ def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device) 
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
-    decode = decode_speed(cfg, models, src, device)
+    decode = decode_speed(cfg, models, src, device, out)
     decode |= decode_ctranslate2(cfg, models.get("ours"), tokenizer, src, decode)
     log.info("stage 3/8, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)

@@ -9,8 +9,9 @@ stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory
 a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported), and `qkvmt serve` under
 concurrent clients (qkvmt.bench.serving); `stages=` chooses among the peers (stages 1-5), memory,
 imported and serve, each run by qkvmt.bench.stages; this module checks the
-settings first. Writes benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt,
-where N steps of ours spent their time (qkvmt.bench.profile).
+settings first. Writes benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds
+profile.txt, where N steps of ours spent their time, and `decode.profile_calls=N` decode_profile.txt,
+where N of its beam searches did (qkvmt.bench.profile).
 """
 
 import datetime
@@ -87,10 +88,12 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
         raise UserError(f"stages={list(cfg.stages)}: give some of {', '.join(STAGES)}")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
-    if cfg.train.profile_steps < 0:
-        raise UserError(
-            f"train.profile_steps={cfg.train.profile_steps}: give the number of steps to profile, or 0 to skip"
-        )
+    for name, value, what in (
+        ("train.profile_steps", cfg.train.profile_steps, "steps"),
+        ("decode.profile_calls", cfg.decode.profile_calls, "beam searches"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"{name}={value!r}: give the number of {what} to profile, or 0 to skip")
     peers = [name for name in ("torch", "hf") if name in cfg.systems]
     if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
         raise UserError(
