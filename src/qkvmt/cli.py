@@ -41,6 +41,19 @@ def quote_text_overrides(argv: list[str], keys=TEXT_KEYS) -> list[str]:
     return out
 
 
+def nested_group_choices(argv: list[str]) -> list[str]:
+    """`data.tokenizer=file` as Hydra spells the choice of a nested config group, `data/tokenizer=file`: a
+    setting written with dots that names a group (conf/data/tokenizer/) chooses one of its files, as a
+    top-level group's does (`model=tiny`); its settings stay dotted (`data.tokenizer.path=...`)."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and "." in key and not key.startswith(("+", "~")) and (CONF_DIR / key.replace(".", "/")).is_dir():
+            arg = f"{key.replace('.', '/')}={value}"
+        out.append(arg)
+    return out
+
+
 CPU_EXPERIMENT = "multi30k_de_en_cpu"
 
 
@@ -113,7 +126,7 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
             return main(cfg)
         if subcommand is not None:
             del sys.argv[1]
-        sys.argv = quote_text_overrides(sys.argv, text)
+        sys.argv = nested_group_choices(quote_text_overrides(sys.argv, text))
         if argv is not None:
             sys.argv = argv(sys.argv)
         if not any(a.startswith("-") for a in sys.argv[1:]):  # flags (--help, -m, --cfg) are Hydra's to read
