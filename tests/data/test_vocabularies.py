@@ -174,3 +174,13 @@ def test_each_vocabulary_trains_and_reloads_from_its_checkpoint_alone(vocabulary
     assert "▁" in alignment.src_tokens
     assert [w.replace("<unk>", "x") for w in alignment.src_words] == source.split()
     assert alignment.tgt_words == TARGETS[1].split()
+
+
+def test_a_run_from_a_trained_model_refuses_a_vocabulary_of_its_own(trained_run, tmp_path):
+    from qkvmt.pipeline.train import train
+
+    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
+    overrides = tiny_overrides(trained_run["corpus"], tmp_path / "run")
+    with pytest.raises(UserError, match=f"init_from={ckpt} brings its own tokenizer, so data.tokenizer cannot") as e:
+        train(compose_train(*overrides, f"init_from={ckpt}", "data/tokenizer=sentencepiece"))
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()

@@ -213,6 +213,7 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
         sizes = {"vocab_size": tokenizer.get_vocab_size()}
         if plan.dm.vocabulary.separate:  # the decoder's and the output's rows are the target vocabulary's
             sizes["tgt_vocab_size"] = target_side(tokenizer).get_vocab_size()
+            log.info("data.tokenizer: a vocabulary per language, so the model's embeddings are its own per side")
         model_config = plan.model_partial(
             **sizes, **untied(plan.dm.vocabulary), **Specials.of(tokenizer).config_fields()
         )
@@ -231,10 +232,7 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
 def untied(vocabulary) -> dict:
     """Separate source and target vocabularies have no one embedding to share: model.tie_embeddings=false, as
     a recipe's model config sets it true."""
-    if not vocabulary.separate:
-        return {}
-    log.info("data.tokenizer: a vocabulary per language, so the model's embeddings are its own per side")
-    return {"tie_embeddings": False}
+    return {"tie_embeddings": False} if vocabulary.separate else {}
 
 
 def fit(trainer: L.Trainer, module, dm, resume: str | None) -> None:
