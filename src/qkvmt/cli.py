@@ -108,6 +108,9 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
     @functools.wraps(function)  # Hydra's job name still comes from `function`'s module
     def checked_run(cfg):
         with hydras_folder_removed_if_refused():
+            missing = sorted(OmegaConf.missing_keys(cfg))  # `???` in conf/: a setting the command line must give
+            if missing:
+                raise UserError(f"{missing[0]} has no value: give {missing[0]}=... on the command line")
             check_setting_types(cfg)
             return function(cfg)
 
@@ -161,11 +164,12 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
             return
         except Exception as e:  # Hydra's composition and grammar errors
             message = str(e).split("Config search path")[0]
-        missing = re.search(r"Could not find '([^'/]+)/([^']+)'", message)
+        missing = re.search(r"Could not find '([^']+)/([^'/]+)'", message)  # the group: up to the last /
         if missing:
             group, option = missing.groups()
             options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-            raise UserError(f"{group}={option}: no such {group}; use one of {', '.join(options)}")
+            name = group.replace("/", ".")  # a nested group as the command line names it (data.tokenizer)
+            raise UserError(f"{name}={option}: no such {name}; use one of {', '.join(options)}")
         bad = re.match(r"Could not override '([^']+)'", message)
         if bad:
             rest = [o for o in overrides if o.partition("=")[0] != bad.group(1)]

@@ -135,24 +135,30 @@ def test_a_rerun_with_another_vocabulary_is_refused_before_it_writes(tmp_path, f
     assert "\n" not in str(e.value) and sorted((tmp_path / "run").rglob("*")) == before
 
 
-def test_the_command_line_chooses_with_dots_and_a_missing_file_leaves_no_run_folder(tmp_path):
+@pytest.mark.parametrize(
+    "given, error",
+    [
+        (
+            ["data.tokenizer=file", "data.tokenizer.path={tmp}/x.model"],
+            "data.tokenizer.path={tmp}/x.model cannot be read (No such file or directory): give a readable file",
+        ),
+        (["data.tokenizer=file"], "data.tokenizer.path has no value: give data.tokenizer.path=... on the command line"),
+        (
+            ["data.tokenizer=wordpiece"],
+            "data.tokenizer=wordpiece: no such data.tokenizer; use one of file, joint_bpe, sentencepiece, separate_bpe",
+        ),
+    ],
+    ids=["missing-file", "no-path", "no-such-choice"],
+)
+def test_the_command_line_chooses_with_dots_and_a_mistake_leaves_no_run_folder(tmp_path, given, error):
     corpus = write_corpus(tmp_path / "corpus", sizes={"train": 30, "val": 4, "test_2016_flickr": 4})
     out = tmp_path / "run"
     args = [a for a in tiny_overrides(corpus, out) if not a.startswith("paths.output_dir")]
-    result = run_python(
-        "-m",
-        "qkvmt",
-        "train",
-        *args,
-        f"hydra.run.dir={out}",
-        "data.tokenizer=file",
-        f"data.tokenizer.path={tmp_path}/x.model",
-    )
+    given = [g.format(tmp=tmp_path) for g in given]
+    result = run_python("-m", "qkvmt", "train", *args, f"hydra.run.dir={out}", *given)
     assert result.returncode == 2
-    assert [line for line in result.stderr.splitlines() if not line.startswith("INFO")] == [
-        f"error: data.tokenizer.path={tmp_path}/x.model cannot be read (No such file or directory): "
-        "give a readable file"
-    ]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("INFO")]
+    assert lines == [f"error: {error.format(tmp=tmp_path)}"]
     assert not out.exists()
 
 
