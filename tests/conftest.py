@@ -132,6 +132,22 @@ def trained_run(tmp_path_factory):
     return {"corpus": corpus, "run": run}
 
 
+@training_fixture(scope="session", params=["sentencepiece", "separate_bpe"])
+def vocabulary_run(request, trained_run, tmp_path_factory):
+    """trained_run's recipe with another vocabulary (data.tokenizer, beside trained_run's joint BPE): one
+    SentencePiece unigram model over both languages, or a SentencePiece BPE model per language; 20 steps."""
+    from qkvmt.pipeline.train import train
+
+    run = tmp_path_factory.mktemp(request.param) / "run"
+    overrides = tiny_overrides(trained_run["corpus"], run, steps=20, val_every=20)
+    train(
+        compose_train(
+            *overrides, f"data/tokenizer={request.param}", "module.optimizer.lr=3e-3", "module.warmup_steps=10"
+        )
+    )
+    return {"corpus": trained_run["corpus"], "run": run, "tokenizer": request.param}
+
+
 @training_fixture(scope="session")
 def supervised_run(tmp_path_factory):
     """A tiny model whose last decoder layer's head 1 learned eflomal's links of the toy corpus

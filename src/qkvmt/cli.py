@@ -41,6 +41,19 @@ def quote_text_overrides(argv: list[str], keys=TEXT_KEYS) -> list[str]:
     return out
 
 
+def nested_group_choices(argv: list[str]) -> list[str]:
+    """`data.tokenizer=file` as Hydra spells the choice of a nested config group, `data/tokenizer=file`: a
+    setting written with dots that names a group (conf/data/tokenizer/) chooses one of its files, as a
+    top-level group's does (`model=tiny`); its settings stay dotted (`data.tokenizer.path=...`)."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and "." in key and not key.startswith(("+", "~")) and (CONF_DIR / key.replace(".", "/")).is_dir():
+            arg = f"{key.replace('.', '/')}={value}"
+        out.append(arg)
+    return out
+
+
 CPU_EXPERIMENT = "multi30k_de_en_cpu"
 
 
@@ -95,6 +108,9 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
     @functools.wraps(function)  # Hydra's job name still comes from `function`'s module
     def checked_run(cfg):
         with hydras_folder_removed_if_refused():
+            missing = sorted(OmegaConf.missing_keys(cfg))  # `???` in conf/: a setting the command line must give
+            if missing:
+                raise UserError(f"{missing[0]} has no value: give {missing[0]}=... on the command line")
             check_setting_types(cfg)
             return function(cfg)
 
@@ -113,7 +129,7 @@ def hydra_command(function, config_name: str, text: tuple[str, ...] = (), argv=N
             return main(cfg)
         if subcommand is not None:
             del sys.argv[1]
-        sys.argv = quote_text_overrides(sys.argv, text)
+        sys.argv = nested_group_choices(quote_text_overrides(sys.argv, text))
         if argv is not None:
             sys.argv = argv(sys.argv)
         if not any(a.startswith("-") for a in sys.argv[1:]):  # flags (--help, -m, --cfg) are Hydra's to read
@@ -148,11 +164,12 @@ def check_overrides(config_name: str, overrides: list[str]) -> None:
             return
         except Exception as e:  # Hydra's composition and grammar errors
             message = str(e).split("Config search path")[0]
-        missing = re.search(r"Could not find '([^'/]+)/([^']+)'", message)
+        missing = re.search(r"Could not find '([^']+)/([^'/]+)'", message)  # the group: up to the last /
         if missing:
             group, option = missing.groups()
             options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-            raise UserError(f"{group}={option}: no such {group}; use one of {', '.join(options)}")
+            name = group.replace("/", ".")  # a nested group as the command line names it (data.tokenizer)
+            raise UserError(f"{name}={option}: no such {name}; use one of {', '.join(options)}")
         bad = re.match(r"Could not override '([^']+)'", message)
         if bad:
             rest = [o for o in overrides if o.partition("=")[0] != bad.group(1)]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from qkvmt.decoding.lines import translate_ids
-from qkvmt.decoding.search import DecodeConfig
+from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import check_exportable, export_huggingface, residual_permutation
 from qkvmt.loading import load_model
@@ -78,18 +78,32 @@ def test_random_model_gives_our_logits_and_attention_after_a_save_and_an_offline
 
 
 def test_trained_model_greedy_generate_equals_ours(trained_run, tmp_path):
-    ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
-    out = tmp_path / "hf"
+    generates_like_ours(trained_run["run"] / "checkpoints" / "last.ckpt", tmp_path / "hf")
+
+
+def test_each_vocabulary_goes_as_a_marian_tokenizer_and_generates_like_ours(vocabulary_run, tmp_path):
+    generates_like_ours(vocabulary_run["run"] / "checkpoints" / "last.ckpt", tmp_path / "hf")
+
+
+def generates_like_ours(ckpt, out):
     export(compose_inference("export", f"ckpt_path={ckpt}", "format=huggingface", f"output_dir={out}"))
     model, tok, _ = load_model(ckpt)
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, local_files_only=True).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
-    ours = translate_ids(model, tok, LINES, DecodeConfig(beam_size=1))
+    cfg = DecodeConfig(beam_size=1)
+    ours = translate_ids(model, tok, LINES, cfg)
     enc = hf_tok(LINES, padding=True, return_tensors="pt")
+    assert (
+        enc.input_ids.tolist() == build_inputs(encode(tok, LINES), encode(tok, LINES), model.cfg.specials).src.tolist()
+    )
     with torch.no_grad():
-        generated = hf.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=model.cfg.max_positions - 1)
-    texts = hf_tok.batch_decode(generated, skip_special_tokens=True)
-    assert texts == tok.decode_batch(ours, skip_special_tokens=True)
+        generated = hf.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=max(map(len, ours)) + 1).tolist()
+    # The same greedy path; where ours stops at its length limit (qkvmt.decoding.search), generate goes on
+    limits = max_lengths(torch.tensor([len(x) + 1 for x in encode(tok, LINES)]), cfg, model.cfg.max_positions)
+    for row, mine, limit in zip(generated, ours, limits):
+        ended = len(mine) + 1 < limit
+        assert row[1 : len(mine) + 1 + ended] == mine + [model.cfg.eos_id] * ended
+    assert hf_tok.batch_decode(ours, skip_special_tokens=True) == tok.decode_batch(ours, skip_special_tokens=True)
 
 
 def test_pre_ln_rotary_and_fairseq_table_models_are_refused_with_the_format_that_takes_them():

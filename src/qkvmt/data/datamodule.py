@@ -1,4 +1,4 @@
-"""The LightningDataModule: raw text -> joint BPE -> cached ids -> token-budget batches."""
+"""The LightningDataModule: raw text -> the run's vocabulary (data.tokenizer) -> cached ids -> token-budget batches."""
 
 import hashlib
 import logging
@@ -13,6 +13,7 @@ from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
 from qkvmt.data.items import Labelled, Subset, extra_files
+from qkvmt.data.vocabularies import JointBPE, TrainingText
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
 from qkvmt.hf.tokenizer_files import digest, keep_in_run
@@ -40,6 +41,7 @@ class TranslationDataModule(L.LightningDataModule):
     aligner: the reference aligner that makes them (a name of qkvmt.alignment.reference.ALIGNERS).
     length_multiple: every batch's source and target padded up to a multiple of this many tokens
         (qkvmt.data.batching.Collate), the token budget counting the padding; 1: none.
+    tokenizer: the vocabulary the run makes (qkvmt.data.vocabularies, conf/data/tokenizer/); None: the joint BPE.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class TranslationDataModule(L.LightningDataModule):
         alignment_links: str | None = None,
         aligner: str = "eflomal",
         length_multiple: int = 1,
+        tokenizer=None,
     ):
         super().__init__()
         for name, value, least in (
@@ -83,7 +86,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.length_multiple = length_multiple
         self.num_workers, self.seed = num_workers, seed
         self.alignment_links, self.aligner = alignment_links, aligner
+        self.vocabulary = tokenizer if tokenizer is not None else JointBPE()
         self.tokenizer = None
+        self.tokenizer_files: dict[str, bytes] | None = None  # a vocabulary kept as files (Marian's layout)
         # An imported model's (qkvmt.hf): its special ids, and what keys its id cache; else the BPE's own
         self.specials: Specials | None = None
         self.tokenizer_key: str | None = None
@@ -129,31 +134,29 @@ class TranslationDataModule(L.LightningDataModule):
         return self.texts["train_nonempty"]
 
     def load_tokenizer(self, path: Path, given=None):
-        """The run's joint BPE: loaded if the run already has one (resume), else trained on train,
-        or `given` (the tokenizer of the model a run starts from, init_from), kept as the run's."""
-
-        def texts():
-            src, tgt = self.training_pairs()
-            # Languages in a fixed order: a pair's joint BPE is the same for both directions,
-            # so a de->en and an en->de model can be symmetrized word for word.
-            return src + tgt if self.src_lang <= self.tgt_lang else tgt + src
-
-        data = ""  # the training text's digest: only a tokenizer trained on it records one
-        if given is None:
-            h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
-            for side in self.training_pairs():
-                hash_lines(h, side)
-            data = h.hexdigest()[:20]
-        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=data, given=given)
-        if given is None and self.tokenizer.get_vocab_size() > self.vocab_size:
-            log.warning(
-                "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
-                "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",
-                self.vocab_size,
-                self.tokenizer.get_vocab_size() - len(SPECIALS),
-                self.tokenizer.get_vocab_size(),
-            )
+        """The run's tokenizer: loaded if the run already has one (resume), else made from train as
+        data.tokenizer says, or `given` (the tokenizer of the model a run starts from, init_from), kept as
+        the run's. `path`: where a tokenizers JSON goes (a set of files: the folder of that name without .json)."""
+        if given is not None:
+            self.tokenizer = load_or_train(path, None, self.vocab_size, self.min_frequency, given=given)
+            return self.tokenizer
+        made = self.vocabulary.make(self.training_text(), Path(path))
+        self.tokenizer, self.tokenizer_files = made.tokenizer, made.files
+        if made.files is not None:  # no JSON to key the id cache by
+            self.tokenizer_key = f"hf-tokenizer {digest(made.files)} {self.src_lang}-{self.tgt_lang}"
         return self.tokenizer
+
+    def training_text(self) -> TrainingText:
+        """The training pairs as a vocabulary is made of them, with their digest (and the pair's) for its record."""
+        h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
+        src, tgt = self.training_pairs()
+        for side in (src, tgt):
+            hash_lines(h, side)
+        # Languages in a fixed order: a pair's joint vocabulary is the same for both directions,
+        # so a de->en and an en->de model can be symmetrized word for word.
+        return TrainingText(
+            src, tgt, self.src_lang <= self.tgt_lang, self.vocab_size, self.min_frequency, h.hexdigest()[:20]
+        )
 
     def imported_tokenizer(self, tokenizer, files: dict[str, bytes], model, out: Path):
         """An imported model's own tokenizer (qkvmt.hf), never a BPE of the data: its files kept in the run

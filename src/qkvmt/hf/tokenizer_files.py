@@ -83,14 +83,22 @@ def keep_in_run(files: dict[str, bytes], folder: Path) -> None:
     """The files into a run's `folder` (tokenizer/ beside its checkpoints), with the record of which files
     they are: a rerun in the folder with other files, or a run there that trained its own tokenizer, is
     refused before it writes (as qkvmt.text.tokenizer.load_or_train refuses other settings)."""
+    kept_files(folder, {"init_from": digest(files)}, lambda: files)
+
+
+def kept_files(folder: Path, settings: dict, make) -> dict[str, bytes]:
+    """The tokenizer files a run keeps in `folder`: those there if its record says they were made with
+    `settings` (a UserError naming what differs if with others), else `make()`'s, written there."""
     from qkvmt.text.tokenizer import check_settings
 
     record = folder.with_name(folder.name + ".settings.json")
-    settings = {"init_from": digest(files)}
     if record.exists():
         check_settings(folder, record, settings)
-        return
+        if folder.is_dir():
+            return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name in TOKENIZER_FILES}
+    files = make()
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():  # each whole or not at all: every DDP process writes the same files
         atomic_write(folder / name, lambda f, data=data: f.write(data))
     write_json(record, settings)  # last: a record says the files beside it are whole
+    return files

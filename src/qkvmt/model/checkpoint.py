@@ -134,7 +134,7 @@ def _mismatch(expected: dict, found: dict) -> str:
 def check_same_model(stored: dict, model_config: dict, what: str, advice: str, may_differ=()) -> None:
     """A UserError naming every model setting (but those from the tokenizer, and `may_differ`)
     on which `stored` differs from what the run asks for."""
-    from_tokenizer = ("vocab_size", "pad_id", "bos_id", "eos_id")
+    from_tokenizer = ("vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
     skip = (*from_tokenizer, *may_differ)
     differ = [k for k in model_config if k not in skip and stored.get(k) != model_config[k]]
     if differ:

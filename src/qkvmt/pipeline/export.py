@@ -18,9 +18,9 @@ def export(cfg: DictConfig) -> dict:
     model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
     if cfg.format == "safetensors" and files_of(model.meta) is not None:  # those files are its tokenizer
         raise UserError(
-            f"format=safetensors: {model.paths[0]} is a Hugging Face model opened in qkvmt (or fine-tuned from one), "
-            "whose tokenizer is its folder's files; use format=huggingface or format=ctranslate2, which write them "
-            "with the model"
+            f"format=safetensors: {model.paths[0]} is a Hugging Face model opened in qkvmt (or fine-tuned from one) or "
+            "a run with a SentencePiece vocabulary, whose tokenizer is a set of files; use format=huggingface or "
+            "format=ctranslate2, which write them with the model"
         )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")

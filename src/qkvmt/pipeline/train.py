@@ -14,8 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.alignment.supervision import AlignmentSupervision
+from qkvmt.data.vocabularies import JointBPE
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
+from qkvmt.hf.tokenizer_files import as_text
 from qkvmt.loading import average_checkpoints, check_resumable
 from qkvmt.model.checkpoint import checkpoint_step, model_weights, recent_checkpoints
 from qkvmt.model.config import ModelConfig
@@ -26,7 +28,7 @@ from qkvmt.pipeline.train_settings import (
     check_optimized_metric,
     check_trainer,
 )
-from qkvmt.text.tokenizer import Specials
+from qkvmt.text.tokenizer import Specials, target_side
 from qkvmt.training.faults import (
     AtomicCheckpointIO,
     ResumeRng,
@@ -129,10 +131,15 @@ def checked_plan(cfg: DictConfig) -> Plan:
     )  # checks data.*
     model_partial = instantiate(cfg.model)
     start = load_start(cfg.init_from)
+    if start is not None and not isinstance(dm.vocabulary, JointBPE):
+        raise UserError(
+            f"init_from={cfg.init_from} brings its own tokenizer, so data.tokenizer cannot take effect: leave "
+            "data.tokenizer out, or train from scratch without init_from"
+        )
     if start is not None and start.imported:  # the model's own settings, the run's dropout
         start, wanted = imported_start(start, cfg.model, dm)
     else:
-        wanted = model_partial(vocab_size=dm.vocab_size)  # ModelConfig checks model.*
+        wanted = model_partial(vocab_size=dm.vocab_size, **untied(dm.vocabulary))  # ModelConfig checks model.*
     alignment = alignment.validated(wanted.decoder_layers, wanted.n_heads)
     if alignment.on:
         reference_aligner(alignment.aligner, alignment.labels, "module.alignment.aligner")
@@ -203,9 +210,15 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
         model_config = plan.wanted
         more = plan.start.module_settings(module.keywords["val_decode"], module.keywords["test_decode"])
     else:
+        sizes = {"vocab_size": tokenizer.get_vocab_size()}
+        if plan.dm.vocabulary.separate:  # the decoder's and the output's rows are the target vocabulary's
+            sizes["tgt_vocab_size"] = target_side(tokenizer).get_vocab_size()
+            log.info("data.tokenizer: a vocabulary per language, so the model's embeddings are its own per side")
         model_config = plan.model_partial(
-            vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
+            **sizes, **untied(plan.dm.vocabulary), **Specials.of(tokenizer).config_fields()
         )
+        if plan.dm.tokenizer_files is not None:  # kept in every checkpoint, as an imported model's are
+            more = {"tokenizer_files": as_text(plan.dm.tokenizer_files)}
     return module(
         model_config=model_config,
         tokenizer=tokenizer,
@@ -214,6 +227,12 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
         alignment=plan.alignment,
         **more,
     )
+
+
+def untied(vocabulary) -> dict:
+    """Separate source and target vocabularies have no one embedding to share: model.tie_embeddings=false, as
+    a recipe's model config sets it true."""
+    return {"tie_embeddings": False} if vocabulary.separate else {}
 
 
 def fit(trainer: L.Trainer, module, dm, resume: str | None) -> None:

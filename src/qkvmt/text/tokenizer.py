@@ -62,22 +62,38 @@ def load_or_train(
     trained on; or a digest of the given tokenizer) are kept beside it in <name>.settings.json;
     a run that asks for other settings is refused, so a rerun in the same folder never silently
     trains with a tokenizer it did not ask for."""
-    path = Path(path)
     if given is None:
         settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "data": data}
-    else:
-        settings = {"init_from": hashlib.sha256(given.to_str().encode()).hexdigest()[:20]}
+        return kept_json(path, settings, lambda: train_bpe(texts_fn(), vocab_size, min_frequency))
+    return kept_json(path, {"init_from": hashlib.sha256(given.to_str().encode()).hexdigest()[:20]}, lambda: given)
+
+
+def kept_json(path: Path, settings: dict, make) -> Tokenizer:
+    """The run's tokenizer JSON at `path` if it has one made with `settings` (a UserError if with others);
+    else `make()`'s, saved there with its record."""
+    path = Path(path)
     record = path.with_name(path.stem + ".settings.json")
     if path.exists():
         check_settings(path, record, settings)
         return Tokenizer.from_file(str(path))
-    tok = train_bpe(texts_fn(), vocab_size, min_frequency) if given is None else given
+    check_settings(record, record, settings)  # a record without this file: another kind's tokenizer beside it
+    tok = make()
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(record, settings)  # first: a tokenizer never exists without its record
     tmp = path.with_suffix(".tmp")
     tok.save(str(tmp))
     tmp.replace(path)
     return tok
+
+
+# What a settings record holds, as the settings that change it are named; a record without "tokenizer" is
+# the joint BPE's (every record from before data.tokenizer)
+RECORDED = {
+    "vocab_size": "data.vocab_size",
+    "min_frequency": "data.min_frequency",
+    "model_type": "data.tokenizer.model_type",
+    "file": "the contents of data.tokenizer.path",
+}
 
 
 def check_settings(path: Path, record: Path, wanted: dict) -> None:
@@ -88,15 +104,19 @@ def check_settings(path: Path, record: Path, wanted: dict) -> None:
         there = "another model's (init_from)" if "init_from" in found else "one trained on that run's data"
         asked = "init_from's" if "init_from" in wanted else "one trained on its data"
         what = f"the tokenizer there is {there}, this run asks for {asked}"
+    elif found.get("tokenizer") != wanted.get("tokenizer"):
+        kind = lambda r: r.get("tokenizer", "joint_bpe")  # noqa: E731
+        what = f"data.tokenizer={kind(found)} there, {kind(wanted)} asked"
     else:
-        names = {"vocab_size": "data.vocab_size", "min_frequency": "data.min_frequency", "data": "the training text"}
-        differ = [k for k in names if found.get(k) != wanted.get(k)]
+        differ = [k for k in (*RECORDED, "data") if found.get(k) != wanted.get(k)]
         if not differ:
             return
         what = "; ".join(
             "different training text (data.root, data.src_lang/tgt_lang, data.extra_train or the files changed)"
             if k == "data"
-            else f"{names[k]}={found.get(k)} there, {wanted[k]} asked"
+            else f"{RECORDED[k]} changed"
+            if k == "file"
+            else f"{RECORDED[k]}={found.get(k)} there, {wanted.get(k)} asked"
             for k in differ
         )
     raise UserError(

@@ -1,0 +1,172 @@
+"""data.tokenizer: the vocabulary a training run makes from its training pairs (conf/data/tokenizer/).
+
+Each choice is a class with one method, `make`, which gives the run's tokenizer and keeps it in the run
+folder with a record of what it is, so a rerun in the folder with another choice (or other settings) is
+refused before it writes:
+
+- JointBPE (joint_bpe, the default): one BPE over both languages with HF `tokenizers`, the run's
+  tokenizer.json, as every run before the setting made it;
+- SentencePiece (sentencepiece): one SentencePiece model over both languages, unigram or BPE;
+- SeparateBPE (separate_bpe): two SentencePiece BPE models, one per language, as OPUS-MT keeps them;
+- TokenizerFile (file): an existing `tokenizers` JSON or SentencePiece .model.
+
+The SentencePiece ones are kept in Marian's file layout (qkvmt.text.pieces) in the run's tokenizer/ folder
+and in every checkpoint, as an imported model's tokenizer is (qkvmt.hf.tokenizer_files).
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from qkvmt.errors import UserError
+from qkvmt.hf.tokenizer_files import kept_files, open_files
+from qkvmt.text.pieces import MODEL_TYPES, marian_layout, piece_vocab, train_pieces
+from qkvmt.text.tokenizer import SPECIALS, kept_json, load_or_train
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainingText:
+    """What a vocabulary is made of: the training pairs' sides, the data settings that size it, and a digest of
+    the text (with the language pair) for the record."""
+
+    src: list[str]
+    tgt: list[str]
+    src_first: bool  # the languages in a fixed order: a pair's joint vocabulary is the same both ways
+    vocab_size: int
+    min_frequency: int
+    digest: str
+
+    def joint(self) -> list[str]:
+        return self.src + self.tgt if self.src_first else self.tgt + self.src
+
+    def record(self, tokenizer: str) -> dict:
+        """The settings record of a vocabulary trained on this text."""
+        return {"tokenizer": tokenizer, "vocab_size": self.vocab_size, "data": self.digest}
+
+
+@dataclass(frozen=True)
+class Made:
+    """A run's tokenizer, and its files where it is a set of them (Marian's layout); None: a `tokenizers` JSON."""
+
+    tokenizer: object
+    files: dict[str, bytes] | None = None
+
+
+class JointBPE:
+    """One BPE over both languages (qkvmt.text.tokenizer.train_bpe), kept as the run's tokenizer.json."""
+
+    separate = False
+
+    def make(self, text: TrainingText, path: Path) -> Made:
+        tok = load_or_train(path, text.joint, text.vocab_size, text.min_frequency, data=text.digest)
+        if tok.get_vocab_size() > text.vocab_size:
+            log.warning(
+                "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
+                "level, with %d tokens; a subword model needs a larger data.vocab_size (thousands)",
+                text.vocab_size,
+                tok.get_vocab_size() - len(SPECIALS),
+                tok.get_vocab_size(),
+            )
+        return Made(tok)
+
+
+def pieces_tokenizer(path: Path, settings: dict, make) -> Made:
+    """SentencePiece files kept in the run's tokenizer/ folder (beside where a JSON would be), and the tokenizer
+    they make."""
+    files = kept_files(path.with_suffix(""), settings, make)
+    return Made(open_files(files), files)
+
+
+def no_min_frequency(text: TrainingText) -> None:
+    log.info(
+        "data.min_frequency=%d does not apply to SentencePiece, which keeps no minimum count; data.vocab_size does",
+        text.min_frequency,
+    )
+
+
+class SentencePiece:
+    """One SentencePiece model over both languages: model_type unigram (OPUS-MT's) or bpe."""
+
+    separate = False
+
+    def __init__(self, model_type: str = "unigram"):
+        if model_type not in MODEL_TYPES:
+            raise UserError(f"data.tokenizer.model_type={model_type!r}: use one of {', '.join(MODEL_TYPES)}")
+        self.model_type = model_type
+
+    def make(self, text: TrainingText, path: Path) -> Made:
+        no_min_frequency(text)
+
+        def train() -> dict[str, bytes]:
+            model = train_pieces(text.joint(), text.vocab_size, self.model_type)
+            return marian_layout(model, model, piece_vocab(model, "the trained SentencePiece model"))
+
+        return pieces_tokenizer(path, text.record("sentencepiece") | {"model_type": self.model_type}, train)
+
+
+class SeparateBPE:
+    """A vocabulary per language: two SentencePiece BPE models, one per language, as OPUS-MT keeps them;
+    data.vocab_size pieces each."""
+
+    separate = True
+
+    def make(self, text: TrainingText, path: Path) -> Made:
+        no_min_frequency(text)
+
+        def train() -> dict[str, bytes]:
+            source, target = (train_pieces(side, text.vocab_size, "bpe") for side in (text.src, text.tgt))
+            vocabs = [
+                piece_vocab(m, f"the trained {side} SentencePiece model")
+                for m, side in ((source, "source"), (target, "target"))
+            ]
+            return marian_layout(source, target, *vocabs)
+
+        return pieces_tokenizer(path, text.record("separate_bpe"), train)
+
+
+class TokenizerFile:
+    """An existing tokenizer, used for both languages: a `tokenizers` JSON (path ending .json) holding qkvmt's
+    four control tokens, or a SentencePiece model (.model). Its contents are the record's, so a rerun with a
+    changed file is refused."""
+
+    separate = False
+
+    def __init__(self, path: str):
+        self.path = Path(path).expanduser()
+
+    def make(self, text: TrainingText, path: Path) -> Made:
+        where = f"data.tokenizer.path={self.path}"
+        if self.path.suffix not in (".json", ".model"):
+            raise UserError(f"{where}: give a tokenizers JSON (.json) or a SentencePiece model (.model)")
+        try:
+            data = self.path.read_bytes()
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise UserError(f"{where} cannot be read ({why}): give a readable file") from None
+        settings = {"tokenizer": "file", "file": hashlib.sha256(data).hexdigest()[:20]}
+        if self.path.suffix == ".model":
+            vocab = piece_vocab(data, where)  # checked before anything is kept
+            return pieces_tokenizer(path, settings, lambda: marian_layout(data, data, vocab))
+        tok = json_tokenizer(data, where)
+        return Made(kept_json(path, settings, lambda: tok))
+
+
+def json_tokenizer(data: bytes, where: str) -> Tokenizer:
+    """A `tokenizers` JSON's tokenizer; a UserError naming the first control token it lacks."""
+    try:
+        tok = Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed definition
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"{where} is not a tokenizers JSON ({first}): give a tokenizer.json file") from None
+    for token in SPECIALS:
+        if tok.token_to_id(token) is None:
+            raise UserError(
+                f"{where} has no {token}: qkvmt needs {', '.join(SPECIALS)} in its vocabulary; add it, or give "
+                "another tokenizer"
+            )
+    return tok
