@@ -164,4 +164,4 @@ def test_files_of_different_lengths_a_missing_file_and_bad_utf8_are_refused(tmp_
 def test_alignment_links_on_a_corpus_over_the_sample_bound_are_refused_before_anything_is_written(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
     message = refused(tmp_path, corpus, "data.tokenizer_sample=100", alignment_links="grow-diag-final-and")
-    assert "data.alignment_links" in message and "300 pairs" in message and "data.tokenizer_sample=100" in message
+    assert "module.alignment" in message and "300 pairs" in message and "data.tokenizer_sample=100" in message

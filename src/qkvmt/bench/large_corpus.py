@@ -89,9 +89,12 @@ def corpus_stage(c, seed: int) -> dict:
         write_synthetic(Path(folder) / "corpus", c.pairs, c, seed)
         text = sum(f.stat().st_size for f in (Path(folder) / "corpus").iterdir())
         result["generate"] = {"seconds": time.perf_counter() - start, "text_mb": text / 2**20}
+        # Each step a fresh process forked from a server that has imported the DataModule and nothing
+        # more: the imports (seconds each) happen once, and no step's memory is another's.
+        server = multiprocessing.get_context("forkserver")
+        server.set_forkserver_preload(["qkvmt.data.datamodule"])
         for step in ("tokenizer", "encode", "resume"):
-            spawn = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            with ProcessPoolExecutor(max_workers=1, mp_context=server) as pool:
                 result[step] = pool.submit(_step, step, Path(folder), settings).result()
     result["encode"]["pairs_per_s"] = c.pairs / result["encode"]["seconds"]
     return result

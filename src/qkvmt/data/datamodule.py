@@ -33,10 +33,8 @@ class TranslationDataModule(L.LightningDataModule):
         as fairseq's upsampling does); the tokenizer and the aligner still see each pair once.
     alignment_links: None, or how to symmetrize the reference aligner's word links of the
         training pairs (e.g. grow-diag-final-and): then each training batch carries them as
-        `align`, (B, T, S) subword labels for alignment-supervised training. Computed once,
-        cached in cache_dir.
-        The aligner learns from the whole training text at once, so this reads it into memory:
-        a corpus of more than data.tokenizer_sample pairs is refused.
+        `align`, (B, T, S) subword labels for alignment-supervised training. Computed once, cached in
+        cache_dir; the aligner learns from the whole text in memory: over data.tokenizer_sample pairs is refused.
     aligner: the reference aligner that makes them (a name of qkvmt.alignment.reference.ALIGNERS).
     train, val, test: a split given by path, instead of splits[stage] of `source`: two line-parallel
         files [SRC_FILE, TGT_FILE] or one file of source<TAB>target lines (plain or .gz), streamed.
@@ -125,8 +123,9 @@ class TranslationDataModule(L.LightningDataModule):
         Every file is read through first, so a bad line is found before anything is written."""
         self.read_through()
         data = "" if given is not None else self.texts.digest()  # only a tokenizer trained on the text records one
-        texts = self.texts.tokenizer_texts
-        self.tokenizer = load_or_train(path, texts, self.vocab_size, self.min_frequency, data=data, given=given)
+        self.tokenizer = load_or_train(
+            path, self.texts.tokenizer_texts, self.vocab_size, self.min_frequency, data=data, given=given
+        )
         if given is None and self.tokenizer.get_vocab_size() > self.vocab_size:
             log.warning(
                 "data.vocab_size=%d is below the training text's %d distinct characters: the tokenizer is character "
@@ -144,10 +143,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.texts.check()
         if self.alignment_links and pairs > self.texts.tokenizer_sample:
             raise UserError(
-                f"data.alignment_links={self.alignment_links}: the reference aligner learns from the whole training "
-                f"text at once, in memory, and this one has {pairs} pairs, over data.tokenizer_sample="
-                f"{self.texts.tokenizer_sample}; train without alignment links, on fewer pairs, or raise "
-                "data.tokenizer_sample if memory allows"
+                f"module.alignment: its reference links learn from the whole training text in memory, here {pairs} "
+                f"pairs, over data.tokenizer_sample={self.texts.tokenizer_sample}; train without them "
+                "(module.alignment.weight=0), on fewer pairs, or raise data.tokenizer_sample if memory allows"
             )
 
     def imported_tokenizer(self, tokenizer, files: dict[str, bytes], model, out: Path):
