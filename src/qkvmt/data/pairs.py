@@ -76,6 +76,12 @@ def split_files(value, setting: str) -> PairFiles:
     return PairFiles(*map(Path, paths))
 
 
+def pair_lists(pairs: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """All the pairs, as a list of sources and one of targets."""
+    listed = list(pairs)
+    return [s for s, _ in listed], [t for _, t in listed]
+
+
 def chunked(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[Chunk]:
     """Consecutive pairs, `size` at a time, as (sources, targets)."""
     it = iter(pairs)

@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from qkvmt.data.pairs import Joined, PairFiles, PairLists, hash_pairs, sample_pairs, split_files
+from qkvmt.data.pairs import Joined, PairFiles, PairLists, hash_pairs, pair_lists, sample_pairs, split_files
 from qkvmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,7 @@ class SplitTexts:
 
     def read(self, stage: str) -> tuple[list[str], list[str]]:
         """A stage's sentences as lists (the validation and test sets decoded and scored whole)."""
-        pairs = list(self.pairs(stage))
-        return [s for s, _ in pairs], [t for _, t in pairs]
+        return pair_lists(self.pairs(stage))
 
     def check(self, stages=("val", "test")) -> None:
         """Reads the splits given by path through once, so a bad line is found before anything is written."""
@@ -90,8 +89,7 @@ class SplitTexts:
     def training_pairs(self) -> tuple[list[str], list[str]]:
         """The training pairs as lists, all in memory: for what needs them all at once (the reference
         aligner learns from the whole corpus); training itself streams them."""
-        pairs = list(self.training())
-        return [s for s, _ in pairs], [t for _, t in pairs]
+        return pair_lists(self.training())
 
     def digest(self) -> str:
         """The training text's digest, streamed: what a tokenizer trained on it records."""
