@@ -55,9 +55,10 @@ class SplitTexts:
         """A stage's sentences as lists (the validation and test sets decoded and scored whole)."""
         return pair_lists(self.pairs(stage))
 
-    def check(self, stages=("val", "test")) -> None:
-        """Reads the splits given by path through once, so a bad line is found before anything is written."""
-        for stage in stages:
+    def check(self) -> None:
+        """Reads the held-out splits given by path through once, so a bad line is found before anything is
+        written (the training pairs are read through as they are counted)."""
+        for stage in ("val", "test"):
             if stage in self.paths:
                 for _ in self.paths[stage]:
                     pass
