@@ -51,8 +51,14 @@ def sha256(path: Path) -> str:
 def hash_lines(h, lines: list[str]) -> None:
     """Feed text lines into hash `h` in pieces (never a copy of the whole text), then a separator."""
     for i in range(0, len(lines), 50_000):
-        h.update("".join(line + "\n" for line in lines[i : i + 50_000]).encode())
+        feed_lines(h, lines[i : i + 50_000])
     h.update(b"\0")
+
+
+def feed_lines(h, lines: list[str]) -> None:
+    """Feed some text lines into hash `h`, each ended by a newline: fed piece by piece, a text's
+    lines give the digest they give at once (hashlib's digests do not depend on the pieces)."""
+    h.update("".join(line + "\n" for line in lines).encode())
 
 
 def check_new_output(path: Path, setting: str, folder: bool) -> None:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus
+from qkvmt.data.pairs import PairLists
 from qkvmt.text.tokenizer import Specials, encode, train_bpe
 
 
@@ -69,14 +70,14 @@ def test_tokenized_corpus_matches_the_tokenizer_and_is_built_once(tmp_path):
     src = ["ein Hund läuft", "zwei Katzen", "ein Mann"] * 5
     tgt = ["a dog runs", "two cats", "a man"] * 5
     tok = train_bpe(src + tgt, vocab_size=60)
-    corpus = TokenizedCorpus.build(tok, src, tgt, tmp_path, chunk=4)  # several chunks
+    corpus = TokenizedCorpus.build(tok, PairLists(src, tgt), tmp_path, chunk=4)  # several chunks
     assert len(corpus) == 15
     for i in (0, 7, 14):
         _, s, t = corpus[i]
         assert s.tolist() == encode(tok, [src[i]])[0] and t.tolist() == encode(tok, [tgt[i]])[0]
     (folder,) = tmp_path.iterdir()
     stamp = (folder / "src.ids").stat().st_mtime_ns
-    again = TokenizedCorpus.build(tok, src, tgt, tmp_path)
+    again = TokenizedCorpus.build(tok, PairLists(src, tgt), tmp_path)
     assert (folder / "src.ids").stat().st_mtime_ns == stamp and len(again) == 15
     assert isinstance(corpus.src.base, np.memmap) and not corpus.src.flags.owndata  # ids are memory-mapped, not loaded
 

@@ -265,3 +265,21 @@ def test_a_baseline_file_of_another_length_names_it(trained_run, tmp_path):
     with pytest.raises(UserError, match=f"baseline.hyps_file {short} has 1 lines, the source has"):
         run_eval(trained_run, f"ckpt_path={ckpt}", f"baseline.hyps_file={short}", f"output_dir={tmp_path / 'o'}")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_given_its_test_split_by_path_is_evaluated_on_those_files(tmp_path):
+    """data.test=FILE.tsv in run.json: split=test reads that file, not the source's test split."""
+    corpus = write_corpus(tmp_path / "corpus", sizes={"val": 3, "test_2016_flickr": 5}, gz=False)
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("ein Hund\ta dog\nzwei Katzen\ttwo cats\n")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    source = {"_target_": "qkvmt.text.sources.TextFiles", "_partial_": True}
+    (run / "run.json").write_text(json.dumps({"data": {"source": source, "root": str(corpus), "test": str(tsv)}}))
+    meta = type("Meta", (), {"src_lang": "de", "tgt_lang": "en"})
+    cfg = compose_inference("evaluate", f"data.root={corpus}", "split=test")
+    assert read_inputs(cfg, meta, run / "checkpoints" / "best.ckpt") == (
+        ["ein Hund", "zwei Katzen"],
+        ["a dog", "two cats"],
+        "test",
+    )

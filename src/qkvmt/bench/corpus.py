@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.data.batching import TokenizedCorpus
+from qkvmt.data.pairs import PairLists
 from qkvmt.training.process_memory import RSS_READABLE, resident_bytes
 
 
@@ -71,7 +72,7 @@ def _measure(tokenizer_json: str, src: list[str], tgt: list[str], n: int) -> dic
     s, t = synthetic_pairs(src, tgt, n)
     with tempfile.TemporaryDirectory() as cache, PeakMemory() as mem:
         start = time.perf_counter()
-        corpus = TokenizedCorpus.build(tokenizer, s, t, Path(cache))
+        corpus = TokenizedCorpus.build(tokenizer, PairLists(s, t), Path(cache))
         seconds = time.perf_counter() - start
         ids_bytes = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
         tokens = int(corpus.src_off[-1] + corpus.tgt_off[-1])

@@ -2,7 +2,7 @@
 alike and trained on the same batches (1), then decoding (2), its scaling with output length (3),
 the analysis of one sentence (4) and tokenizing large corpora (5), on the trained weights; the CPU
 recipe's host memory (6); an imported Marian model of OPUS-MT-base's shape (7); `qkvmt serve`
-under concurrent clients against the model's own translate (8)."""
+under concurrent clients against the model's own translate (8); a WMT-sized corpus read by path (9)."""
 
 import functools
 import logging
@@ -18,6 +18,7 @@ from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.decoding import decode_ctranslate2, decode_scaling, decode_speed
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.imported import imported_speed, marian_folder
+from qkvmt.bench.large_corpus import corpus_stage
 from qkvmt.bench.memory import recipe_memory
 from qkvmt.bench.peers import NO_HF, Ours, OursAligned, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import profile_training
@@ -47,7 +48,7 @@ def peers(cfg, dm, device, precision: str, out: Path, device_name: str) -> dict:
     # compile=true compiles the training step of every system. Decoding stays eager for all:
     # each step has a new cache length, which would recompile or need dynamic shapes.
     trained = {name: compiled_step(m, cfg.compile_mode) if cfg.compile else m for name, m in present.items()}
-    log.info("stage 1/8, training speed: %s on %s", ", ".join(present), device_name)
+    log.info("stage 1/9, training speed: %s on %s", ", ".join(present), device_name)
     batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
     train = train_speed(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
     return {"params": params, "train": train} | decoding_and_analysis(
@@ -70,22 +71,22 @@ def systems(cfg, model_cfg) -> dict:
 def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device, out: Path) -> dict:
     """Stages 2 to 5, on the trained weights, uncompiled: decoding, its scaling with output
     length, the analysis of one sentence, and tokenizing large corpora."""
-    log.info("stage 2/8, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    log.info("stage 2/9, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
     decode = decode_speed(cfg, models, src, device, out)
     decode |= decode_ctranslate2(cfg, models.get("ours"), tokenizer, src, decode)
-    log.info("stage 3/8, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    log.info("stage 3/9, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info(
-        "stage 4/8, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
+        "stage 4/9, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
         cfg.analysis.sentences,
     )
     analysis = analysis_timings(models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
     log.info(
-        "stage 5/8, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
+        "stage 5/9, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
     )
     scaling = {
         "decode": lengths,
@@ -136,7 +137,7 @@ def host_memory(cfg, device) -> dict | None:
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 6/8, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
+    log.info("stage 6/9, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
     paths = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}"]
     return recipe_memory(m.experiment, m.steps, m.every, list(m.overrides), paths)
 
@@ -145,7 +146,7 @@ def imported(cfg, dm) -> dict:
     """Stage 7: an imported Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported)."""
     c = cfg.imported
     log.info(
-        "stage 7/8, an imported Marian model (d_model %d, %d+%d layers, %d-token vocabulary)",
+        "stage 7/9, an imported Marian model (d_model %d, %d+%d layers, %d-token vocabulary)",
         c.d_model,
         c.layers,
         c.layers,
@@ -162,7 +163,7 @@ def serving(cfg, dm, device) -> dict:
 
     c = cfg.serve
     log.info(
-        "stage 8/8, qkvmt serve of %s: %d clients, %d sentences a request, beam %d",
+        "stage 8/9, qkvmt serve of %s: %d clients, %d sentences a request, beam %d",
         c.ckpt_path,
         c.clients,
         c.per_request,
@@ -170,6 +171,16 @@ def serving(cfg, dm, device) -> dict:
     )
     model = qkvmt.load(c.ckpt_path, device=device.type)
     return serving_speed(c, model, dm.read("val")[0][: c.sentences])
+
+
+def large_corpus(cfg) -> dict:
+    """Stage 9: a synthetic corpus at WMT14 en-de's lengths, read by path (qkvmt.bench.large_corpus)."""
+    c = cfg.corpus
+    log.info(
+        "stage 9/9, a synthetic corpus of %s pairs: the tokenizer, encoding and caching, a resumed run's first batch",
+        f"{c.pairs:,}",
+    )
+    return corpus_stage(c, cfg.seed)
 
 
 def compiled_step(model, mode: str = "default", backend: str | Callable = "inductor"):

@@ -30,7 +30,22 @@ def table(r: dict) -> str:
         lines += imported_lines(r["imported"])
     if r.get("serve"):
         lines.append(serve_line(r["serve"]))
+    if r.get("corpus"):
+        lines.append(corpus_line(r["corpus"]))
     return "\n".join(lines)
+
+
+def corpus_line(c: dict) -> str:
+    """The synthetic WMT-sized corpus: each step's seconds and its process's peak resident set."""
+    if "error" in c:
+        return f"corpus of {c['pairs']:,} pairs: {c['error']}"
+    e, r = c["encode"], c["resume"]
+    return (
+        f"corpus of {c['pairs']:,} pairs ({c['generate']['text_mb']:.0f} MB of text): tokenizer "
+        f"{c['tokenizer']['seconds']:.0f} s (peak {c['tokenizer']['peak_mb']:,.0f} MB), encoding and caching "
+        f"{e['seconds']:.0f} s, {e['pairs_per_s']:,.0f} pairs/s (peak {e['peak_mb']:,.0f} MB), a resumed run "
+        f"{r['seconds']:.0f} s and its first batch {r['first_batch_s'] * 1000:.0f} ms (peak {r['peak_mb']:,.0f} MB)"
+    )
 
 
 def serve_line(s: dict) -> str:

@@ -6,10 +6,9 @@ tokens and group sentences of similar length, so little of the budget goes to pa
 """
 
 import hashlib
-import itertools
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,10 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from qkvmt.alignment.supervision import label_matrix
-from qkvmt.files import hash_lines
+from qkvmt.data.pairs import chunked, hash_pairs
+from qkvmt.data.word_ids import encoded_pairs
 from qkvmt.model.inputs import build_inputs, token_budget_batches
-from qkvmt.text.tokenizer import Specials, encode, target_side
+from qkvmt.text.tokenizer import Specials, target_side
 
 
 class TokenizedCorpus(Dataset):
@@ -46,46 +46,56 @@ class TokenizedCorpus(Dataset):
         return i, self.src[self.src_off[i] : self.src_off[i + 1]], self.tgt[self.tgt_off[i] : self.tgt_off[i + 1]]
 
     @classmethod
-    def cache_key(cls, tokenizer_json: str, src: list[str], tgt: list[str]) -> str:
+    def cache_key(cls, tokenizer_json: str, pairs: Iterable[tuple[str, str]], chunk: int = 10_000) -> str:
         h = hashlib.sha256(cls.FORMAT.encode())
         h.update(tokenizer_json.encode())
-        for side in (src, tgt):
-            hash_lines(h, side)
+        hash_pairs(h, pairs, chunk)
         return h.hexdigest()[:20]
 
     @classmethod
     def build(
-        cls, tokenizer, src: list[str], tgt: list[str], cache_dir: Path, chunk: int = 10_000, key: str | None = None
+        cls, tokenizer, pairs: Iterable[tuple[str, str]], cache_dir: Path, chunk: int = 10_000, key: str | None = None
     ) -> "TokenizedCorpus":
-        """Encode once and reuse: the cache folder is keyed by tokenizer and text. The target side is
-        encoded with the tokenizer's target side (Marian's target.spm); `key`: what names a tokenizer
-        that has no JSON of its own (an imported model's), else its JSON.
+        """Encode once and reuse: the cache folder is keyed by tokenizer and text. `pairs`: (source,
+        target) pairs, iterated afresh for each pass (qkvmt.data.pairs: files are streamed). The target
+        side is encoded with the tokenizer's target side (Marian's target.spm); `key`: what names a
+        tokenizer that has no JSON of its own (an imported model's), else its JSON.
 
-        Sentences are encoded `chunk` at a time and appended to disk, so memory beyond the text
-        stays that of one chunk, whatever the corpus size.
+        Pairs are read and encoded `chunk` at a time and appended to disk, so memory beyond the
+        offsets (16 bytes a pair) stays that of one chunk, whatever the corpus size. A build that
+        fails (a bad line) leaves nothing behind.
         """
-        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str() if key is None else key, src, tgt)
+        if iter(pairs) is pairs:  # an iterator: the key's pass would leave nothing to encode
+            raise TypeError("TokenizedCorpus.build needs pairs it can read more than once (qkvmt.data.pairs)")
+        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str() if key is None else key, pairs, chunk)
         if not (folder / "tgt_off.npy").exists():
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
-            for name, texts, side in (("src", src, tokenizer), ("tgt", tgt, target_side(tokenizer))):
-                offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-                with open(tmp / f"{name}.ids", "wb") as f:
-                    for i in range(0, len(texts), chunk):
-                        ids = encode(side, texts[i : i + chunk])
-                        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-                        offsets[i + 1 : i + 1 + len(ids)] = offsets[i] + np.cumsum(lens)
-                        f.write(
-                            np.fromiter(
-                                itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())
-                            ).tobytes()
-                        )
-                np.save(tmp / f"{name}_off.npy", offsets)
+            try:
+                _write_ids(tmp, (tokenizer, target_side(tokenizer)), pairs, chunk)
+            except BaseException:
+                shutil.rmtree(tmp)
+                raise
             try:
                 tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
             except OSError:
                 shutil.rmtree(tmp)
         return cls(folder)
+
+
+def _write_ids(folder: Path, sides, pairs, chunk: int) -> None:
+    """{src,tgt}.ids and {src,tgt}_off.npy of `pairs`, encoded a chunk at a time."""
+    lengths: tuple[list, list] = ([], [])
+    with open(folder / "src.ids", "wb") as src_file, open(folder / "tgt.ids", "wb") as tgt_file:
+        for encoded in encoded_pairs(sides, chunked(pairs, chunk)):
+            for (ids, per_line), file, lens in zip(encoded, (src_file, tgt_file), lengths):
+                lens.append(per_line)
+                file.write(ids.tobytes())
+    for name, lens in zip(("src", "tgt"), lengths):
+        offsets = np.zeros(sum(map(len, lens)) + 1, dtype=np.int64)  # (N + 1,)
+        if lens:
+            np.cumsum(np.concatenate(lens), out=offsets[1:])
+        np.save(folder / f"{name}_off.npy", offsets)
 
 
 def _memmap_ids(path: Path) -> np.ndarray:

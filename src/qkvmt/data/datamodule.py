@@ -10,15 +10,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from qkvmt.alignment.reference import ALIGNERS, cached_links
-from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
-from qkvmt.data.items import Labelled, Subset, extra_files
+from qkvmt.data.items import Labelled, Subset, extra_files, subword_labels
+from qkvmt.data.texts import SplitTexts
 from qkvmt.data.vocabularies import JointBPE, TrainingText
 from qkvmt.errors import UserError
-from qkvmt.files import hash_lines
 from qkvmt.hf.tokenizer_files import digest, keep_in_run
-from qkvmt.text.sources import read_parallel
-from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train, target_side
+from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +34,13 @@ class TranslationDataModule(L.LightningDataModule):
         as fairseq's upsampling does); the tokenizer and the aligner still see each pair once.
     alignment_links: None, or how to symmetrize the reference aligner's word links of the
         training pairs (e.g. grow-diag-final-and): then each training batch carries them as
-        `align`, (B, T, S) subword labels for alignment-supervised training. Computed once,
-        cached in cache_dir.
+        `align`, (B, T, S) subword labels for alignment-supervised training. Computed once, cached in
+        cache_dir; the aligner learns from the whole text in memory: over data.tokenizer_sample pairs is refused.
     aligner: the reference aligner that makes them (a name of qkvmt.alignment.reference.ALIGNERS).
+    train, val, test: a split given by path, instead of splits[stage] of `source`: two line-parallel
+        files [SRC_FILE, TGT_FILE] or one file of source<TAB>target lines (plain or .gz), streamed.
+    tokenizer_sample: the tokenizer learns from at most this many training pairs, drawn with `seed`
+        (all of a smaller corpus, as they are).
     length_multiple: every batch's source and target padded up to a multiple of this many tokens
         (qkvmt.data.batching.Collate), the token budget counting the padding; 1: none.
     tokenizer: the vocabulary the run makes (qkvmt.data.vocabularies, conf/data/tokenizer/); None: the joint BPE.
@@ -63,6 +65,10 @@ class TranslationDataModule(L.LightningDataModule):
         alignment_links: str | None = None,
         aligner: str = "eflomal",
         length_multiple: int = 1,
+        train=None,
+        val=None,
+        test=None,
+        tokenizer_sample: int = 1_000_000,
         tokenizer=None,
     ):
         super().__init__()
@@ -72,13 +78,16 @@ class TranslationDataModule(L.LightningDataModule):
             ("max_tokens", max_tokens, 1),
             ("eval_max_tokens", eval_max_tokens, 1),
             ("length_multiple", length_multiple, 1),
+            ("tokenizer_sample", tokenizer_sample, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
-        self.extra_train = [extra_files(i, e) for i, e in enumerate(extra_train or ())]
         self.source = source(root)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits)
+        given = {stage: value for stage, value in (("train", train), ("val", val), ("test", test)) if value}
+        extra = [extra_files(i, e) for i, e in enumerate(extra_train or ())]
+        self.texts = SplitTexts(self.source, self.splits, given, extra, (src_lang, tgt_lang), tokenizer_sample, seed)
         self.cache_dir = Path(cache_dir)
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
@@ -93,50 +102,32 @@ class TranslationDataModule(L.LightningDataModule):
         self.specials: Specials | None = None
         self.tokenizer_key: str | None = None
         self.links: list[np.ndarray | None] | None = None
-        self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
         self.epoch_items: str | None = None  # a digest of the items an epoch is made of
         self.resume_items: str | None = None  # the same, as the checkpoint resumed from recorded it
-        self.texts: dict[str, tuple[list[str], list[str]]] = {}
+        self.read_texts: dict[str, tuple[list[str], list[str]]] = {}
         self.corpora: dict[str, TokenizedCorpus] = {}
         self.resume_skip: dict[int, int] = {}  # after a resume: epoch -> batches of it already trained on
 
     def read(self, stage: str) -> tuple[list[str], list[str]]:
-        """Sentences of one stage ('train', 'val', 'test'), read once."""
-        if stage not in self.texts:
-            self.texts[stage] = self.source.read(self.splits[stage], self.src_lang, self.tgt_lang)
-        return self.texts[stage]
+        """Sentences of one stage ('train', 'val', 'test') as lists, read once (validation and test are
+        decoded whole); training itself streams its pairs (qkvmt.data.texts)."""
+        if stage not in self.read_texts:
+            self.read_texts[stage] = self.texts.read(stage)
+        return self.read_texts[stage]
 
     def training_pairs(self) -> tuple[list[str], list[str]]:
-        """Training sentences without empty pairs, which carry no signal (the count is reported)."""
-        if "train_nonempty" not in self.texts:
-            src, tgt = self.read("train")
-            repeats = [1] * len(src)
-            for src_path, tgt_path, repeat in self.extra_train:
-                more_src, more_tgt = read_parallel(src_path, tgt_path)
-                log.info(
-                    "data.extra_train: %d pairs from %s and %s%s",
-                    len(more_src),
-                    src_path,
-                    tgt_path,
-                    f", each {repeat} times an epoch" if repeat > 1 else "",
-                )
-                src, tgt, repeats = src + more_src, tgt + more_tgt, repeats + [repeat] * len(more_src)
-            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
-            if not keep:
-                raise UserError(
-                    f"the training split {self.splits['train']!r} in {self.source.root} has no pair with text on "
-                    "both sides; check data.root and the files there"
-                )
-            if len(keep) < len(src):
-                log.warning("skipped %d training pairs with an empty side (of %d)", len(src) - len(keep), len(src))
-            self.texts["train_nonempty"] = ([src[i] for i in keep], [tgt[i] for i in keep])
-            self.repeats = np.array([repeats[i] for i in keep], dtype=np.int64)
-        return self.texts["train_nonempty"]
+        """Training sentences without empty pairs, all in memory (the reference aligner learns from them)."""
+        if "train_nonempty" not in self.read_texts:
+            self.training_repeats()  # checks the files, reports the empty pairs
+            self.read_texts["train_nonempty"] = self.texts.training_pairs()
+        return self.read_texts["train_nonempty"]
 
     def load_tokenizer(self, path: Path, given=None):
         """The run's tokenizer: loaded if the run already has one (resume), else made from train as
         data.tokenizer says, or `given` (the tokenizer of the model a run starts from, init_from), kept as
-        the run's. `path`: where a tokenizers JSON goes (a set of files: the folder of that name without .json)."""
+        the run's. `path`: where a tokenizers JSON goes (a set of files: the folder of that name without .json).
+        Every file is read through first, so a bad line is found before anything is written."""
+        self.read_through()
         if given is not None:
             self.tokenizer = load_or_train(path, None, self.vocab_size, self.min_frequency, given=given)
             return self.tokenizer
@@ -147,21 +138,35 @@ class TranslationDataModule(L.LightningDataModule):
         return self.tokenizer
 
     def training_text(self) -> TrainingText:
-        """The training pairs as a vocabulary is made of them, with their digest (and the pair's) for its record."""
-        h = hashlib.sha256(f"{self.src_lang}-{self.tgt_lang}\0".encode())
-        src, tgt = self.training_pairs()
-        for side in (src, tgt):
-            hash_lines(h, side)
+        """The training pairs as a vocabulary is made of them (at most data.tokenizer_sample, read only when
+        one is trained), with the text's digest (and the pair's) for its record."""
         # Languages in a fixed order: a pair's joint vocabulary is the same for both directions,
         # so a de->en and an en->de model can be symmetrized word for word.
         return TrainingText(
-            src, tgt, self.src_lang <= self.tgt_lang, self.vocab_size, self.min_frequency, h.hexdigest()[:20]
+            self.texts.vocabulary_sample,
+            self.src_lang <= self.tgt_lang,
+            self.vocab_size,
+            self.min_frequency,
+            self.texts.digest(),
         )
+
+    def read_through(self) -> None:
+        """Every file read through once and the training pairs counted, so bad input (and alignment
+        links asked of a corpus too large to hold) is refused before anything is written."""
+        pairs = len(self.training_repeats())
+        self.texts.check()
+        if self.alignment_links and pairs > self.texts.tokenizer_sample:
+            raise UserError(
+                f"module.alignment: its reference links learn from the whole training text in memory, here {pairs} "
+                f"pairs, over data.tokenizer_sample={self.texts.tokenizer_sample}; train without them "
+                "(module.alignment.weight=0), on fewer pairs, or raise data.tokenizer_sample if memory allows"
+            )
 
     def imported_tokenizer(self, tokenizer, files: dict[str, bytes], model, out: Path):
         """An imported model's own tokenizer (qkvmt.hf), never a BPE of the data: its files kept in the run
         folder (tokenizer/), its special ids the model's (`model`: its ModelConfig; Marian's decoder starts
         with <pad>), and its id cache keyed by the files and the pair, so it never mixes with a BPE run's."""
+        self.read_through()
         keep_in_run(files, out / "tokenizer")
         self.tokenizer, self.specials = tokenizer, model.specials
         self.tokenizer_key = f"hf-tokenizer {digest(files)} {self.src_lang}-{self.tgt_lang}"
@@ -169,10 +174,8 @@ class TranslationDataModule(L.LightningDataModule):
 
     def corpus(self, stage: str) -> TokenizedCorpus:
         if stage not in self.corpora:
-            src, tgt = self.training_pairs() if stage == "train" else self.read(stage)
-            self.corpora[stage] = TokenizedCorpus.build(
-                self.tokenizer, src, tgt, self.cache_dir, key=self.tokenizer_key
-            )
+            pairs = self.texts.training() if stage == "train" else self.texts.pairs(stage)
+            self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, pairs, self.cache_dir, key=self.tokenizer_key)
         return self.corpora[stage]
 
     def training_links(self) -> list[np.ndarray | None]:
@@ -184,16 +187,7 @@ class TranslationDataModule(L.LightningDataModule):
             words = cached_links(
                 aligner, src, tgt, (self.src_lang, self.tgt_lang), self.alignment_links, self.cache_dir
             )
-            corpus = self.corpus("train")
-            # each side's token names (one joint BPE: the same; Marian's target: target_vocab.json's)
-            src_names, tgt_names = (
-                [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
-                for tok in (self.tokenizer, target_side(self.tokenizer))
-            )
-            self.links = []
-            for k, (i, s_ids, t_ids) in enumerate(corpus):
-                tokens = [src_names[t] for t in s_ids], [tgt_names[t] for t in t_ids]
-                self.links.append(subword_links(words[k], *tokens, src[k], tgt[k]))
+            self.links = subword_labels(self.tokenizer, self.corpus("train"), words, src, tgt)
             unlabelled = sum(x is None for x in self.links)
             log.info(
                 "%s links (%s) label %d of %d training pairs%s",
@@ -252,9 +246,8 @@ class TranslationDataModule(L.LightningDataModule):
         return self._loader(Subset(dataset, keep), sampler)
 
     def training_repeats(self) -> np.ndarray:
-        """How often each training pair (of training_pairs()) enters an epoch."""
-        self.training_pairs()
-        return self.repeats
+        """How often each training pair enters an epoch (counted in one pass over the files)."""
+        return self.texts.training_repeats()
 
     def position(self) -> tuple[int, int]:
         """(epoch, batches to skip) for the training sampler as each epoch starts: the trainer's

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
+from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import TokenizedCorpus
 from qkvmt.errors import UserError
+from qkvmt.text.tokenizer import target_side
 
 
 class Labelled:
@@ -48,3 +50,17 @@ def extra_files(i: int, entry) -> tuple[Path, Path, int]:
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UserError(f"data.extra_train[{i}].repeat={repeat!r}: give a whole number of at least 1 (times per epoch)")
     return Path(str(entry["src"])), Path(str(entry["tgt"])), repeat
+
+
+def subword_labels(tokenizer, corpus: TokenizedCorpus, words: list, src: list[str], tgt: list[str]):
+    """Each pair's reference word links (`words`) as subword (source, target) position pairs; None for a
+    pair whose subwords do not group into the whitespace words the aligner saw."""
+    # each side's token names (one joint BPE: the same; Marian's target: target_vocab.json's)
+    src_names, tgt_names = (
+        [tok.id_to_token(i) for i in range(tok.get_vocab_size())] for tok in (tokenizer, target_side(tokenizer))
+    )
+    links = []
+    for k, (_, s_ids, t_ids) in enumerate(corpus):
+        tokens = [src_names[t] for t in s_ids], [tgt_names[t] for t in t_ids]
+        links.append(subword_links(words[k], *tokens, src[k], tgt[k]))
+    return links

@@ -16,6 +16,7 @@ and in every checkpoint, as an imported model's tokenizer is (qkvmt.hf.tokenizer
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +32,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainingText:
-    """What a vocabulary is made of: the training pairs' sides, the data settings that size it, and a digest of
-    the text (with the language pair) for the record."""
+    """What a vocabulary is made of: the training pairs' sides, read when a vocabulary is trained (at most
+    data.tokenizer_sample pairs), the data settings that size it, and a digest of the text (with the language
+    pair) for the record."""
 
-    src: list[str]
-    tgt: list[str]
+    sample: Callable[[], tuple[list[str], list[str]]]  # (source sides, target sides)
     src_first: bool  # the languages in a fixed order: a pair's joint vocabulary is the same both ways
     vocab_size: int
     min_frequency: int
     digest: str
 
     def joint(self) -> list[str]:
-        return self.src + self.tgt if self.src_first else self.tgt + self.src
+        src, tgt = self.sample()
+        return src + tgt if self.src_first else tgt + src
 
     def record(self, tokenizer: str) -> dict:
         """The settings record of a vocabulary trained on this text."""
@@ -119,7 +121,7 @@ class SeparateBPE:
         no_min_frequency(text)
 
         def train() -> dict[str, bytes]:
-            source, target = (train_pieces(side, text.vocab_size, "bpe") for side in (text.src, text.tgt))
+            source, target = (train_pieces(side, text.vocab_size, "bpe") for side in text.sample())
             vocabs = [
                 piece_vocab(m, f"the trained {side} SentencePiece model")
                 for m, side in ((source, "source"), (target, "target"))

@@ -7,11 +7,12 @@ to tokenize a large corpus. Our trained model, exported to CTranslate2 (float32 
 default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU, the last
 stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory), and the last opens
 a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported), and `qkvmt serve` under
-concurrent clients (qkvmt.bench.serving); `stages=` chooses among the peers (stages 1-5), memory,
-imported and serve, each run by qkvmt.bench.stages; this module checks the
-settings first. Writes benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds
-profile.txt, where N steps of ours spent their time, and `decode.profile_calls=N` decode_profile.txt,
-where N of its beam searches did (qkvmt.bench.profile).
+concurrent clients (qkvmt.bench.serving); a synthetic WMT-sized corpus read by path is stage 9
+(qkvmt.bench.large_corpus); `stages=` chooses among the peers (stages 1-5), memory, imported, serve
+and corpus, each run by qkvmt.bench.stages; this module checks the settings first. Writes
+benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt, where N
+steps of ours spent their time, and `decode.profile_calls=N` decode_profile.txt, where N of its beam
+searches did (qkvmt.bench.profile).
 """
 
 import datetime
@@ -25,7 +26,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from qkvmt.bench.stages import DTYPES, host_memory, imported, peers, serving
+from qkvmt.bench.stages import DTYPES, host_memory, imported, large_corpus, peers, serving
 from qkvmt.bench.table import table
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
@@ -37,7 +38,7 @@ from qkvmt.training.process_memory import prepare_host_memory
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
 LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
-STAGES = ("peers", "memory", "imported", "serve")  # what stages= may name, in the order they run
+STAGES = ("peers", "memory", "imported", "serve", "corpus")  # what stages= may name, in the order they run
 
 
 def benchmark(cfg: DictConfig) -> dict:
@@ -66,6 +67,8 @@ def benchmark(cfg: DictConfig) -> dict:
         result["imported"] = imported(cfg, dm)
     if "serve" in cfg.stages:
         result["serve"] = serving(cfg, dm, device)
+    if "corpus" in cfg.stages:
+        result["corpus"] = large_corpus(cfg)
     write_json(out / "benchmark.json", result)
     print(table(result))
     log.info("wrote %s", out / "benchmark.json")
@@ -86,6 +89,10 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
     unknown = sorted(set(cfg.stages) - set(STAGES))
     if unknown or not cfg.stages:
         raise UserError(f"stages={list(cfg.stages)}: give some of {', '.join(STAGES)}")
+    if "corpus" in cfg.stages and (
+        isinstance(cfg.corpus.pairs, bool) or not isinstance(cfg.corpus.pairs, int) or cfg.corpus.pairs < 1
+    ):
+        raise UserError(f"corpus.pairs={cfg.corpus.pairs!r}: give the number of sentence pairs to make, e.g. 5000000")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     for name, value, what in (

@@ -9,6 +9,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.data.pairs import pair_lists, split_files
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, load_for_inference, save_result
@@ -24,7 +25,8 @@ def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list
     """Source lines, references and a short name for them (the file's, or the split read):
     src_file/ref_file, or a split. A split comes from the data source the checkpoint's run
     trained on (a Hugging Face dataset, say), or from {split}.{lang}[.gz] in the folder of plain
-    files its run read (run.json), or, for a model without its run or whose folder is gone, in
+    files its run read (run.json), or the files its run was given by path (data.val, data.test),
+    or, for a model without its run or whose folder is gone, in
     data.root. `split` may name the run's val/test (the
     run's names, or data.splits where the run names none) or the source's own split."""
     if cfg.src_file or cfg.ref_file:
@@ -33,6 +35,8 @@ def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list
         src, ref = read_parallel(Path(cfg.src_file), Path(cfg.ref_file))
         return src, ref, Path(cfg.src_file).name.removesuffix(".gz")
     data = run_data(ckpt)
+    if data is not None and cfg.split in ("val", "test") and data.get(cfg.split):  # the run read it by path
+        return *pair_lists(split_files(data[cfg.split], f"the run's data.{cfg.split}")), cfg.split
     names = (data or {}).get("splits") or cfg.data.get("splits") or {}
     split = names.get(cfg.split, cfg.split)
     if data is not None and data.get("source", {}).get("_target_") != "qkvmt.text.sources.TextFiles":

@@ -232,6 +232,7 @@ TABLES = {
     "measurements": lambda record: figures(record, "measurement"),
     "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
     "serve": lambda record: figures(record, "benchmark", "serve"),
+    "corpus": lambda record: figures(record, "benchmark", "corpus"),
     "faithfulness": faithfulness,
     "aer-readings": aer_readings,
     "kv-study": kv_study,

@@ -1,11 +1,13 @@
 """Where parallel text comes from: plain or gzipped files, or a Hugging Face dataset.
 
 Both sources take the directory the data lives in (`data.root`) and return aligned lists of
-source and target sentences for a split.
+source and target sentences for a split; `parallel_lines` and `tsv_lines` stream the pairs of
+files a pair at a time (two line-parallel files, or one `source<TAB>target` file).
 """
 
 import contextlib
 import gzip
+import itertools
 import shutil
 import urllib.request
 from collections.abc import Iterator
@@ -36,15 +38,48 @@ def read_lines(path: Path) -> list[str]:
 
 
 def stream_lines(path: Path) -> Iterator[str]:
-    """A text file's lines one at a time, never the whole file in memory (read_lines lists them).
+    """A text file's lines one at a time, stripped, never the whole file in memory (read_lines lists them)."""
+    return (line.strip() for line in decoded_lines(path))
+
+
+def decoded_lines(path: Path) -> Iterator[str]:
+    """A text file's lines one at a time as they are, without the newline.
     Split on "\\n" only: str.splitlines would also break at U+2028 and similar inside a sentence."""
     path = checked_file(path)
     try:
         with _opener(path)(path, "rb") as f:
             for number, raw in enumerate(f, 1):
-                yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, path, number).strip()
+                yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, path, number)
     except (OSError, EOFError) as e:  # a .gz cut short is found only as it is read
         raise UserError(f"cannot read {path}: {e}") from None
+
+
+def parallel_lines(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of two line-parallel files, a pair at a time; files of different
+    lengths are a UserError naming both, found where the shorter one ends."""
+    src, tgt = stream_lines(src_path), stream_lines(tgt_path)
+    for number, (s, t) in enumerate(itertools.zip_longest(src, tgt), 1):
+        if s is None or t is None:  # one file has ended: count the other's lines left
+            longer = number + sum(1 for _ in (src if t is None else tgt))
+            lines = (longer, number - 1) if t is None else (number - 1, longer)
+            raise UserError(
+                f"source and target differ in length: {src_path} has {lines[0]} lines, {tgt_path} has "
+                f"{lines[1]}; they must be line-parallel (one sentence per line)"
+            )
+        yield s, t
+
+
+def tsv_lines(path: Path) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of a file of `source<TAB>target` lines, a pair at a time; a line
+    without exactly one tab is a UserError naming the file and line."""
+    for number, line in enumerate(decoded_lines(path), 1):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise UserError(
+                f"{path}, line {number}: {len(parts) - 1} tabs, where a line is source<TAB>target; "
+                "give one tab a line (a tab inside a sentence cannot be told from the separator)"
+            )
+        yield parts[0].strip(), parts[1].strip()
 
 
 @dataclass(frozen=True)
@@ -88,13 +123,8 @@ def decode_line(raw: bytes, where, number: int) -> str:
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise UserError(
-            f"source and target differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}; "
-            "they must be line-parallel (one sentence per line)"
-        )
-    return src, tgt
+    pairs = list(parallel_lines(src_path, tgt_path))
+    return [s for s, _ in pairs], [t for _, t in pairs]
 
 
 class TextFiles:
@@ -136,8 +166,12 @@ class TextFiles:
         tmp.replace(target)
         return target
 
+    def files(self, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+        """A split's two line-parallel files, for reading a pair at a time."""
+        return self.path(split, src_lang), self.path(split, tgt_lang)
+
     def read(self, split: str, src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]]:
-        return read_parallel(self.path(split, src_lang), self.path(split, tgt_lang))
+        return read_parallel(*self.files(split, src_lang, tgt_lang))
 
 
 class HFDataset:
