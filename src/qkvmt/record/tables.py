@@ -12,6 +12,7 @@ from qkvmt.record.lens_table import lens
 from qkvmt.record.markdown import code, command, duration, hardware, optional, spread, train_command
 from qkvmt.record.sinks_table import sinks
 from qkvmt.record.summary import Group, Stat, counted, groups, recipe_of, why_not_counted
+from qkvmt.record.vocabulary_table import vocabularies
 from qkvmt.views.markdown import table
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
@@ -239,6 +240,7 @@ TABLES = {
     "lens": lens,
     "sinks": sinks,
     "ablations": ablations,
+    "vocabularies": vocabularies,
     "methods": methods,
     "signals": registry.signals,
     "kinds": registry.kinds,
