@@ -5,6 +5,7 @@ BPE) and change no model setting; the rest of its overrides are its budget, shar
 its table. A budget gets a table where the joint BPE and another choice have runs at it, on the
 same class of hardware."""
 
+from qkvmt.record.ablation_table import runs_of
 from qkvmt.record.markdown import code, command, hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
 from qkvmt.views.markdown import table
@@ -54,13 +55,12 @@ def vocabularies(record: dict) -> str:
                 continue
             g = rows[chosen]
             bleu = g.stat(lambda r: r["test"]["bleu"])
-            seeds = sorted({r["seed"] for r in g.runs})
             out.append(
                 [
                     name,
                     what,
                     f"{g.stat(lambda r: r.get('parameters')).mean / 1e6:.2f} M",
-                    f"{len(g.runs)} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})",
+                    runs_of(g),
                     spread(bleu),
                     "" if chosen == () else f"{bleu.mean - base:+.2f}",
                     spread(g.stat(lambda r: r["test"].get("chrf"))),
