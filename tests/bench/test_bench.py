@@ -17,7 +17,14 @@ from qkvmt.bench.corpus import PeakMemory, synthetic_pairs, tokenize_scaling
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.peers import Ours, TorchTransformer, check_same_size, marian
 from qkvmt.bench.profile import DIRECT, copy_origins, device_busy_ms, profile_training
-from qkvmt.bench.timing import TrainTimer, hf_fixed_length, ours_fixed_length, time_training, timed_batches
+from qkvmt.bench.timing import (
+    TrainTimer,
+    hf_fixed_length,
+    ours_fixed_length,
+    time_in_turns,
+    time_training,
+    timed_batches,
+)
 from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
@@ -207,6 +214,13 @@ def test_ours_fixed_length_decodes_exactly_n_tokens(use_cache):
     src = batches(1)[0]["src"]
     hyps = ours_fixed_length(model, src, beam_size=3, length=9, use_cache=use_cache)()
     assert len(hyps) == src.size(0) and all(len(h.tokens) == 8 for h in hyps)  # + EOS = 9
+
+
+def test_systems_take_turns_call_by_call_after_one_warm_up_each():
+    calls = []
+    seconds = time_in_turns({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, torch.device("cpu"), 3)
+    assert calls == ["a", "b"] * 4  # one warm-up each, then 3 timed turns
+    assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
 
 
 @requires_hf

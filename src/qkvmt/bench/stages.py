@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 
 from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
-from qkvmt.bench.decoding import decode_ctranslate2, decode_scaling, decode_speed
+from qkvmt.bench.decoding import decode_scaling, decode_speed
 from qkvmt.bench.flops import peak_tflops, training_flops
 from qkvmt.bench.imported import imported_speed, marian_folder
 from qkvmt.bench.large_corpus import corpus_stage
@@ -76,8 +76,7 @@ def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device, 
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
-    decode = decode_speed(cfg, models, src, device, out)
-    decode |= decode_ctranslate2(cfg, models.get("ours"), tokenizer, src, decode)
+    decode = decode_speed(cfg, models, tokenizer, src, device, out)
     log.info("stage 3/9, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info(

@@ -6,7 +6,7 @@ each line only where its stage ran."""
 def table(r: dict) -> str:
     lines = [
         f"qkvmt benchmark · {r['device']} · CPU capability {r['hardware']['cpu_capability']} · {r['precision']} · "
-        f"compile={r['compile']['train']}{_mode(r['compile'])} · {r['date']}",
+        f"compile={r['compile']['train']}{_mode(r['compile'])} · float32 linear {_linear(r)} · {r['date']}",
     ]
     if "train" in r:
         lines += [
@@ -155,3 +155,8 @@ def fmt(x, digits: int = 1) -> str:
 def _mode(compile: dict) -> str:
     mode = compile.get("mode", "default")  # records made before compile_mode have none
     return "" if mode == "default" else f" ({mode})"
+
+
+def _linear(r: dict) -> str:
+    """What float32 products without gradients ran on (results before the choice existed: torch's)."""
+    return r.get("float32_linear", {}).get("name", "torch")

@@ -124,6 +124,22 @@ def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> t
     return statistics.median(seconds), result
 
 
+def time_in_turns(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, float]:
+    """Each function's median seconds of `repeats` calls after one untimed warm-up call each, the
+    functions taking turns call by call, so a drift of the machine touches all of them alike."""
+    for fn in fns.values():
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sync(device)
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            seconds[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) for name, s in seconds.items()}
+
+
 def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool) -> Callable[[], list]:
     """Our beam search, every hypothesis exactly `length` tokens (EOS last)."""
     cfg = DecodeConfig(beam_size=beam_size, max_len_a=0.0, max_len_b=length, min_len=length, use_cache=use_cache)

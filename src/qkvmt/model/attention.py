@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from qkvmt.model.kv_cache import KVCache
+from qkvmt.model.linear import linear
 from qkvmt.model.sites import ATTENTION_SITES, Site
 
 
@@ -177,7 +178,7 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x: Tensor, rows: slice | Tensor) -> Tensor:
         """x (B, T, D) times the `rows` of w_qkv, bias added, split into heads: (B, n·H', T, d_k)."""
         bias = self.w_qkv.bias[rows] if self.w_qkv.bias is not None else None
-        out = F.linear(x, self.w_qkv.weight[rows], bias)  # (B, T, n·H'·d_k)
+        out = linear(x, self.w_qkv.weight[rows], bias)  # (B, T, n·H'·d_k)
         return out.view(out.size(0), out.size(1), -1, self.d_k).transpose(1, 2)
 
     def _slices(self, x: Tensor, heads: list[int] | None) -> Tensor:

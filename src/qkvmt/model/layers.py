@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.kv_cache import KVCache
+from qkvmt.model.linear import Linear
 from qkvmt.model.sites import BLOCK_SITES, Site
 
 # ModelConfig.activation's functions; gelu is the exact (erf) one, which transformers' "gelu" also is.
@@ -20,8 +21,8 @@ ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu":
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.fc1 = Linear(d_model, ffn_dim)
+        self.fc2 = Linear(ffn_dim, d_model)
         self.activation_dropout = activation_dropout
         self.activation = ACTIVATION_FUNCTIONS[activation]
 
@@ -69,8 +70,8 @@ def attention(cfg: ModelConfig, positions: nn.Module | None = None) -> MultiHead
     blocks = len(set(sources) - {"."})
     return MultiHeadAttention(
         cfg.n_heads,
-        nn.Linear(d, blocks * d) if blocks else None,
-        nn.Linear(d, d) if cfg.output_projection else None,
+        Linear(d, blocks * d) if blocks else None,
+        Linear(d, d) if cfg.output_projection else None,
         cfg.attention_dropout,
         positions,
         sources=sources,

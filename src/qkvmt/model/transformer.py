@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.layers import DecoderLayer, EncoderLayer
+from qkvmt.model.linear import Linear
 from qkvmt.model.positions import RotaryPositions, sinusoidal_positions
 
 
@@ -120,7 +121,7 @@ class Transformer(nn.Module):
         # Pre-LN leaves the residual stream unnormalised, so each stack ends with a layer norm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
-        self.output = nn.Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
+        self.output = Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
         self.reset_parameters()
         self.tie()
 

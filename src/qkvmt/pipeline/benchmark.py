@@ -19,6 +19,7 @@ import datetime
 import importlib.metadata
 import logging
 import platform
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -31,6 +32,7 @@ from qkvmt.bench.table import table
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.model.config import ATTENTION_DEFAULTS
+from qkvmt.model.linear import float32_kernel
 from qkvmt.training.compiled import check_compile
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.process_memory import prepare_host_memory
@@ -55,6 +57,7 @@ def benchmark(cfg: DictConfig) -> dict:
         "versions": _versions(),
         "precision": precision,
         "precision_reason": why,
+        "float32_linear": asdict(float32_kernel()),  # what decoding's products ran on, and why
         "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
         "stages": list(cfg.stages),
         "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),

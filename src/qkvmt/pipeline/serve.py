@@ -11,6 +11,7 @@ from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher
 from qkvmt.serve.requests import Limits
+from qkvmt.training.process_memory import keep_freed_host_memory
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, server
 
@@ -19,6 +20,7 @@ def serve(cfg: DictConfig) -> dict:
     limits = Limits(**cfg.limits)  # checked, with the port, before the slow load
     sock = bind(str(cfg.host), cfg.port)
     settings = instantiate(cfg.decode)
+    keep_freed_host_memory()  # call after call allocates the same large buffers: reuse them, not fresh pages
     batcher = Batcher(translator(cfg, settings))
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)

@@ -12,6 +12,7 @@ from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import load_ctranslate2
 from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.text.sources import decode_line, required_text
+from qkvmt.training.process_memory import keep_freed_host_memory
 
 
 def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
@@ -23,6 +24,7 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout
     sentence = None if cfg.sentence is None else required_text(cfg.sentence, "sentence")  # before the slow load
     decode_cfg = instantiate(cfg.decode)
+    keep_freed_host_memory()  # chunk after chunk allocates the same large buffers: reuse them, not fresh pages
     translate_chunk = translator(cfg, decode_cfg)
     if sentence is not None:
         chunks = iter([[sentence]])
