@@ -61,12 +61,9 @@ def serving(translate, settings, token: str | None = None, limits: Limits = LIMI
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     access = Access.of("127.0.0.1", port) if token is None else Access(port, frozenset({f"127.0.0.1:{port}"}), token)
-    batcher = Batcher(translate)
-    try:
+    with Batcher(translate).in_thread() as batcher:
         with in_thread(create_app(batcher, access, limits, settings, {"model": "multi30k-de-en"}), sock):
             yield port, batcher
-    finally:
-        batcher.close()
 
 
 def post(port: int, body, path: str = "/translate", headers: dict | None = None) -> tuple[int, str]:

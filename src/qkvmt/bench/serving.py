@@ -1,13 +1,15 @@
 """The benchmark's serving stage: `qkvmt serve`'s application (qkvmt.serve, its Batcher and
-Starlette app, served by uvicorn in a thread of this process, over real sockets) under `clients`
-concurrent clients, each sending requests of `per_request` validation sentences until all are
-sent, against the same model's own `translate` over the same sentences in one call: sentences/s
-of each (median of `repeats` runs after one warm-up), their ratio, and how many calls the
-server's worker made (requests waiting together share one)."""
+Starlette app, served by uvicorn in a thread of this process, over real sockets, the Batcher's
+loop on the main thread as the command runs it) under `clients` concurrent clients, each sending
+requests of `per_request` validation sentences until all are sent, against the same model's own
+`translate` over the same sentences in one call: sentences/s of each (median of `repeats` runs
+after one warm-up), their ratio, and how many calls the server's loop made (requests waiting
+together share one)."""
 
 import http.client
 import json
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -37,11 +39,8 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
     limits = Limits(body_bytes=1 << 20, sentences=cfg.per_request, characters=10_000, beam_size=cfg.beam_size)
     batcher = Batcher(counted)
     app = create_app(batcher, Access.of("127.0.0.1", port), limits, settings, {"model": cfg.ckpt_path})
-    try:
-        with in_thread(app, sock):
-            served_s, served = time_call(lambda: clients(port, sources, cfg), cpu, cfg.repeats)
-    finally:
-        batcher.close()
+    with in_thread(app, sock):
+        served_s, served = time_call(lambda: served_here(batcher, port, sources, cfg), cpu, cfg.repeats)
     runs = cfg.repeats + 1  # time_call's warm-up included
     return {
         "model": cfg.ckpt_path,
@@ -56,6 +55,26 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
         "requests_per_run": -(-len(sources) // cfg.per_request),
         "identical": sum(a == b for a, b in zip(direct, served)),
     }
+
+
+def served_here(batcher: Batcher, port: int, sources: list[str], cfg) -> list[str]:
+    """`clients` on a thread while this one runs the batcher's loop, as `qkvmt serve` decodes on
+    its main thread; the translations in order."""
+    out: list[list[str]] = []
+
+    def send():
+        try:
+            out.append(clients(port, sources, cfg))
+        finally:
+            batcher.close()
+
+    sender = threading.Thread(target=send, name="qkvmt-bench-clients")
+    sender.start()
+    batcher.run()
+    sender.join()
+    if not out:
+        raise RuntimeError("the clients failed: see the error above")
+    return out[0]
 
 
 def clients(port: int, sources: list[str], cfg) -> list[str]:

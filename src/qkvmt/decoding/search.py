@@ -9,8 +9,9 @@ is tested against, and benchmarked against).
 from dataclasses import dataclass, fields
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from qkvmt.decoding.finished import Finished, Hypothesis, until_end
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
 from qkvmt.setting_types import check_fields
@@ -52,12 +53,6 @@ class DecodeConfig:
         if unknown:
             raise UserError(f"{unknown[0]!r} is no decoding setting: use {', '.join(names)}")
         return cls(**(stored | {k: v for k, v in given.items() if v is not None}))
-
-
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # without BOS and EOS
-    score: float  # length-normalised log-probability (beam) or the sum of log-probabilities (greedy)
 
 
 def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:
@@ -110,11 +105,18 @@ class Stepper:
 
     def reorder_beams(self, index: Tensor) -> None:
         """Row i continues row index[i], a beam of the same sentence (the number of rows may
-        grow, as after the first step); the source and its mask are shared by a sentence's
-        beams and stay."""
+        grow, as after the first step, or shrink, as sentences leave); the source and its mask
+        are shared by a sentence's beams and stay."""
         self.limit = self.limit.index_select(0, index)
         if self.state is not None:
             self.state.reorder_beams(index)
+
+    def keep_sentences(self, index: Tensor) -> None:
+        """Only sentences `index` go on: their sources, masks and cross-attention caches stay
+        (their beams' rows move with reorder_beams)."""
+        self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
+        if self.state is not None:
+            self.state.keep_sentences(index)
 
 
 def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
@@ -142,57 +144,34 @@ def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hy
         done |= token == c.eos_id
         if done.all():
             break
-    return [Hypothesis(_strip(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
+    return [Hypothesis(until_end(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
 
 
-class Finished:
-    """The finished hypotheses of beam search over B sentences: K slots a sentence, plus slot K,
-    where candidates that are not taken land, so every step writes with one scatter."""
+# Done sentences leave the batch once they are at least 1/PRUNE_SHARE of it: leaving copies every
+# cache row (a step otherwise copies only the beams that moved), so it waits until that pays.
+PRUNE_SHARE = 4
 
-    def __init__(self, b: int, k: int, max_t: int, pad_id: int, device):
-        self.k, self.pad_id = k, pad_id
-        self.scores = torch.full((b, k + 1), float("-inf"), device=device)
-        self.tokens = torch.full((b, k + 1, max_t), pad_id, dtype=torch.long, device=device)
-        self.count = torch.zeros(b, dtype=torch.long, device=device)  # (B,) slots filled
-        self.first_k = torch.arange(2 * k, device=device) < k
 
-    def add(self, eos: Tensor, normed: Tensor, tokens: Tensor) -> None:
-        """Finalise the EOS candidates (B, 2K) that rank among the top K of their sentence, while
-        slots last: their length-normalised scores (B, 2K) and their tokens (B, 2K, t)."""
-        k, t = self.k, tokens.size(2)
-        take = eos & self.first_k
-        rank = take.long().cumsum(dim=1) - 1 + self.count[:, None]  # (B, 2K) slot of each candidate
-        take &= rank < k
-        slot = torch.where(take, rank, k)
-        self.scores.scatter_(1, slot, torch.where(take, normed, float("-inf")))
-        self.tokens[:, :, :t].scatter_(1, slot[:, :, None].expand(-1, 2 * k, t), tokens)
-        self.count += take.sum(dim=1)
+def candidates(step: Stepper, prefix: Tensor, scores: Tensor, width: int, k: int) -> tuple[Tensor, ...]:
+    """The best 2K continuations of each of B sentences of `width` live beams (scores (B, W), prefix
+    (B*W, t+1)): their scores and beams (B, 2K), tokens (B, 2K) and prefixes (B, 2K, t). They are
+    among the best 2K of each of its beams, so each row's vocabulary is ranked first, then only
+    W * 2K candidates a sentence."""
+    b, t, per_row = scores.size(0), prefix.size(1) - 1, 2 * k
+    row_logp, row_tokens = step(prefix).topk(per_row, dim=-1)  # (B*W, 2K)
+    cand = (scores[:, :, None] + row_logp.view(b, width, per_row)).view(b, width * per_row)
+    top_scores, top_ids = cand.topk(2 * k, dim=-1)  # (B, 2K)
+    beam = top_ids // per_row
+    token = row_tokens.view(b, width * per_row).gather(1, top_ids)
+    prefixes = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
+    return top_scores, beam, token, prefixes
 
-    def merge(self, eos: Tensor, normed: Tensor, tokens: Tensor) -> None:
-        """As `add`, but a candidate that scores better than a finished hypothesis takes its slot
-        (transformers' beam search without early stopping keeps the best K it has seen)."""
-        k, (b, n, t) = self.k, tokens.shape
-        scores = torch.cat([self.scores[:, :k], torch.where(eos & self.first_k, normed, float("-inf"))], dim=1)
-        new = torch.full((b, n, self.tokens.size(2)), self.pad_id, dtype=tokens.dtype, device=tokens.device)
-        new[:, :, :t] = tokens  # (B, 2K, max_t)
-        top, index = scores.topk(k, dim=1)  # (B, K): the best K of the kept and the new
-        merged = torch.cat([self.tokens[:, :k], new], dim=1)  # (B, 3K, max_t)
-        self.tokens[:, :k] = merged.gather(1, index[:, :, None].expand(-1, -1, merged.size(2)))
-        self.scores[:, :k] = top
-        self.count = torch.isfinite(top).sum(dim=1)
 
-    def worst(self) -> Tensor:
-        """(B,) the worst finished score of each sentence, -inf until it has K."""
-        return torch.where(self.count >= self.k, self.scores[:, : self.k].min(dim=1).values, float("-inf"))
-
-    def best(self, eos_id: int, pad_id: int) -> list[Hypothesis]:
-        """Each sentence's best finished hypothesis (none finished: empty, score -inf)."""
-        best_score, best = self.scores[:, : self.k].max(dim=1)
-        best_tokens = self.tokens[torch.arange(best.size(0), device=best.device), best]  # (B, max_t)
-        return [
-            Hypothesis(_strip(row, eos_id, pad_id) if n else [], float(s))
-            for row, s, n in zip(best_tokens.tolist(), best_score.tolist(), self.count.tolist())
-        ]
+def hooked(model) -> bool:
+    """Whether a hook reads or edits the model's tensors (a trace, an intervention): its per-row
+    tensors must keep every row where it was, so no sentence leaves the batch early. A duck-typed
+    model (no nn.Module) counts as hooked."""
+    return not isinstance(model, nn.Module) or any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
 @torch.inference_mode()
@@ -201,9 +180,9 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
 
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
-    has K of them, or when it reaches its length limit. All bookkeeping is tensor operations,
-    with no Python work per hypothesis; each step reads back only whether any sentence is still
-    active and which cache rows move.
+    has K of them, or when it reaches its length limit, and the stopped ones leave the batch.
+    All bookkeeping is tensor operations, with no Python work per hypothesis; each step reads
+    back only how many sentences are still active and which cache rows move.
     """
     c, k = model.cfg, cfg.beam_size
     check_beam_size(k, c.target_vocab_size)
@@ -219,42 +198,41 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     width = 1  # live rows per sentence: 1 at the first step, K after
     finished = Finished(b, k, max_t, c.pad_id, dev)
     active = torch.ones(b, dtype=torch.bool, device=dev)
-    per_row = 2 * k
+    prunable = not hooked(model)
     for t in range(max_t):
-        # The best 2K continuations of a sentence are among the best 2K of each of its beams,
-        # so rank each row's vocabulary first, then only K * 2K candidates per sentence.
-        row_logp, row_tokens = step(prefix).topk(per_row, dim=-1)  # (B*W, 2K)
-        cand = (scores[:, :, None] + row_logp.view(b, width, per_row)).view(b, width * per_row)
-        top_scores, top_ids = cand.topk(2 * k, dim=-1)  # (B, 2K)
-        beam = top_ids // per_row
-        token = row_tokens.view(b, width * per_row).gather(1, top_ids)
+        top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
         is_eos = (token == c.eos_id) & torch.isfinite(top_scores)
-
         normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
-        sel_tokens = prefix[:, 1:].view(b, width, t).gather(1, beam[:, :, None].expand(b, 2 * k, t))  # (B, 2K, t)
         if cfg.early_stopping:
-            finished.add(is_eos & active[:, None], normed, sel_tokens)
+            finished.add(is_eos & active[:, None], normed, prefixes)
             active &= (finished.count < k) & (t + 1 < limit)
         else:
-            finished.merge(is_eos & active[:, None], normed, sel_tokens)
+            finished.merge(is_eos & active[:, None], normed, prefixes)
         # Continue with the best K non-EOS candidates of each sentence.
-        cont_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        keep_scores, keep = cont_scores.topk(k, dim=-1)  # (B, K)
+        keep_scores, keep = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=-1)  # (B, K)
         if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
             best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
             active &= (best_live > finished.worst()) & (t + 1 < limit)
-        if not active.any():
+        live = int(active.sum())
+        if not live:
             break
-
         if width == k:  # beams are a set: order them so that rows continuing themselves stay put
             order = stable_order(beam.gather(1, keep))
             keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
-        src_rows = (torch.arange(b, device=dev)[:, None] * width + beam.gather(1, keep)).view(-1)  # (B*K,)
+        rows_of = torch.arange(b, device=dev)  # the sentence (its rows, as they were this step) each one continues
+        if prunable and b - live >= max(1, b // PRUNE_SHARE):  # the stopped sentences leave: no rows spent on them
+            rows_of = active.nonzero()[:, 0]
+            finished.keep(rows_of, c.eos_id)
+            step.keep_sentences(rows_of)
+            limit, active = limit[rows_of], active[rows_of]
+            keep_scores, keep, beam, token = (x.index_select(0, rows_of) for x in (keep_scores, keep, beam, token))
+            b = live
+        src_rows = (rows_of[:, None] * width + beam.gather(1, keep)).view(-1)  # (B*K,)
         scores = keep_scores.masked_fill(~active[:, None], float("-inf"))
         prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
         step.reorder_beams(src_rows)
         width = k
-    return finished.best(c.eos_id, c.pad_id)
+    return finished.results(c.eos_id)
 
 
 def check_beam_size(k: int, vocab_size: int) -> None:
@@ -282,12 +260,3 @@ def stable_order(parent: Tensor) -> Tensor:
 def generate(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     """One hypothesis per source row: greedy for beam_size 1, beam search otherwise."""
     return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)
-
-
-def _strip(tokens: list[int], eos: int, pad: int) -> list[int]:
-    out = []
-    for tok in tokens:
-        if tok in (eos, pad):
-            break
-        out.append(tok)
-    return out

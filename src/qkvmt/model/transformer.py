@@ -46,6 +46,12 @@ class DecoderState:
         for cache in caches:
             cache.reorder(index)
 
+    def keep_sentences(self, index: Tensor) -> None:
+        """Only sentences `index` go on: the cross-attention caches (one row a sentence) keep
+        their rows; the self-attention rows follow with reorder_beams."""
+        for _, cross in self.caches:
+            cross.reorder(index)
+
 
 @dataclass(frozen=True)
 class WeightRequest:

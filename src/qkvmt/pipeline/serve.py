@@ -13,7 +13,7 @@ from qkvmt.serve.batcher import Batcher
 from qkvmt.serve.requests import Limits
 from qkvmt.training.process_memory import keep_freed_host_memory
 from qkvmt.web.guard import Access
-from qkvmt.web.json_api import bind, server
+from qkvmt.web.json_api import bind, in_thread
 
 
 def serve(cfg: DictConfig) -> dict:
@@ -30,8 +30,11 @@ def serve(cfg: DictConfig) -> dict:
     if access.warning(str(cfg.host)):
         print(access.warning(str(cfg.host)), file=sys.stderr)
     print(f"translation server of {served} ({cfg.engine}): POST JSON to {url} (Ctrl-C stops it)", flush=True)
-    try:
-        server(app).run(sockets=[sock])
-    finally:
-        batcher.close()  # the worker answers what is waiting, then stops
+    with in_thread(app, sock) as running:  # HTTP on a thread of its own, decoding on this one (batcher says why)
+        try:
+            batcher.run()
+        except KeyboardInterrupt:
+            running.should_exit = True  # no new request; those that came are answered
+            batcher.answer_waiting()
+            raise
     return {"url": url}

@@ -66,8 +66,9 @@ def server(app):
 
 @contextmanager
 def in_thread(app, sock: socket.socket):
-    """`app` served on `sock` by uvicorn in a thread of this process, until the block ends: for
-    tests, the benchmark and screenshots, which talk to a real server without starting a process."""
+    """`app` served on `sock` by uvicorn in a thread of this process, until the block ends: for the
+    translation server, whose main thread decodes, and for tests, the benchmark and screenshots,
+    which talk to a real server without starting a process."""
     running = server(app)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
