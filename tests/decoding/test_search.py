@@ -245,6 +245,32 @@ def test_batch_equals_one_sentence_at_a_time(beam_size, use_cache):
     assert len({tuple(h.tokens) for h in single}) > 1  # sentences actually differ
 
 
+@pytest.mark.parametrize("early_stopping", [True, False])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_done_sentences_leave_the_batch_unless_a_hook_reads_its_rows(early_stopping, use_cache):
+    model = tiny_model(5, layers=2)
+    # a = 1: each source length its own limit, so sentences finish at different steps
+    src, rows = padded_batch([2, 9, 3, 8, 2, 7, 4, 6], model.cfg.vocab_size, seed=11)
+    cfg = DecodeConfig(beam_size=3, max_len_a=1.0, max_len_b=2, use_cache=use_cache, early_stopping=early_stopping)
+    single = [beam_search(model, row[None], cfg)[0] for row in rows]
+    seen, decode = [], model.decode
+
+    def counted(ids, *args, **kwargs):  # an attribute of the instance, not a hook: rows may leave
+        seen.append(ids.size(0))
+        return decode(ids, *args, **kwargs)
+
+    model.decode = counted
+    assert_same_hyps(beam_search(model, src, cfg), single)
+    assert seen[1] == 8 * 3 and min(seen[1:]) < seen[1]  # every beam at the second step, fewer rows later
+    seen.clear()
+    handle = model.decoder_layers[0].register_forward_hook(lambda module, args, out: None)
+    try:
+        assert_same_hyps(beam_search(model, src, cfg), single)
+    finally:
+        handle.remove()
+    assert set(seen[1:]) == {8 * 3}  # a hook sees every row where it was, to the end
+
+
 # --------------------------------------------------------------------------------------------
 # 4. beam search escapes greedy's trap
 # --------------------------------------------------------------------------------------------
