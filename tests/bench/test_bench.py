@@ -190,6 +190,7 @@ def test_a_profile_of_no_whole_number_is_refused_before_anything_is_written(tmp_
     [
         ("model.positions=rotary", "model.positions=rotary: the peers torch and hf have sinusoidal positions only"),
         ("model.value_projection=false", "model.value_projection=false: the peers torch and hf have every projection"),
+        ("data.tokenizer=separate_bpe", "a vocabulary per language, and the peers torch and hf share one between them"),
     ],
 )
 def test_a_model_the_peers_cannot_be_is_refused_naming_the_setting(tmp_path, setting, message):

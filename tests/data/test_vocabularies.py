@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 from tokenizers import Tokenizer, models, trainers
 
 import qkvmt
+from qkvmt.data.vocabularies import model_sizes
 from qkvmt.errors import UserError
 from qkvmt.text.tokenizer import SPECIALS, decode, encode, encode_target, target_side, train_bpe
 from tests.commandline import run_python
@@ -56,6 +57,10 @@ def test_sentencepiece_ids_are_the_models_own_and_each_side_has_its_model(tmp_pa
         == (source.serialized_model_proto() != target.serialized_model_proto())
     )
     assert decode(target_side(tok), encode_target(tok, TARGETS)) == TARGETS
+    sizes = model_sizes(tok, dm.vocabulary)  # what a run's (and the benchmark's) model is built with
+    assert sizes["vocab_size"] == source.GetPieceSize() and sizes["pad_id"] == source.PieceToId("<pad>")
+    assert sizes.get("tgt_vocab_size", sizes["vocab_size"]) == target.GetPieceSize()
+    assert sizes.get("tie_embeddings", True) == (choice != "separate_bpe")
     assert sorted(p.name for p in (tmp_path / "run" / "tokenizer").iterdir()) == sorted(files)
     again = datamodule(tmp_path / "again", f"data/tokenizer={choice}")  # a rerun reopens what the folder keeps
     again.load_tokenizer(tmp_path / "run" / "tokenizer.json")

@@ -16,15 +16,17 @@ from qkvmt.bench.timing import ct2_fixed_length, hf_fixed_length, ours_fixed_len
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.files import write_text
+from qkvmt.hf.tokenizer_files import as_text
 from qkvmt.model.checkpoint import CheckpointMeta
 
 log = logging.getLogger(__name__)
 
 
-def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_dir: Path) -> dict:
+def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_dir: Path, files=None) -> dict:
     """Beam-search sentences/s of ours (cached and uncached), HF generate and each CTranslate2
     compute type in decode.ctranslate2, each forced to decode.length tokens per sentence, the
-    systems taking turns; with decode.profile_calls, where ours' time goes."""
+    systems taking turns; with decode.profile_calls, where ours' time goes. files: the tokenizer's
+    files where it is SentencePiece's (the DataModule's tokenizer_files), kept with the export."""
     d = cfg.decode
     n = src.size(0)
     runs, profiled = {}, None
@@ -34,7 +36,7 @@ def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_di
         runs["uncached"] = ours_fixed_length(ours, src, d.beam_size, d.length, False)
     if "hf" in models:
         runs["hf"] = hf_fixed_length(models["hf"], src, d.beam_size, d.length)
-    with ctranslate2_runs(cfg, models.get("ours"), tokenizer, src) as (ct2_runs, ct2_info):
+    with ctranslate2_runs(cfg, models.get("ours"), tokenizer, src, files) as (ct2_runs, ct2_info):
         runs |= ct2_runs
         log.info("  decoding: %s, taking turns (%d sentences, %d repeats)", ", ".join(runs), n, d.repeats)
         seconds = time_in_turns(runs, device, d.repeats)
@@ -55,7 +57,7 @@ def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_di
 
 
 @contextlib.contextmanager
-def ctranslate2_runs(cfg, ours, tokenizer, src: torch.Tensor):
+def ctranslate2_runs(cfg, ours, tokenizer, src: torch.Tensor, files=None):
     """Our trained weights exported to CTranslate2, one run of the same sentences with the same
     beam and forced length on the same device for each type in decode.ctranslate2 (named
     ct2_<type>), while the exported folder lasts; and what the results say of CTranslate2."""
@@ -72,7 +74,8 @@ def ctranslate2_runs(cfg, ours, tokenizer, src: torch.Tensor):
     device = "cuda" if src.is_cuda else "cpu"
     sources = [[tokenizer.id_to_token(i) for i in row if i not in (c.pad_id, c.eos_id)] for row in src.tolist()]
     with tempfile.TemporaryDirectory() as folder:
-        meta = CheckpointMeta(model_config=c.to_dict(), tokenizer=tokenizer.to_str(), src_lang="", tgt_lang="")
+        text = {"tokenizer": "", "tokenizer_files": as_text(files)} if files else {"tokenizer": tokenizer.to_str()}
+        meta = CheckpointMeta(model_config=c.to_dict(), src_lang="", tgt_lang="", **text)
         export_ctranslate2(copy.deepcopy(ours.model).float().cpu(), tokenizer, meta, Path(folder))
         runs = {}
         for compute_type in types:

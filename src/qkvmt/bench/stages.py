@@ -24,10 +24,10 @@ from qkvmt.bench.peers import NO_HF, Ours, OursAligned, TorchTransformer, check_
 from qkvmt.bench.profile import profile_training
 from qkvmt.bench.serving import serving_speed
 from qkvmt.bench.timing import TrainTimer, ratio, time_training, timed_batches
+from qkvmt.data.vocabularies import model_sizes
 from qkvmt.decoding.lines import encode_sources
 from qkvmt.files import write_text
 from qkvmt.model.inputs import build_inputs
-from qkvmt.text.tokenizer import Specials
 from qkvmt.training.compiled import compiled
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,7 @@ def peers(cfg, dm, device, precision: str, out: Path, device_name: str) -> dict:
     tokenizer = dm.load_tokenizer(out / "tokenizer.json")
     longest = max(cfg.scaling.lengths) + 1 if cfg.scaling.lengths else 0
     model_cfg = instantiate(cfg.model)(
-        vocab_size=tokenizer.get_vocab_size(),
-        max_positions=max(cfg.model.max_positions, longest),
-        **Specials.of(tokenizer).config_fields(),
+        max_positions=max(cfg.model.max_positions, longest), **model_sizes(tokenizer, dm.vocabulary)
     )
     present = systems(cfg, model_cfg)
     params = check_same_size(present)
@@ -76,7 +74,7 @@ def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device, 
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
-    decode = decode_speed(cfg, models, tokenizer, src, device, out)
+    decode = decode_speed(cfg, models, tokenizer, src, device, out, dm.tokenizer_files)
     log.info("stage 3/9, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info(

@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 from qkvmt.errors import UserError
 from qkvmt.hf.tokenizer_files import kept_files, open_files
 from qkvmt.text.pieces import MODEL_TYPES, marian_layout, piece_vocab, train_pieces
-from qkvmt.text.tokenizer import SPECIALS, kept_json, load_or_train
+from qkvmt.text.tokenizer import SPECIALS, Specials, kept_json, load_or_train, target_side
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +172,18 @@ def json_tokenizer(data: bytes, where: str) -> Tokenizer:
                 "another tokenizer"
             )
     return tok
+
+
+def model_sizes(tokenizer, vocabulary) -> dict:
+    """The model settings a run's vocabulary decides: its size and special ids, and with a vocabulary
+    per language (`vocabulary.separate`) the target's own size and untied embeddings."""
+    sizes = {"vocab_size": tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields(), **untied(vocabulary)}
+    if vocabulary.separate:  # the decoder's and the output's rows are the target vocabulary's
+        sizes["tgt_vocab_size"] = target_side(tokenizer).get_vocab_size()
+    return sizes
+
+
+def untied(vocabulary) -> dict:
+    """Separate source and target vocabularies have no one embedding to share: model.tie_embeddings=false, as
+    a recipe's model config sets it true."""
+    return {"tie_embeddings": False} if vocabulary.separate else {}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.bench.stages import DTYPES, host_memory, imported, large_corpus, peers, serving
@@ -109,6 +109,11 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
         raise UserError(
             f"model.positions={cfg.model.positions}: the peers {' and '.join(peers)} have sinusoidal positions "
             "only; benchmark it with 'systems=[ours]' (or [ours,ours_align])"
+        )
+    if peers and get_class(cfg.data.tokenizer._target_).separate:
+        raise UserError(
+            f"data.tokenizer makes a vocabulary per language, and the peers {' and '.join(peers)} share one between "
+            "them: benchmark it with 'systems=[ours]' (or [ours,ours_align])"
         )
     ablated = [
         f"model.{k}={str(cfg.model[k]).lower()}" for k, v in ATTENTION_DEFAULTS.items() if cfg.model.get(k, v) != v

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.alignment.supervision import AlignmentSupervision
-from qkvmt.data.vocabularies import JointBPE
+from qkvmt.data.vocabularies import JointBPE, model_sizes, untied
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.hf.tokenizer_files import as_text
@@ -28,7 +28,6 @@ from qkvmt.pipeline.train_settings import (
     check_optimized_metric,
     check_trainer,
 )
-from qkvmt.text.tokenizer import Specials, target_side
 from qkvmt.training.faults import (
     AtomicCheckpointIO,
     ResumeRng,
@@ -210,13 +209,9 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
         model_config = plan.wanted
         more = plan.start.module_settings(module.keywords["val_decode"], module.keywords["test_decode"])
     else:
-        sizes = {"vocab_size": tokenizer.get_vocab_size()}
-        if plan.dm.vocabulary.separate:  # the decoder's and the output's rows are the target vocabulary's
-            sizes["tgt_vocab_size"] = target_side(tokenizer).get_vocab_size()
+        if plan.dm.vocabulary.separate:
             log.info("data.tokenizer: a vocabulary per language, so the model's embeddings are its own per side")
-        model_config = plan.model_partial(
-            **sizes, **untied(plan.dm.vocabulary), **Specials.of(tokenizer).config_fields()
-        )
+        model_config = plan.model_partial(**model_sizes(tokenizer, plan.dm.vocabulary))
         if plan.dm.tokenizer_files is not None:  # kept in every checkpoint, as an imported model's are
             more = {"tokenizer_files": as_text(plan.dm.tokenizer_files)}
     return module(
@@ -227,12 +222,6 @@ def build_module(cfg: DictConfig, plan: Plan, tokenizer):
         alignment=plan.alignment,
         **more,
     )
-
-
-def untied(vocabulary) -> dict:
-    """Separate source and target vocabularies have no one embedding to share: model.tie_embeddings=false, as
-    a recipe's model config sets it true."""
-    return {"tie_embeddings": False} if vocabulary.separate else {}
 
 
 def fit(trainer: L.Trainer, module, dm, resume: str | None) -> None:
