@@ -27,16 +27,8 @@ VARIANTS = {
     ("model.query_projection=false",): ("no W_Q", "each head's query is its own 48-wide slice of the input"),
     ("model.n_heads=1",): ("1 head", "one head 192 wide instead of four 48 wide"),
     ("model.output_projection=false",): ("no W_O", "the heads' outputs, side by side, are the attention's output"),
-    (ROTARY,): ("rotary (the recipe)", "rotary positions (they rotate q and k) instead of sinusoidal ones"),
-}
-# Variants of the recipe as it is (rotary positions), likewise; with no W_Q and no W_K a score is the dot
-# product of the two tokens' own vectors.
-OF_THE_RECIPE = {
-    (): ("the recipe", "W_Q, W_K, W_V and W_O in every attention; 4 heads of 48; rotary positions"),
-    ("model.value_projection=false",): VARIANTS[("model.value_projection=false",)],
-    ("model.shared_key_value=true",): VARIANTS[("model.shared_key_value=true",)],
     ("model.shared_query_key=true",): ("W_Q = W_K", "one projection makes both the queries and the keys"),
-    ("model.query_projection=false",): VARIANTS[("model.query_projection=false",)],
+    # with no W_Q and no W_K a score is the dot product of the two tokens' own vectors
     ("model.key_projection=false", "model.query_projection=false"): (
         "no W_Q, no W_K",
         "each head's queries and keys are their inputs' own 48-wide slices",
@@ -45,7 +37,13 @@ OF_THE_RECIPE = {
         "W_Q, W_K, W_V the identity",
         "queries, keys and values are their inputs' own slices; W_O remains",
     ),
-    ("model.n_heads=1",): VARIANTS[("model.n_heads=1",)],
+    (ROTARY,): ("rotary (the recipe)", "rotary positions (they rotate q and k) instead of sinusoidal ones"),
+}
+# Variants of the recipe as it is (rotary positions), likewise: those the lesson's claims rest on.
+NOT_OF_THE_RECIPE = {(), (ROTARY,), ("model.output_projection=false",)}
+OF_THE_RECIPE = {
+    (): ("the recipe", "W_Q, W_K, W_V and W_O in every attention; 4 heads of 48; rotary positions"),
+    **{made: VARIANTS[made] for made in VARIANTS if made not in NOT_OF_THE_RECIPE},
 }
 FAMILIES = {"sinusoidal": VARIANTS, "recipe": OF_THE_RECIPE}
 
