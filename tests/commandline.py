@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 import types
 import warnings
@@ -94,6 +95,34 @@ def run_script(script: str, *args, stdin: bytes = b"") -> subprocess.CompletedPr
 def start_script(script: str, *args, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
     """scripts/<script>.py with `args`, in a fresh process; `env`: more environment variables."""
     return start_python(f"scripts/{script}.py", *args, stdin=stdin, env=env)
+
+
+@contextlib.contextmanager
+def server_process(argv: list, cwd, env: dict, deadline_s: int = 300):
+    """A server command (explore, serve) started as a user starts it: yields the process, the first
+    line it prints (its address, once it listens) and a function giving its stderr so far. A server
+    that never prints is killed at the deadline, so the test fails rather than hangs; one still
+    running when the block ends gets Ctrl-C, as a user stops it."""
+    errors = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads it while the server runs
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
+    deadline = threading.Timer(deadline_s, proc.kill)
+    deadline.start()
+
+    def stderr() -> str:
+        errors.seek(0)
+        return errors.read()[-2000:]
+
+    try:
+        yield proc, proc.stdout.readline(), stderr
+    finally:
+        deadline.cancel()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def user_error(r: subprocess.CompletedProcess) -> str:

@@ -5,15 +5,13 @@ the path. Every command writes under the folder it runs in, never into the insta
 import json
 import os
 import re
-import signal
 import subprocess
-import tempfile
-import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.commandline import server_process
 from tests.conftest import ROOT, tiny_overrides, write_corpus
 
 INSTALLED = os.environ.get("QKVMT_INSTALLED")
@@ -91,21 +89,10 @@ def test_translate_matches_the_api_and_writes_nothing(tmp_path, package):
 
 def test_explore_serves_the_explorer_of_the_bundled_model(tmp_path, package):
     before = listing(package)
-    errors = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads it while the server runs
-    proc = subprocess.Popen(
-        [Path(INSTALLED) / "qkvmt", "explore", "host=127.0.0.1", "port=0"],  # 0: any free port
-        cwd=tmp_path,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-    )
-    deadline = threading.Timer(300, proc.kill)  # a server that never prints its address fails, not hangs
-    deadline.start()
-    try:
-        line = proc.stdout.readline()  # the address, once the model is loaded and the socket listens
+    argv = [Path(INSTALLED) / "qkvmt", "explore", "host=127.0.0.1", "port=0"]  # 0: any free port
+    with server_process(argv, tmp_path, environment()) as (proc, line, stderr):
         match = re.search(r"at (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops it\)", line)
-        assert match, f"{line!r}; stderr: {stderr(errors)}"
+        assert match, f"{line!r}; stderr: {stderr()}"
         url = match.group(1)
         html = urllib.request.urlopen(url, timeout=60).read().decode()
         data = json.loads(re.search(r'id="data">(.*?)</script>', html, re.S).group(1))
@@ -117,23 +104,10 @@ def test_explore_serves_the_explorer_of_the_bundled_model(tmp_path, package):
         )
         answer = json.loads(urllib.request.urlopen(ask, timeout=120).read())
         assert answer["source"] == SENTENCE and answer["translation"].strip()
-    finally:
-        deadline.cancel()
-        proc.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     # a served page ends only by Ctrl-C: one line and the shell's code for it, no traceback
-    assert proc.returncode == 130 and stderr(errors).strip().endswith("error: interrupted (Ctrl-C)"), stderr(errors)
+    assert proc.returncode == 130 and stderr().strip().endswith("error: interrupted (Ctrl-C)"), stderr()
     assert listing(package) == before
     assert list(tmp_path.iterdir()) == []
-
-
-def stderr(file) -> str:
-    file.seek(0)
-    return file.read()[-2000:]
 
 
 def tiny_training(corpus: Path, out: Path, steps: int, val_every: int) -> list[str]:

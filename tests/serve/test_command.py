@@ -6,34 +6,22 @@ import http.client
 import json
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.commandline import ROOT, user_environment
+from tests.commandline import ROOT, server_process, user_environment
 from tests.serve.conftest import post, request_of
 
 CLIENTS = 8
 
 
 def test_the_command_serves_concurrent_clients_and_stops_on_ctrl_c(tmp_path, model, settings):
-    errors = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads it while the server runs
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "qkvmt", "serve", "ckpt_path=multi30k-de-en", "port=0", "decode.beam_size=5"],
-        cwd=tmp_path,
-        env=user_environment() | {"PYTHONPATH": str(ROOT / "src")},
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-    )
-    deadline = threading.Timer(300, proc.kill)  # a server that never prints its address fails, not hangs
-    deadline.start()
-    try:
-        line = proc.stdout.readline()  # once the model is loaded and the socket listens
+    argv = [sys.executable, "-m", "qkvmt", "serve", "ckpt_path=multi30k-de-en", "port=0", "decode.beam_size=5"]
+    env = user_environment() | {"PYTHONPATH": str(ROOT / "src")}
+    with server_process(argv, tmp_path, env) as (proc, line, stderr):
         match = re.search(r"POST JSON to http://127\.0\.0\.1:(\d+)/translate \(Ctrl-C stops it\)", line)
-        assert match, f"{line!r}; stderr: {stderr_of(errors)}"
+        assert match, f"{line!r}; stderr: {stderr()}"
         port = int(match.group(1))
         with ThreadPoolExecutor(CLIENTS) as pool:
             answers = list(pool.map(lambda i: post(port, {"sentences": request_of(i)}), range(CLIENTS)))
@@ -45,18 +33,11 @@ def test_the_command_serves_concurrent_clients_and_stops_on_ctrl_c(tmp_path, mod
             proc.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
             late = [f.result() for f in waiting]
         proc.wait(60)
-    finally:
-        deadline.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     # a request that had reached the server is answered; one cut off by the stop is refused, never wrong
     for i, (status, text) in enumerate(late):
         assert status != 200 or json.loads(text)["translations"] == list(model.translate(request_of(i), settings))
     assert any(status == 200 for status, _ in late)
-    assert proc.returncode == 130 and stderr_of(errors).strip().endswith("error: interrupted (Ctrl-C)"), stderr_of(
-        errors
-    )
+    assert proc.returncode == 130 and stderr().strip().endswith("error: interrupted (Ctrl-C)"), stderr()
     assert list(tmp_path.iterdir()) == []
 
 
@@ -66,8 +47,3 @@ def post_or_cut_off(port: int, body) -> tuple[int, str]:
         return post(port, body)
     except (ConnectionError, http.client.HTTPException) as e:
         return 0, repr(e)
-
-
-def stderr_of(file) -> str:
-    file.seek(0)
-    return file.read()[-2000:]

@@ -113,15 +113,12 @@ def timed_batches(loader, n: int) -> tuple[list[dict], float | None]:
 
 def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> tuple[float, object]:
     """Median seconds of `repeats` calls after one untimed warm-up call, and the last result."""
-    result = fn()
-    seconds = []
-    for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        result = fn()
-        sync(device)
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), result
+    last = {}
+
+    def call():
+        last["result"] = fn()
+
+    return time_in_turns({"call": call}, device, repeats)["call"], last["result"]
 
 
 def time_in_turns(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, float]:

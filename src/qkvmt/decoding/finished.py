@@ -55,11 +55,10 @@ class Finished:
         """(B,) the worst finished score of each sentence, -inf until it has K."""
         return torch.where(self.count >= self.k, self.scores[:, : self.k].min(dim=1).values, float("-inf"))
 
-    def keep(self, index: Tensor, eos_id: int) -> None:
-        """Only sentences `index` (of those here) go on; the others' best hypotheses are kept for `results`."""
-        gone = torch.ones(self.count.numel(), dtype=torch.bool, device=index.device)
-        gone[index] = False
-        gone = gone.nonzero()[:, 0]
+    def keep(self, going_on: Tensor, eos_id: int) -> None:
+        """Only the sentences where `going_on` (B,) is True go on; the others' best hypotheses are
+        kept for `results`."""
+        index, gone = going_on.nonzero()[:, 0], (~going_on).nonzero()[:, 0]
         self.done.update(zip(self.ids[gone.cpu()].tolist(), self.best(eos_id, gone)))
         self.ids = self.ids[index.cpu()]
         kept = [t.index_select(0, index) for t in (self.scores, self.tokens, self.count)]

@@ -222,7 +222,7 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         rows_of = torch.arange(b, device=dev)  # the sentence (its rows, as they were this step) each one continues
         if prunable and b - live >= max(1, b // PRUNE_SHARE):  # the stopped sentences leave: no rows spent on them
             rows_of = active.nonzero()[:, 0]
-            finished.keep(rows_of, c.eos_id)
+            finished.keep(active, c.eos_id)
             step.keep_sentences(rows_of)
             limit, active = limit[rows_of], active[rows_of]
             keep_scores, keep, beam, token = (x.index_select(0, rows_of) for x in (keep_scores, keep, beam, token))
