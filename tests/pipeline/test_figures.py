@@ -49,6 +49,7 @@ def drawn(trained_run, out, *extra):
             "tour=null",
             "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
             "sinks_record=null",  # likewise: tests/pipeline/test_sinks.py
+            "self_record=null",  # likewise
             *extra,
         )
     )

@@ -64,6 +64,30 @@ def test_each_share_is_the_mean_of_every_rows_weight_on_its_columns(model):
     assert 0 < result["readings"]["forced"][-1]["punctuation"] < result["readings"]["forced"][-1]["sinks"] < 1
 
 
+def on_itself(maps: list, heads: bool = True) -> np.ndarray:
+    """Every self-attention row's weight on its own position (the map's diagonal), the rows of all
+    sentences side by side, averaged: (L, H), or (L,) of the layers' maps."""
+    per_row = [np.diagonal(m.weights if heads else m.layers, axis1=-2, axis2=-1) for m in maps]  # (L[, H], T)
+    return np.concatenate(per_row, axis=-1).mean(-1)
+
+
+def test_each_self_attention_share_is_the_mean_weight_a_query_puts_on_its_own_position(model):
+    result = model.sinks(SOURCES, REFERENCES).result
+    forced = [model.attention(s, r, signals="weights") for s, r in PAIRS]
+    free = [model.attention(s, signals="weights") for s, _ in PAIRS]
+    for reading, passes in (("forced", forced), ("free", free)):
+        for kind in ("encoder", "decoder"):
+            maps = [p.map(kind) for p in passes]
+            found = result["self"][reading][kind]
+            heads = [[h["own"] for h in layer["heads"]] for layer in found]
+            np.testing.assert_allclose(heads, on_itself(maps), atol=1e-6)
+            np.testing.assert_allclose([layer["own"] for layer in found], on_itself(maps, False), atol=1e-6)
+        # The decoder reads nothing after a query: its diagonal is the query's own token, the last it may read.
+        assert all(not np.triu(p.map("decoder").weights, 1).any() for p in passes)
+    assert result["self"]["forced"]["encoder"] == result["self"]["free"]["encoder"]  # one source, both readings
+    assert 0 < result["self"]["forced"]["decoder"][0]["own"] < 1
+
+
 def test_the_first_n_pairs_with_both_sides_and_decoding_keywords_are_heeded(model):
     result = model.sinks(SOURCES, REFERENCES, n=2, beam_size=1).result
     free = [model.attention(s, signals="weights", beam_size=1).map("cross") for s, _ in PAIRS[:2]]
@@ -81,6 +105,8 @@ def test_the_result_shows_itself_and_saves_its_three_files(model, tmp_path):
     assert f"| 2 | {100 * found.result['readings']['forced'][2]['eos']:.1f}%" in text
     assert f"| 2 | 3 | {100 * found.result['readings']['forced'][2]['heads'][3]['eos']:.1f}%" in text
     assert f"{100 * layer['sinks']:.1f}% |\n" in text
+    forced, free = (found.result["self"][r]["decoder"][1]["own"] for r in ("forced", "free"))
+    assert f"| decoder | 1 | {100 * forced:.1f}% | {100 * free:.1f}% |" in text
 
 
 @pytest.mark.parametrize(

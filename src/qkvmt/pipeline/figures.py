@@ -14,7 +14,7 @@ from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline import tour
 from qkvmt.pipeline.runs import load_for_inference
-from qkvmt.record.study_figures import draw_lens, draw_sinks
+from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks
 from qkvmt.text.sources import required_text
 from qkvmt.views.tutorial import draw
 
@@ -43,6 +43,8 @@ def figures(cfg: DictConfig) -> dict:
         files["decoder_lens.png"] = draw_lens(Path(cfg.lens_record), out / "decoder_lens.png")
     if cfg.sinks_record:
         files["sinks.png"] = draw_sinks(Path(cfg.sinks_record), out / "sinks.png")
+    if cfg.self_record:
+        files["self_attention.png"] = draw_self(Path(cfg.self_record), out / "self_attention.png")
     if cfg.tour:
         try:
             files["tour.ipynb"] = tour.run_tour(cfg.tour)

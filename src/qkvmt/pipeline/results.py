@@ -38,7 +38,7 @@ def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
         return from_analysis.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, of=cfg.of, taken_ids=taken)
     if from_study.study_file(Path(cfg.add)):
         del text["torch"]  # the study's file says which torch ran it
-        return from_study.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, taken_ids=taken)
+        return from_study.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, of=cfg.of, taken_ids=taken)
     entry, classes = from_folder.entry(  # str: Hydra reads id=7 or torch=2.13 as numbers, and they are names
         Path(cfg.add),
         this_machine(),

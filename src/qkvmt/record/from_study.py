@@ -14,13 +14,14 @@ from qkvmt.record.from_folder import describe, free_id, read_json
 DEFAULT_SPLIT, DEFAULT_SUBSTITUTES = "test_2016_flickr", 5  # conf/intervene.yaml's
 KEPT = ("model", "split", "n", "skipped", "substitutes", "swap", "patch")  # what the tables read
 LENS_KEPT = ("model", "split", "n", "depths", "signatures")
-SINKS_KEPT = ("model", "split", "n", "rows", "readings")
+SINKS_KEPT = ("model", "split", "n", "rows", "readings", "self")
 STUDY_FILES = ("study.json", "sinks.json")  # what a study's folder holds, one of them
 # A study's entry: (its id's prefix, the record key of its figures, what of the study it keeps, what it measured)
 KINDS = {
     "lens": ("lens", "lens", LENS_KEPT, "DecoderLens, the decoder reading each encoder depth"),
     "sinks": ("sinks", "sinks", SINKS_KEPT, "cross-attention's share on `</s>` and punctuation, forced and own"),
 }
+SELF_TOO = ", and self-attention's on each query's own position"  # a study of the sinks that measured it
 KEYS_AND_VALUES = ("kv-study", "kv_study", KEPT, "the swap and patch studies of keys and values")
 
 
@@ -53,13 +54,14 @@ def threads_env(result: dict) -> str:
     return f"OMP_NUM_THREADS={threads} " if threads < (result["machine"]["cores"] or threads) else ""
 
 
-def command(study: dict) -> str:
-    """The command that ran it, its settings as study.json has them."""
+def command(study: dict, checkpoint: str | None = None) -> str:
+    """The command that ran it, its settings as study.json has them (`checkpoint`: what ckpt_path
+    is said to be, if not the model's name)."""
     env = threads_env(study)
     extra = [f"split={study['split']}"] if study["split"] != DEFAULT_SPLIT else []
     extra += [f"substitutes={study['substitutes']}"] if study.get("substitutes", 5) != DEFAULT_SUBSTITUTES else []
     name = "qkvmt sinks" if study["study"] == "sinks" else f"qkvmt intervene study={study['study']}"
-    head = f"{env}{name} ckpt_path={study['model']}"
+    head = f"{env}{name} ckpt_path={checkpoint or study['model']}"
     return " ".join([head, *extra, f"n={study['n']}"])
 
 
@@ -98,18 +100,24 @@ def entry(
     commit: str | None = None,
     conditions: str | None = None,
     disturbed: bool = False,
+    of: str | None = None,
     taken_ids=(),
 ) -> tuple[dict, dict]:
-    """(entry, the hardware class it needs) for the study in `folder`."""
+    """(entry, the hardware class it needs) for the study in `folder`; `of` names its model in
+    the record instead of its checkpoint's path (a training run's id, say), which would name a
+    folder of one machine."""
     path = study_file(folder) or Path(folder) / STUDY_FILES[0]
     study = read_json(path, "give add= the output folder of a study (qkvmt intervene study=..., qkvmt sinks)")
+    said = command(study, f"<the checkpoint of {of}>" if of else None)
+    study = {**study, "model": of} if of else study
     prefix, key, kept, what = KINDS.get(study["study"], KEYS_AND_VALUES)
+    what += SELF_TOO if "self" in study else ""
     measured, classes = measured_on(study, hardware, commit, conditions, disturbed)
     run = {
         "id": id or free_id(f"{prefix}-{slug(study['model'])}", taken_ids),
         **measured,
         "what": f"{what}, {study['model']}, {study['split']}",
-        "command": command(study),
+        "command": said,
         "figures": [
             {"label": "sentences", "value": study["n"]},
             {"label": "whole command", "value": round(study["wall_s"]), "unit": "s"},

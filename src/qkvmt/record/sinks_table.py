@@ -1,15 +1,20 @@
 """The table of where cross-attention's mass goes, generated from the record: for each model, its
 latest study under the current settings (`qkvmt sinks`, Model.sinks): each layer's heads' average
 share on `</s>`, on punctuation and on both, forced on the references and over the model's own
-translations, drawn as sinks.md draws it (views.sinks' `layer_table`)."""
+translations, drawn as sinks.md draws it (views.sinks' `layer_table`), and, where the study measured
+it, each self-attention layer's share on the query's own position (`self_table`)."""
 
 from qkvmt.record.kv_study_table import study_line
 from qkvmt.record.runs import latest_studies
-from qkvmt.views.sinks import layer_table
+from qkvmt.views.sinks import SELF_WHAT, layer_table, self_table
 
 
 def sinks(record: dict) -> str:
     latest = latest_studies(record, "sinks")
     if not latest:
         return "No study of where cross-attention's mass goes is recorded yet."
-    return "\n\n".join(f"{study_line(model, r)}\n\n{layer_table(r['sinks'])}" for model, r in latest.items())
+    return "\n\n".join(
+        f"{study_line(model, r)}\n\n{layer_table(r['sinks'])}"
+        + (f"\n\n{SELF_WHAT}\n\n{self_table(r['sinks'])}" if "self" in r["sinks"] else "")
+        for model, r in latest.items()
+    )

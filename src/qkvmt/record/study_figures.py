@@ -6,7 +6,7 @@ from pathlib import Path
 from qkvmt.errors import UserError
 from qkvmt.record import runs
 from qkvmt.views.figures import depth_plot
-from qkvmt.views.sinks import sink_plot
+from qkvmt.views.sinks import self_plot, sink_plot
 
 
 def recorded(record_path: Path, setting: str, key: str, what: str, command: str) -> dict[str, dict]:
@@ -32,4 +32,17 @@ def draw_sinks(record_path: Path, path: Path) -> Path:
     studies = recorded(record_path, "sinks_record", "sinks", "study of the sinks", "qkvmt sinks")
     split = next(iter(studies.values()))["split"]
     sink_plot(studies, path, title=f"Where cross-attention's mass goes, {split}")
+    return path
+
+
+def draw_self(record_path: Path, path: Path) -> Path:
+    """Each self-attention layer's share on the query's own position, of every model whose latest
+    study of the sinks in the record measured it."""
+    studies = recorded(record_path, "self_record", "sinks", "study of the sinks", "qkvmt sinks")
+    measured = {model: study for model, study in studies.items() if "self" in study}
+    if not measured:
+        what = "study of self-attention's own position"
+        raise UserError(f"{record_path} records no {what}: run qkvmt sinks, then add it")
+    split = next(iter(measured.values()))["split"]
+    self_plot(measured, path, title=f"Self-attention on each token's own position, {split}")
     return path

@@ -275,6 +275,7 @@ class StudyMethods:
         """Where cross-attention's mass goes on the first n pairs of `sources` and `references` that
         have both: each layer's and head's mean share of a row's weight on `</s>`, on punctuation and
         on both, forced on the references and over the model's own translations (decoded with the
-        checkpoint's settings, with any DecodeConfig field given as a keyword)."""
+        checkpoint's settings, with any DecodeConfig field given as a keyword); and each encoder and
+        decoder self-attention layer's and head's share on the query's own position."""
         src, refs = sentences(sources, "sources"), sentences(references, "references")
         return sinks(self, src, refs, n, name, **decode)

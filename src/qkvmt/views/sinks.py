@@ -3,7 +3,9 @@ sinks.md (a table of layers, one of heads) and sinks.png (every head's share on 
 readings). The tables are drawn here for the record's table too (qkvmt.record.sinks_table).
 
 A result is the dict sinks.json holds, or the part of it the record keeps: `readings` maps
-"forced" and "free" to one entry a layer, with each PARTS' head average and its `heads`' shares."""
+"forced" and "free" to one entry a layer, with each PARTS' head average and its `heads`' shares;
+`self` maps them to {"encoder": ..., "decoder": ...}, one entry a self-attention layer, with its
+share on each query's own position (OWN). A result recorded before `self` was measured has none."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ READINGS = ("forced", "free")  # teacher-forced on the references; over the mode
 PART_NAMES = {"eos": "`</s>`", "punctuation": "punctuation", "sinks": "both"}
 READING_NAMES = {"forced": "forced", "free": "own"}
 LEGEND = {"forced": "forced on the references", "free": "the model's own translation"}
+OWN = "own"  # a self-attention row's share on its own position: the query's token as a key
+SELF_KINDS = ("encoder", "decoder")
 
 
 def percent(x: float) -> str:
@@ -39,6 +43,18 @@ def layer_table(sinks: dict) -> str:
         for layer in range(len(readings[READINGS[0]]))
     ]
     return table(["layer", *header()], rows)
+
+
+def self_table(sinks: dict) -> str:
+    """One row a self-attention layer: its heads' average share on each query's own position, in
+    each reading (the encoder reads the source, the same in both)."""
+    found = sinks["self"]
+    rows = [
+        [kind, str(layer["layer"]), *(percent(found[r][kind][i][OWN]) for r in READINGS)]
+        for kind in SELF_KINDS
+        for i, layer in enumerate(found[READINGS[0]][kind])
+    ]
+    return table(["self-attention", "layer", *(f"{READING_NAMES[r]}: own position" for r in READINGS)], rows)
 
 
 def each_head(sinks: dict, reading: str) -> list[tuple[int, int, dict]]:
@@ -65,6 +81,9 @@ def what(sinks: dict) -> str:
     )
 
 
+SELF_WHAT = "Self-attention's weight on each query's own position, each layer's heads' average:"
+
+
 @dataclass
 class SinkMass(Result):
     result: dict  # what sinks.json holds
@@ -74,13 +93,15 @@ class SinkMass(Result):
             "\n\n".join(
                 [what(self.result), "Each layer, its heads' average:", layer_table(self.result)]
                 + ["Each head:", head_table(self.result)]
+                + [SELF_WHAT, self_table(self.result)]
             )
             + "\n"
         )
 
     def summary(self) -> str:
-        """What the command prints: the layers' table, and how long each phase took."""
-        return f"{what(self.result)}\n\n{layer_table(self.result)}\n\n{timed(self.result)}"
+        """What the command prints: the layers' tables, and how long each phase took."""
+        tables = f"{layer_table(self.result)}\n\n{SELF_WHAT}\n\n{self_table(self.result)}"
+        return f"{what(self.result)}\n\n{tables}\n\n{timed(self.result)}"
 
     def html(self) -> str:
         return page("Where attention's mass goes", f"<pre>{escape(self.markdown())}</pre>", {"page": "text"})
@@ -127,4 +148,26 @@ def sink_plot(studies: dict[str, dict], path, title: str = "") -> None:
         ax.set_title(model, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=7, ncols=2)
+    _save(fig, path, title)
+
+
+def self_plot(studies: dict[str, dict], path, title: str = "") -> None:
+    """Each self-attention layer's share on the query's own position, forced on the references:
+    the encoder's layers, then the decoder's, one bar a model (studies: {model: a result with
+    `self`, every one with the first's layers})."""
+    first = next(iter(studies.values()))["self"][READINGS[0]]
+    labels = [f"{kind} {layer['layer']}" for kind in SELF_KINDS for layer in first[kind]]
+    fig = _figure((9, 3.4 + 0.2 * len(studies) + (0.4 if title else 0)))
+    ax = fig.subplots()
+    x, width = np.arange(len(labels)), 0.8 / len(studies)
+    for i, (model, sinks) in enumerate(studies.items()):
+        shares = [layer[OWN] for kind in SELF_KINDS for layer in sinks["self"][READINGS[0]][kind]]
+        if len(shares) != len(labels):
+            raise ValueError(f"{model} has {len(shares)} self-attention layers, the first model {len(labels)}")
+        ax.bar(x + (i - (len(studies) - 1) / 2) * width, shares, width, color=f"C{i}", label=model)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of a row's weight on itself")
+    ax.grid(axis="y", alpha=0.3)
+    fig.legend(fontsize=7, loc="outside lower center", ncols=2)  # below: the bars reach the top
     _save(fig, path, title)
