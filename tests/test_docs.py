@@ -56,7 +56,7 @@ LESSON_TERMS = (
 # Its numbers: the single sentence's are qkvmt figures' (its attention_numbers.json), the rest the
 # record's tables of these names, which docs/analysis.md shows.
 LESSON_NUMBERS = ROOT / "docs" / "figures" / "attention_numbers.json"
-LESSON_RECORD_TABLES = ("kv-study", "ablations")
+LESSON_RECORD_TABLES = ("kv-study", "ablations", "runs", "sinks")
 # Words of the project's process, which a user cannot follow: they belong in git history or
 # CHANGELOG.md. Rounds of work and sessions count in prose only, outside code spans (`train.rounds`).
 PROCESS_WORDS = re.compile(r"\bissues? #?\d+|\bmoonshots?\b|can_start_another|\$OUT\b|\bdevice tool\b", re.I)
