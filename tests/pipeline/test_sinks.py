@@ -94,3 +94,24 @@ def test_a_study_of_a_checkpoint_is_recorded_under_the_name_given(tmp_path):
     runs.save(path, record)
     with pytest.raises(UserError, match="records no study of self-attention's own position: run qkvmt sinks"):
         draw_self(path, tmp_path / "self.png")
+
+
+def test_models_of_different_depths_are_drawn_each_at_its_own_layers(tmp_path, monkeypatch):
+    """A bar stands at each (kind, layer) a model has, at that layer's place; the deeper model's
+    layers set the axis."""
+
+    def study(encoder, decoder):
+        def layers(shares):
+            return [{"layer": i, "own": s, "heads": [{"head": 0, "own": s}]} for i, s in enumerate(shares)]
+
+        return {"self": {r: {"encoder": layers(encoder), "decoder": layers(decoder)} for r in ("forced", "free")}}
+
+    deep, shallow = study([0.1, 0.2, 0.3], [0.4, 0.5]), study([0.6], [0.7, 0.8])
+    drawn = {}
+    monkeypatch.setattr(qkvmt.views.sinks, "_save", lambda fig, path, title: drawn.update(fig=fig))
+    qkvmt.views.sinks.self_plot({"deep": deep, "shallow": shallow}, tmp_path / "self.png")
+    (ax,) = drawn["fig"].axes
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["encoder 0", "encoder 1", "encoder 2", "decoder 0", "decoder 1"]
+    bars = {c.get_label(): [(round(p.get_x() + p.get_width() / 2), p.get_height()) for p in c] for c in ax.containers}
+    assert bars == {"deep": list(zip(range(5), [0.1, 0.2, 0.3, 0.4, 0.5])), "shallow": [(0, 0.6), (3, 0.7), (4, 0.8)]}

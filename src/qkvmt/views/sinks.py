@@ -154,18 +154,19 @@ def sink_plot(studies: dict[str, dict], path, title: str = "") -> None:
 def self_plot(studies: dict[str, dict], path, title: str = "") -> None:
     """Each self-attention layer's share on the query's own position, forced on the references:
     the encoder's layers, then the decoder's, one bar a model (studies: {model: a result with
-    `self`, every one with the first's layers})."""
-    first = next(iter(studies.values()))["self"][READINGS[0]]
-    labels = [f"{kind} {layer['layer']}" for kind in SELF_KINDS for layer in first[kind]]
+    `self`}); a model with fewer layers of a kind has no bar at the layers it lacks."""
+    depth = {kind: max(len(sinks["self"][READINGS[0]][kind]) for sinks in studies.values()) for kind in SELF_KINDS}
+    places = [(kind, layer) for kind in SELF_KINDS for layer in range(depth[kind])]  # the deepest model's
+    at = {where: i for i, where in enumerate(places)}
     fig = _figure((9, 3.4 + 0.2 * len(studies) + (0.4 if title else 0)))
     ax = fig.subplots()
-    x, width = np.arange(len(labels)), 0.8 / len(studies)
+    width = 0.8 / len(studies)
     for i, (model, sinks) in enumerate(studies.items()):
-        shares = [layer[OWN] for kind in SELF_KINDS for layer in sinks["self"][READINGS[0]][kind]]
-        if len(shares) != len(labels):
-            raise ValueError(f"{model} has {len(shares)} self-attention layers, the first model {len(labels)}")
-        ax.bar(x + (i - (len(studies) - 1) / 2) * width, shares, width, color=f"C{i}", label=model)
-    ax.set_xticks(x, labels, fontsize=8)
+        found = sinks["self"][READINGS[0]]
+        x = [at[(kind, layer)] for kind in SELF_KINDS for layer in range(len(found[kind]))]
+        shares = [layer[OWN] for kind in SELF_KINDS for layer in found[kind]]
+        ax.bar(np.array(x) + (i - (len(studies) - 1) / 2) * width, shares, width, color=f"C{i}", label=model)
+    ax.set_xticks(range(len(places)), [f"{kind} {layer}" for kind, layer in places], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of a row's weight on itself")
     ax.grid(axis="y", alpha=0.3)
