@@ -2,11 +2,11 @@
 latest study under the current settings (`qkvmt sinks`, Model.sinks): each layer's heads' average
 share on `</s>`, on punctuation and on both, forced on the references and over the model's own
 translations, drawn as sinks.md draws it (views.sinks' `layer_table`), and, where the study measured
-it, each self-attention layer's share on the query's own position (`self_table`)."""
+it, each self-attention layer's share on the query's own position (`self_section`)."""
 
 from qkvmt.record.kv_study_table import study_line
 from qkvmt.record.runs import latest_studies
-from qkvmt.views.sinks import SELF_WHAT, layer_table, self_table
+from qkvmt.views.sinks import layer_table, self_section
 
 
 def sinks(record: dict) -> str:
@@ -14,7 +14,6 @@ def sinks(record: dict) -> str:
     if not latest:
         return "No study of where cross-attention's mass goes is recorded yet."
     return "\n\n".join(
-        f"{study_line(model, r)}\n\n{layer_table(r['sinks'])}"
-        + (f"\n\n{SELF_WHAT}\n\n{self_table(r['sinks'])}" if "self" in r["sinks"] else "")
+        "\n\n".join(filter(None, (study_line(model, r), layer_table(r["sinks"]), self_section(r["sinks"]))))
         for model, r in latest.items()
     )

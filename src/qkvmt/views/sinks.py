@@ -81,7 +81,11 @@ def what(sinks: dict) -> str:
     )
 
 
-SELF_WHAT = "Self-attention's weight on each query's own position, each layer's heads' average:"
+def self_section(sinks: dict) -> str:
+    """The self-attention table under its heading, or "" for a result recorded before it was measured."""
+    if "self" not in sinks:
+        return ""
+    return f"Self-attention's weight on each query's own position, each layer's heads' average:\n\n{self_table(sinks)}"
 
 
 @dataclass
@@ -93,14 +97,14 @@ class SinkMass(Result):
             "\n\n".join(
                 [what(self.result), "Each layer, its heads' average:", layer_table(self.result)]
                 + ["Each head:", head_table(self.result)]
-                + [SELF_WHAT, self_table(self.result)]
+                + [self_section(self.result)]
             )
             + "\n"
         )
 
     def summary(self) -> str:
         """What the command prints: the layers' tables, and how long each phase took."""
-        tables = f"{layer_table(self.result)}\n\n{SELF_WHAT}\n\n{self_table(self.result)}"
+        tables = f"{layer_table(self.result)}\n\n{self_section(self.result)}"
         return f"{what(self.result)}\n\n{tables}\n\n{timed(self.result)}"
 
     def html(self) -> str:
