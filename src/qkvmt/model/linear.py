@@ -70,7 +70,7 @@ def unavailable() -> str | None:
     try:
         with torch.inference_mode():
             same = torch.allclose(onednn_linear(x, w, b), F.linear(x, w, b), rtol=1e-4, atol=1e-4)
-    except (RuntimeError, AttributeError) as e:  # no kernel (NotImplementedError is a RuntimeError), no operator
+    except (RuntimeError, AttributeError) as e:  # torch's errors for a build without the kernel or the operator
         return f"oneDNN's product is not available in this torch build ({str(e).splitlines()[0][:80]})"
     return None if same else "oneDNN's product disagreed with torch's on a probe"
 
