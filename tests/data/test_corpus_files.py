@@ -3,14 +3,16 @@ and the refusals of bad files, against the Multi30k layout and the lists the cac
 
 import gzip
 import hashlib
+import shutil
 import tracemalloc
 
 import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from qkvmt.data import pairs as pairs_module
 from qkvmt.data.batching import TokenizedCorpus
-from qkvmt.data.pairs import Joined, PairFiles, PairLists, sample_pairs
+from qkvmt.data.pairs import Joined, PairFiles, PairLists, counted_hash, sample_pairs
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
 from qkvmt.text.sources import read_parallel
@@ -69,7 +71,12 @@ def test_the_streamed_cache_is_the_list_built_one_with_empty_pairs_skipped(tmp_p
     kept = [(s, t) for s, t in zip(src, tgt) if s and t]
     tok = train_bpe([s for s, _ in kept] + [t for _, t in kept], vocab_size=80)
     streamed = Joined([PairFiles(corpus / "train.de", corpus / "train.en")])
-    assert streamed.kept() == [(len(kept), 200)]
+    counted = hashlib.sha256(b"de-en\0")
+    assert counted_hash(streamed, counted, chunk=16) == [(len(kept), 200)]
+    listed = hashlib.sha256(b"de-en\0")  # the training text's digest as it was made from the two lists
+    for side in zip(*kept):
+        hash_lines(listed, list(side))
+    assert counted.hexdigest() == listed.hexdigest()  # so a tokenizer's record of it still matches
     corpus_ = TokenizedCorpus.build(tok, streamed, tmp_path / "cache", chunk=16)
     # the key as it was made from the two lists, so earlier caches are found
     h = hashlib.sha256(TokenizedCorpus.FORMAT.encode() + tok.to_str().encode())
@@ -83,6 +90,45 @@ def test_the_streamed_cache_is_the_list_built_one_with_empty_pairs_skipped(tmp_p
         offsets = np.concatenate([[0], np.cumsum([len(x) for x in ids])])
         assert np.load(folder / f"{name}_off.npy").tolist() == offsets.tolist()
     assert len(corpus_) == len(kept)
+
+
+def test_a_resumed_run_reads_the_training_files_once_through_and_finds_its_cache_by_the_texts_digest(
+    tmp_path, monkeypatch
+):
+    corpus = write_corpus(tmp_path / "corpus", gz=False)
+    train = f"data.train=[{corpus}/train.de,{corpus}/train.en]"
+    out = tmp_path / "run"
+    first = datamodule(corpus, out, train)
+    first.load_tokenizer(out / "tokenizer.json")
+    first.prepare_data()
+    expected = batches(first)
+    reads = []
+    opened = pairs_module.parallel_lines
+    monkeypatch.setattr(pairs_module, "parallel_lines", lambda *paths: reads.append(paths[0].name) or opened(*paths))
+
+    def resumed():
+        reads.clear()
+        dm = datamodule(corpus, out, train)
+        dm.load_tokenizer(out / "tokenizer.json")
+        dm.prepare_data()
+        return dm
+
+    again = resumed()
+    assert reads.count("train.de") == 2  # the sources, then the targets: counted and hashed at once
+    assert batches(again) == expected
+    (alias,) = (out / "cache" / "by-text").iterdir()
+    assert (out / "cache" / alias.read_text() / "tgt_off.npy").exists()
+    folders = {p.name for p in (out / "cache").iterdir()}
+    # A cache from before the digest's shortcut (no by-text/) is found by the pairs' own key, not rebuilt.
+    shutil.rmtree(out / "cache" / "by-text")
+    older = resumed()
+    assert reads.count("train.de") == 4  # and a fifth pass would be encoding
+    assert {p.name for p in (out / "cache").iterdir()} == folders and batches(older) == expected
+    # A shortcut naming a folder that is gone builds it again, the same.
+    shutil.rmtree(out / "cache" / alias.read_text())
+    rebuilt = resumed()
+    assert reads.count("train.de") == 5 and {p.name for p in (out / "cache").iterdir()} == folders
+    assert batches(rebuilt) == expected
 
 
 def test_building_the_cache_from_files_holds_a_chunk_not_the_corpus(tmp_path):

@@ -18,6 +18,7 @@ from torch.utils.data import Dataset, Sampler
 from qkvmt.alignment.supervision import label_matrix
 from qkvmt.data.pairs import chunked, hash_pairs
 from qkvmt.data.word_ids import encoded_pairs
+from qkvmt.files import write_text
 from qkvmt.model.inputs import build_inputs, token_budget_batches
 from qkvmt.text.tokenizer import Specials, target_side
 
@@ -54,12 +55,20 @@ class TokenizedCorpus(Dataset):
 
     @classmethod
     def build(
-        cls, tokenizer, pairs: Iterable[tuple[str, str]], cache_dir: Path, chunk: int = 10_000, key: str | None = None
+        cls,
+        tokenizer,
+        pairs: Iterable[tuple[str, str]],
+        cache_dir: Path,
+        chunk: int = 10_000,
+        key: str | None = None,
+        text: str | None = None,
     ) -> "TokenizedCorpus":
         """Encode once and reuse: the cache folder is keyed by tokenizer and text. `pairs`: (source,
         target) pairs, iterated afresh for each pass (qkvmt.data.pairs: files are streamed). The target
         side is encoded with the tokenizer's target side (Marian's target.spm); `key`: what names a
-        tokenizer that has no JSON of its own (an imported model's), else its JSON.
+        tokenizer that has no JSON of its own (an imported model's), else its JSON. `text`: a digest of
+        `pairs` already made (the training text's, qkvmt.data.texts), which then finds the folder again
+        without reading the pairs to key it.
 
         Pairs are read and encoded `chunk` at a time and appended to disk, so memory beyond the
         offsets (16 bytes a pair) stays that of one chunk, whatever the corpus size. A build that
@@ -67,7 +76,16 @@ class TokenizedCorpus(Dataset):
         """
         if iter(pairs) is pairs:  # an iterator: the key's pass would leave nothing to encode
             raise TypeError("TokenizedCorpus.build needs pairs it can read more than once (qkvmt.data.pairs)")
-        folder = Path(cache_dir) / cls.cache_key(tokenizer.to_str() if key is None else key, pairs, chunk)
+        tokenizer_key = tokenizer.to_str() if key is None else key
+        # The folder's name stays the hash of the pairs themselves, so caches built before `text` are found;
+        # by-text/ maps the digest to it: two passes over a corpus of millions of pairs saved on each resume.
+        alias = None
+        if text is not None:
+            name = hashlib.sha256(f"{cls.FORMAT}\0{tokenizer_key}\0{text}".encode()).hexdigest()[:20]
+            alias = Path(cache_dir) / "by-text" / name
+            if alias.exists() and (Path(cache_dir) / alias.read_text() / "tgt_off.npy").exists():
+                return cls(Path(cache_dir) / alias.read_text())
+        folder = Path(cache_dir) / cls.cache_key(tokenizer_key, pairs, chunk)
         if not (folder / "tgt_off.npy").exists():
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
@@ -80,6 +98,9 @@ class TokenizedCorpus(Dataset):
                 tmp.rename(folder)  # atomic: a concurrent builder may have won, which is fine
             except OSError:
                 shutil.rmtree(tmp)
+        if alias is not None:
+            alias.parent.mkdir(exist_ok=True)
+            write_text(alias, folder.name)
         return cls(folder)
 
 

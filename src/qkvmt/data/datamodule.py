@@ -174,8 +174,13 @@ class TranslationDataModule(L.LightningDataModule):
 
     def corpus(self, stage: str) -> TokenizedCorpus:
         if stage not in self.corpora:
-            pairs = self.texts.training() if stage == "train" else self.texts.pairs(stage)
-            self.corpora[stage] = TokenizedCorpus.build(self.tokenizer, pairs, self.cache_dir, key=self.tokenizer_key)
+            if stage == "train":  # its digest is made as the files are read through, before the tokenizer
+                pairs, text = self.texts.training(), self.texts.digest()
+            else:
+                pairs, text = self.texts.pairs(stage), None
+            self.corpora[stage] = TokenizedCorpus.build(
+                self.tokenizer, pairs, self.cache_dir, key=self.tokenizer_key, text=text
+            )
         return self.corpora[stage]
 
     def training_links(self) -> list[np.ndarray | None]:

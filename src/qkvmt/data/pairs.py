@@ -44,7 +44,7 @@ class PairLists:
 
 class Joined:
     """Several pair streams one after the other, without the pairs that have an empty side (they carry no
-    signal); `kept()` counts, per part, the pairs kept and all pairs."""
+    signal)."""
 
     def __init__(self, parts: list[Iterable[tuple[str, str]]]):
         self.parts = parts
@@ -52,16 +52,6 @@ class Joined:
     def __iter__(self) -> Iterator[tuple[str, str]]:
         for part in self.parts:
             yield from ((s, t) for s, t in part if s and t)
-
-    def kept(self) -> list[tuple[int, int]]:
-        counts = []
-        for part in self.parts:
-            kept = total = 0
-            for s, t in part:
-                total += 1
-                kept += bool(s and t)
-            counts.append((kept, total))
-        return counts
 
 
 def split_files(value, setting: str) -> PairFiles:
@@ -96,6 +86,30 @@ def hash_pairs(h, pairs: Iterable[tuple[str, str]], chunk: int = 10_000) -> None
         for part in chunked(pairs, chunk):
             feed_lines(h, part[side])
         h.update(b"\0")
+
+
+def counted_hash(joined: Joined, h, chunk: int = 10_000) -> list[tuple[int, int]]:
+    """Per part of `joined`, the pairs kept and all pairs, counted as its pairs go into hash `h` as hash_pairs
+    puts them: two passes over the files (the sources, then the targets), where counting apart takes a third."""
+    counts = []
+    for part in joined.parts:
+        kept = total = 0
+        sources: list[str] = []
+        for s, t in part:
+            total += 1
+            if s and t:
+                kept += 1
+                sources.append(s)
+                if len(sources) == chunk:
+                    feed_lines(h, sources)
+                    sources = []
+        feed_lines(h, sources)
+        counts.append((kept, total))
+    h.update(b"\0")
+    for _, targets in chunked(joined, chunk):
+        feed_lines(h, targets)
+    h.update(b"\0")
+    return counts
 
 
 def sample_pairs(pairs: Iterable[tuple[str, str]], bound: int, seed: int) -> tuple[list[str], list[str], int]:

@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from qkvmt.data.pairs import Joined, PairFiles, PairLists, hash_pairs, pair_lists, sample_pairs, split_files
+from qkvmt.data.pairs import Joined, PairFiles, PairLists, counted_hash, pair_lists, sample_pairs, split_files
 from qkvmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ class SplitTexts:
         self.tokenizer_sample, self.seed = tokenizer_sample, seed
         self.in_memory: dict[str, PairLists] = {}
         self.repeats: np.ndarray | None = None  # per training pair: how often an epoch holds it
+        self.scanned: tuple[list[tuple[int, int]], str] | None = None  # (each part's counts, the digest)
 
     def pairs(self, stage: str):
         """A stage's pairs, re-iterable: its files streamed, or a Hugging Face dataset's lists."""
@@ -67,12 +68,21 @@ class SplitTexts:
         """The training pairs, streamed: the train split, then data.extra_train's, without empty pairs."""
         return Joined([self.pairs("train"), *(files for files, _ in self.extra_train)])
 
+    def scan(self) -> tuple[list[tuple[int, int]], str]:
+        """The training pairs read through once (two passes: the sources, then the targets) for all a run
+        needs of them whole: each part's pairs kept and all pairs, and the text's digest (with the language
+        pair), which a tokenizer trained on it records and which finds the id cache built from it."""
+        if self.scanned is None:
+            h = hashlib.sha256(f"{self.langs[0]}-{self.langs[1]}\0".encode())
+            counts = counted_hash(self.training(), h)
+            self.scanned = counts, h.hexdigest()[:20]
+        return self.scanned
+
     def training_repeats(self) -> np.ndarray:
-        """How often each training pair enters an epoch; counted in one pass over the files, which checks
+        """How often each training pair enters an epoch; counted as the files are read through, which checks
         them and reports the extra pairs and the empty ones."""
         if self.repeats is None:
-            training = self.training()
-            counts = training.kept()
+            counts = self.scan()[0]
             for (files, repeat), (_, total) in zip(self.extra_train, counts[1:]):
                 each = f", each {repeat} times an epoch" if repeat > 1 else ""
                 log.info("data.extra_train: %d pairs from %s%s", total, files, each)
@@ -94,9 +104,7 @@ class SplitTexts:
 
     def digest(self) -> str:
         """The training text's digest, streamed: what a tokenizer trained on it records."""
-        h = hashlib.sha256(f"{self.langs[0]}-{self.langs[1]}\0".encode())
-        hash_pairs(h, self.training())
-        return h.hexdigest()[:20]
+        return self.scan()[1]
 
     def vocabulary_sample(self) -> tuple[list[str], list[str]]:
         """What a vocabulary learns from: the training pairs, at most data.tokenizer_sample of them."""
