@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 
 from qkvmt.data import pairs as pairs_module
 from qkvmt.data.batching import TokenizedCorpus
-from qkvmt.data.pairs import Joined, PairFiles, PairLists, counted_hash, sample_pairs
+from qkvmt.data.pairs import Joined, PairFiles, PairLists, hash_pairs, sample_pairs
 from qkvmt.errors import UserError
 from qkvmt.files import hash_lines
 from qkvmt.text.sources import read_parallel
@@ -72,7 +72,8 @@ def test_the_streamed_cache_is_the_list_built_one_with_empty_pairs_skipped(tmp_p
     tok = train_bpe([s for s, _ in kept] + [t for _, t in kept], vocab_size=80)
     streamed = Joined([PairFiles(corpus / "train.de", corpus / "train.en")])
     counted = hashlib.sha256(b"de-en\0")
-    assert counted_hash(streamed, counted, chunk=16) == [(len(kept), 200)]
+    hash_pairs(counted, streamed, chunk=16)
+    assert streamed.counts == [(len(kept), 200)]
     listed = hashlib.sha256(b"de-en\0")  # the training text's digest as it was made from the two lists
     for side in zip(*kept):
         hash_lines(listed, list(side))

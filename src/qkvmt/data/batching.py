@@ -83,8 +83,9 @@ class TokenizedCorpus(Dataset):
         if text is not None:
             name = hashlib.sha256(f"{cls.FORMAT}\0{tokenizer_key}\0{text}".encode()).hexdigest()[:20]
             alias = Path(cache_dir) / "by-text" / name
-            if alias.exists() and (Path(cache_dir) / alias.read_text() / "tgt_off.npy").exists():
-                return cls(Path(cache_dir) / alias.read_text())
+            found = Path(cache_dir) / alias.read_text() if alias.exists() else None
+            if found is not None and (found / "tgt_off.npy").exists():
+                return cls(found)
         folder = Path(cache_dir) / cls.cache_key(tokenizer_key, pairs, chunk)
         if not (folder / "tgt_off.npy").exists():
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")

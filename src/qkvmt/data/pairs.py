@@ -44,14 +44,24 @@ class PairLists:
 
 class Joined:
     """Several pair streams one after the other, without the pairs that have an empty side (they carry no
-    signal)."""
+    signal); each pass read to the end counts, per part, the pairs kept and all pairs (`counts`), so a pass
+    made for another purpose (hashing) counts them too."""
 
     def __init__(self, parts: list[Iterable[tuple[str, str]]]):
         self.parts = parts
+        self.counts: list[tuple[int, int]] | None = None  # (kept, all) per part, of the last whole pass
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
+        counts = []
         for part in self.parts:
-            yield from ((s, t) for s, t in part if s and t)
+            kept = total = 0
+            for s, t in part:
+                total += 1
+                if s and t:
+                    kept += 1
+                    yield s, t
+            counts.append((kept, total))
+        self.counts = counts
 
 
 def split_files(value, setting: str) -> PairFiles:
@@ -86,30 +96,6 @@ def hash_pairs(h, pairs: Iterable[tuple[str, str]], chunk: int = 10_000) -> None
         for part in chunked(pairs, chunk):
             feed_lines(h, part[side])
         h.update(b"\0")
-
-
-def counted_hash(joined: Joined, h, chunk: int = 10_000) -> list[tuple[int, int]]:
-    """Per part of `joined`, the pairs kept and all pairs, counted as its pairs go into hash `h` as hash_pairs
-    puts them: two passes over the files (the sources, then the targets), where counting apart takes a third."""
-    counts = []
-    for part in joined.parts:
-        kept = total = 0
-        sources: list[str] = []
-        for s, t in part:
-            total += 1
-            if s and t:
-                kept += 1
-                sources.append(s)
-                if len(sources) == chunk:
-                    feed_lines(h, sources)
-                    sources = []
-        feed_lines(h, sources)
-        counts.append((kept, total))
-    h.update(b"\0")
-    for _, targets in chunked(joined, chunk):
-        feed_lines(h, targets)
-    h.update(b"\0")
-    return counts
 
 
 def sample_pairs(pairs: Iterable[tuple[str, str]], bound: int, seed: int) -> tuple[list[str], list[str], int]:

@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from qkvmt.data.pairs import Joined, PairFiles, PairLists, counted_hash, pair_lists, sample_pairs, split_files
+from qkvmt.data.pairs import Joined, PairFiles, PairLists, hash_pairs, pair_lists, sample_pairs, split_files
 from qkvmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,14 @@ class SplitTexts:
         return Joined([self.pairs("train"), *(files for files, _ in self.extra_train)])
 
     def scan(self) -> tuple[list[tuple[int, int]], str]:
-        """The training pairs read through once (two passes: the sources, then the targets) for all a run
+        """The training files read in two passes (hashing the sources, then the targets) for all a run
         needs of them whole: each part's pairs kept and all pairs, and the text's digest (with the language
         pair), which a tokenizer trained on it records and which finds the id cache built from it."""
         if self.scanned is None:
             h = hashlib.sha256(f"{self.langs[0]}-{self.langs[1]}\0".encode())
-            counts = counted_hash(self.training(), h)
-            self.scanned = counts, h.hexdigest()[:20]
+            training = self.training()
+            hash_pairs(h, training)  # its passes count the pairs as they go
+            self.scanned = training.counts, h.hexdigest()[:20]
         return self.scanned
 
     def training_repeats(self) -> np.ndarray:
