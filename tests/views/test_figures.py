@@ -1,10 +1,11 @@
 """Attention and AER figures: PNGs of the right size, with labels checked, no pyplot state left."""
 
+import matplotlib.colors
 import matplotlib.image
 import numpy as np
 import pytest
 
-from qkvmt.views.figures import aer_heatmap, heatmap_grid
+from qkvmt.views.figures import aer_heatmap, colours, heatmap_grid
 from tests.views.test_report import PNG_SIGNATURE, SRC, TGT, H, L, weights
 
 
@@ -46,3 +47,11 @@ def test_heatmap_grid_names_its_colour_bar(tmp_path):
     default, same, norms = (matplotlib.image.imread(tmp_path / f"{n}.png") for n in ("weights", "same", "norms"))
     assert np.array_equal(default, same)  # the default label is the weights' own
     assert default.shape != norms.shape or not np.array_equal(default, norms)
+
+
+def test_up_to_ten_models_keep_matplotlibs_colours_and_an_eleventh_gets_its_own():
+    """The record's figures draw one colour a model; the default cycle would repeat the first."""
+    default = [matplotlib.colors.to_rgb(f"C{i}") for i in range(10)]
+    assert [matplotlib.colors.to_rgb(c) for c in colours(10)] == default
+    many = [matplotlib.colors.to_rgb(c) for c in colours(12)]
+    assert len(set(many)) == 12 and many[:10] == default

@@ -9,6 +9,7 @@ state, nothing to leak), written atomically:
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -88,15 +89,22 @@ def curve_plot(
     _save(fig, path, title)
 
 
+def colours(n: int) -> list:
+    """n colours told apart, one a model: matplotlib's ten (tab20's dark half, in order), then
+    tab20's pale half, where the default cycle would give the eleventh model the first's colour."""
+    tab20 = colormaps["tab20"].colors
+    palette = [*tab20[0::2], *tab20[1::2]]
+    return [palette[i % len(palette)] for i in range(n)]
+
+
 def depth_plot(studies: dict[str, dict], path, title: str = "") -> None:
     """DecoderLens: chrF against the references (solid) and against the model's own translation
     (dashed) for each encoder depth the decoder reads, one colour per model (studies: {model:
     the record's `lens`})."""
     fig = _figure((6, 3.5))
     ax = fig.subplots()
-    for i, (model, lens) in enumerate(studies.items()):
+    for colour, (model, lens) in zip(colours(len(studies)), studies.items()):
         depths = [r["encoder_layers"] for r in lens["depths"]]
-        colour = f"C{i}"
         ax.plot(depths, [r["chrf"] for r in lens["depths"]], marker="o", color=colour, label=f"{model}, vs references")
         ax.plot(
             depths,

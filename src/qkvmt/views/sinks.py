@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import _figure, _save
+from qkvmt.views.figures import _figure, _save, colours
 from qkvmt.views.html import escape, page
 from qkvmt.views.markdown import table
 from qkvmt.views.result import Result, timed
@@ -165,11 +165,11 @@ def self_plot(studies: dict[str, dict], path, title: str = "") -> None:
     fig = _figure((9, 3.4 + 0.2 * len(studies) + (0.4 if title else 0)))
     ax = fig.subplots()
     width = 0.8 / len(studies)
-    for i, (model, sinks) in enumerate(studies.items()):
+    for i, (colour, (model, sinks)) in enumerate(zip(colours(len(studies)), studies.items())):
         found = sinks["self"][READINGS[0]]
         x = [at[(kind, layer)] for kind in SELF_KINDS for layer in range(len(found[kind]))]
         shares = [layer[OWN] for kind in SELF_KINDS for layer in found[kind]]
-        ax.bar(np.array(x) + (i - (len(studies) - 1) / 2) * width, shares, width, color=f"C{i}", label=model)
+        ax.bar(np.array(x) + (i - (len(studies) - 1) / 2) * width, shares, width, color=colour, label=model)
     ax.set_xticks(range(len(places)), [f"{kind} {layer}" for kind, layer in places], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of a row's weight on itself")
