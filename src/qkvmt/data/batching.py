@@ -83,11 +83,10 @@ class TokenizedCorpus(Dataset):
         if text is not None:
             name = hashlib.sha256(f"{cls.FORMAT}\0{tokenizer_key}\0{text}".encode()).hexdigest()[:20]
             alias = Path(cache_dir) / "by-text" / name
-            found = Path(cache_dir) / alias.read_text() if alias.exists() else None
-            if found is not None and (found / "tgt_off.npy").exists():
+            if alias.exists() and built(found := Path(cache_dir) / alias.read_text()):
                 return cls(found)
         folder = Path(cache_dir) / cls.cache_key(tokenizer_key, pairs, chunk)
-        if not (folder / "tgt_off.npy").exists():
+        if not built(folder):
             tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
             try:
@@ -103,6 +102,11 @@ class TokenizedCorpus(Dataset):
             alias.parent.mkdir(exist_ok=True)
             write_text(alias, folder.name)
         return cls(folder)
+
+
+def built(folder: Path) -> bool:
+    """Whether a cache folder is whole: its last file (tgt_off.npy) is written only once the rest is."""
+    return (folder / "tgt_off.npy").exists()
 
 
 def _write_ids(folder: Path, sides, pairs, chunk: int) -> None:
