@@ -29,7 +29,7 @@ from qkvmt.data.batching import Collate
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
 from qkvmt.training.process_memory import release_freed_host_memory
-from tests.commandline import run_python, run_script
+from tests.commandline import run_python, run_script, user_error
 from tests.conftest import compose_train, write_corpus
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
@@ -183,6 +183,13 @@ def test_a_profile_of_no_whole_number_is_refused_before_anything_is_written(tmp_
     proc = run_script("benchmark", "device=cpu", f"output_dir={out}", setting)
     assert proc.returncode != 0 and setting.replace("true", "True") in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_a_bad_wait_for_the_serving_stage_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "bench"
+    proc = run_script("benchmark", "device=cpu", f"output_dir={out}", "serve.batching.max_wait_ms=-5")
+    assert user_error(proc) == "error: serve.batching.max_wait_ms=-5: give a number of milliseconds, at least 0"
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,18 @@
 """Concurrent clients against a real server of the bundled model: each answer is model.translate
-of that request's own sentences, and requests waiting together are translated in one call."""
+of that request's own sentences, and requests waiting together are translated in one call; with
+batching.*, a call waits for requests that keep coming, within its limits."""
 
 import json
+import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
+from qkvmt.errors import UserError
+from qkvmt.serve.batcher import Batcher, Batching, batching_of
+from tests.commandline import run_script, user_error
 from tests.serve.conftest import SENTENCES, post, request_of, serving
 
 CLIENTS = 16
@@ -50,3 +58,71 @@ def test_a_request_may_change_its_beam_and_is_decoded_apart_from_the_others(mode
         status, text = post(port, {"sentences": SENTENCES[:3], "beam_size": 1, "len_penalty": 0.6})
     assert status == 200
     assert json.loads(text)["translations"] == list(model.translate(SENTENCES[:3], beam_size=1, len_penalty=0.6))
+
+
+def shouting(calls: list):
+    """A translate that records each call's lines and answers each line upper-cased."""
+
+    def translate(lines, cfg):
+        calls.append(list(lines))
+        return [line.upper() for line in lines]
+
+    return translate
+
+
+@pytest.mark.parametrize("batching,n_calls", [(Batching(), 3), (Batching(gap_ms=1000, max_wait_ms=10_000), 1)])
+def test_a_call_waits_for_requests_that_keep_coming_within_the_gap(settings, batching, n_calls):
+    """Three requests 100 ms apart: without waiting each is a call of its own (the loop takes the
+    first at once); waiting up to 1 s for each next one, the three share one call."""
+    calls = []
+    with Batcher(shouting(calls), batching).in_thread() as batcher:
+        futures = []
+        for i in range(3):
+            futures.append(batcher.submit(SENTENCES[2 * i : 2 * i + 2], settings))
+            threading.Event().wait(0.1)
+        answers = [f.result(timeout=30) for f in futures]
+    assert len(calls) == n_calls
+    assert answers == [[s.upper() for s in SENTENCES[2 * i : 2 * i + 2]] for i in range(3)]
+
+
+def test_a_call_starts_at_the_longest_wait_however_requests_keep_coming(settings):
+    calls = []
+    with Batcher(shouting(calls), Batching(gap_ms=1000, max_wait_ms=200)).in_thread() as batcher:
+        futures = []
+        for i in range(8):  # one every 50 ms, each within the gap of the one before, 350 ms in all
+            futures.append(batcher.submit([SENTENCES[i]], settings))
+            threading.Event().wait(0.05)
+        answers = [f.result(timeout=30) for f in futures]
+    # the first call took more than its first request, then started without the rest
+    assert len(calls[0]) >= 2 and len(calls) >= 2 and [s for c in calls for s in c] == SENTENCES[:8]
+    assert answers == [[SENTENCES[i].upper()] for i in range(8)]
+
+
+def test_closing_ends_a_wait_at_once_and_answers_what_came(settings):
+    calls = []
+    start = time.monotonic()
+    with Batcher(shouting(calls), Batching(gap_ms=60_000, max_wait_ms=60_000)).in_thread() as batcher:
+        future = batcher.submit(SENTENCES[:2], settings)
+        threading.Event().wait(0.1)  # the loop has taken it and waits for more
+    assert future.result(timeout=0) == [s.upper() for s in SENTENCES[:2]]
+    assert time.monotonic() - start < 30  # not the minute it would have waited
+
+
+@pytest.mark.parametrize(
+    "values,words",
+    [
+        ({"gap_ms": -1, "max_wait_ms": 20}, "batching.gap_ms=-1: give a number of milliseconds"),
+        ({"gap_ms": 2, "max_wait_ms": float("nan")}, "batching.max_wait_ms=nan: give a number of milliseconds"),
+        ({"gap_ms": True, "max_wait_ms": 20}, "batching.gap_ms=true: give a number of milliseconds"),
+        ({"gap_ms": 2, "max_wait_ms": 0}, "batching.gap_ms=2 with batching.max_wait_ms=0 waits for nothing"),
+    ],
+)
+def test_a_bad_batching_setting_is_an_error_naming_it(values, words):
+    with pytest.raises(UserError, match=re.escape(words)):
+        batching_of(values, "batching.")
+
+
+def test_the_command_refuses_a_bad_wait_in_one_line_before_loading_the_model(tmp_path):
+    missing = tmp_path / "missing.ckpt"  # were the wait not checked first, the error would name this
+    r = run_script("serve", f"ckpt_path={missing}", "port=0", "batching.gap_ms=-1")
+    assert user_error(r).startswith("error: batching.gap_ms=-1: give a number of milliseconds")

@@ -1,23 +1,24 @@
 """The benchmark's serving stage: `qkvmt serve`'s application (qkvmt.serve, its Batcher and
 Starlette app, served by uvicorn in a thread of this process, over real sockets, the Batcher's
-loop on the main thread as the command runs it) under `clients` concurrent clients, each sending
-requests of `per_request` validation sentences until all are sent, against the same model's own
-`translate` over the same sentences in one call: sentences/s of each (median of `repeats` runs
-after one warm-up), their ratio, and how many calls the server's loop made (requests waiting
-together share one)."""
+loop on the main thread as the command runs it) under `clients` concurrent clients in another
+process (qkvmt.bench.http_clients), each sending requests of `per_request` validation sentences
+until all are sent, against the same model's own `translate` over the same sentences in one call, and in calls of as
+many sentences as the clients keep in flight (the fullest calls any batching can make of them),
+the three taking turns: sentences/s of each (median of `repeats` runs after one warm-up), the
+ratios, and how many calls the server's loop made (requests waiting together share one)."""
 
-import http.client
+import contextlib
 import json
-import queue
+import subprocess
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from qkvmt.bench.timing import time_call
+from qkvmt.bench.timing import time_in_turns
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.serve.app import create_app
-from qkvmt.serve.batcher import Batcher
+from qkvmt.serve.batcher import Batcher, batching_of
 from qkvmt.serve.requests import Limits
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, in_thread
@@ -26,9 +27,8 @@ from qkvmt.web.json_api import bind, in_thread
 def serving_speed(cfg, model, sources: list[str]) -> dict:
     """The stage's figures for `model` (qkvmt.load's) on `sources`, with `cfg` the benchmark's `serve`."""
     settings = DecodeConfig(beam_size=cfg.beam_size)
-    cpu = torch.device("cpu")
-    direct_s, direct = time_call(lambda: model.translate(sources, settings), cpu, cfg.repeats)
-    calls = []
+    calls, out = [], {}
+    in_flight = cfg.clients * cfg.per_request  # the most sentences the clients wait on at once: the fullest call
 
     def counted(lines, wanted):
         calls.append(len(lines))
@@ -37,74 +37,86 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     limits = Limits(body_bytes=1 << 20, sentences=cfg.per_request, characters=10_000, beam_size=cfg.beam_size)
-    batcher = Batcher(counted)
+    batcher = Batcher(counted, batching_of(cfg.batching, "serve.batching."))
     app = create_app(batcher, Access.of("127.0.0.1", port), limits, settings, {"model": cfg.ckpt_path})
-    with in_thread(app, sock):
-        served_s, served = time_call(lambda: served_here(batcher, port, sources, cfg), cpu, cfg.repeats)
-    runs = cfg.repeats + 1  # time_call's warm-up included
+    job = {"port": port, "sources": sources, "clients": cfg.clients, "per_request": cfg.per_request}
+    with in_thread(app, sock), client_process(job) as process:
+        seconds = time_in_turns(
+            {
+                "direct": lambda: out.update(direct=model.translate(sources, settings)),
+                "in_flight": lambda: [model.translate(chunk, settings) for chunk in chunks(sources, in_flight)],
+                "served": lambda: out.update(served=served_here(batcher, process)),
+            },
+            torch.device("cpu"),
+            cfg.repeats,
+        )
+    direct_s, served_s, direct, served = seconds["direct"], seconds["served"], out["direct"], out["served"]
+    runs = cfg.repeats + 1  # time_in_turns's warm-up included
     return {
         "model": cfg.ckpt_path,
         "sentences": len(sources),
         "clients": cfg.clients,
         "per_request": cfg.per_request,
         "beam_size": cfg.beam_size,
+        "batching": dict(cfg.batching),
         "direct_sent_s": len(sources) / direct_s,
         "served_sent_s": len(sources) / served_s,
         "served_vs_direct": direct_s / served_s,
+        "in_flight": in_flight,
+        "in_flight_sent_s": len(sources) / seconds["in_flight"],
+        "served_vs_in_flight": seconds["in_flight"] / served_s,
         "calls_per_run": len(calls) / runs,
         "requests_per_run": -(-len(sources) // cfg.per_request),
         "identical": sum(a == b for a, b in zip(direct, served)),
     }
 
 
-def served_here(batcher: Batcher, port: int, sources: list[str], cfg) -> list[str]:
-    """`clients` on a thread while this one runs the batcher's loop, as `qkvmt serve` decodes on
-    its main thread; the translations in order."""
-    out: list[list[str]] = []
+@contextlib.contextmanager
+def client_process(job: dict):
+    """The clients' process (qkvmt.bench.http_clients), started and given `job` before any timing.
+    In a session of its own, Ctrl-C reaches only the benchmark, which then ends it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "qkvmt.bench.http_clients"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        process.stdin.write(json.dumps(job) + "\n")
+        process.stdin.flush()
+        yield process
+    finally:
+        with contextlib.suppress(OSError):  # a process that has ended has closed its end
+            process.stdin.close()
+        try:
+            process.wait(10)  # its input ended: it ends, unless a run was cut off inside
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def served_here(batcher: Batcher, process: subprocess.Popen) -> list[str]:
+    """One run of the clients while this thread runs the batcher's loop, as `qkvmt serve` decodes
+    on its main thread; the translations in order."""
+    out: list[dict] = []
 
     def send():
         try:
-            out.append(clients(port, sources, cfg))
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            out.append(json.loads(process.stdout.readline() or '{"error": "the clients\' process ended"}'))
         finally:
             batcher.close()
 
-    sender = threading.Thread(target=send, name="qkvmt-bench-clients")
+    sender = threading.Thread(target=send, name="qkvmt-bench-clients", daemon=True)  # Ctrl-C need not wait for it
     sender.start()
     batcher.run()
     sender.join()
-    if not out:
-        raise RuntimeError("the clients failed: see the error above")
-    return out[0]
+    if not out or "error" in out[0]:
+        raise RuntimeError(f"the clients failed: {out[0]['error'] if out else 'see the error above'}")
+    return out[0]["translations"]
 
 
-def clients(port: int, sources: list[str], cfg) -> list[str]:
-    """`sources` translated by cfg.clients threads, each taking the next request of
-    cfg.per_request sentences until none is left; the translations in order."""
-    todo: queue.SimpleQueue = queue.SimpleQueue()
-    for start in range(0, len(sources), cfg.per_request):
-        todo.put(start)
-    out: list[str | None] = [None] * len(sources)
-
-    def client():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        try:
-            while True:
-                try:
-                    start = todo.get_nowait()
-                except queue.Empty:
-                    return
-                chunk = sources[start : start + cfg.per_request]
-                body = json.dumps({"sentences": chunk})
-                conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
-                answer = conn.getresponse()
-                body = json.loads(answer.read())
-                if answer.status != 200:
-                    raise RuntimeError(f"the server answered {answer.status}: {body}")
-                out[start : start + len(chunk)] = body["translations"]
-        finally:
-            conn.close()
-
-    with ThreadPoolExecutor(cfg.clients) as pool:
-        for done in [pool.submit(client) for _ in range(cfg.clients)]:
-            done.result()
-    return out
+def chunks(sources: list[str], size: int) -> list[list[str]]:
+    return [sources[i : i + size] for i in range(0, len(sources), size)]

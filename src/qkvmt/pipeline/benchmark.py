@@ -33,6 +33,7 @@ from qkvmt.errors import UserError
 from qkvmt.files import write_json
 from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.model.linear import float32_kernel
+from qkvmt.serve.batcher import batching_of
 from qkvmt.training.compiled import check_compile
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.process_memory import prepare_host_memory
@@ -96,6 +97,8 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
         isinstance(cfg.corpus.pairs, bool) or not isinstance(cfg.corpus.pairs, int) or cfg.corpus.pairs < 1
     ):
         raise UserError(f"corpus.pairs={cfg.corpus.pairs!r}: give the number of sentence pairs to make, e.g. 5000000")
+    if "serve" in cfg.stages:
+        batching_of(cfg.serve.batching, "serve.batching.")
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     for name, value, what in (

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
-from qkvmt.serve.batcher import Batcher
+from qkvmt.serve.batcher import Batcher, batching_of
 from qkvmt.serve.requests import Limits
 from qkvmt.training.process_memory import keep_freed_host_memory
 from qkvmt.web.guard import Access
@@ -17,11 +17,12 @@ from qkvmt.web.json_api import bind, in_thread
 
 
 def serve(cfg: DictConfig) -> dict:
-    limits = Limits(**cfg.limits)  # checked, with the port, before the slow load
+    # checked, with the port, before the slow load
+    limits, batching = Limits(**cfg.limits), batching_of(cfg.batching, "batching.")
     sock = bind(str(cfg.host), cfg.port)
     settings = instantiate(cfg.decode)
     keep_freed_host_memory()  # call after call allocates the same large buffers: reuse them, not fresh pages
-    batcher = Batcher(translator(cfg, settings))
+    batcher = Batcher(translator(cfg, settings), batching)
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)
     served = cfg.model_dir if cfg.engine == "ctranslate2" else cfg.ckpt_path

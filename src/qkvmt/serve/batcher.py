@@ -3,19 +3,27 @@ safe to call from many threads at once, and one call over many sentences fills a
 single requests leave mostly empty), drains the queue of waiting requests, translates all their
 sentences in one call per decoding setting and hands each request its own slice, in order.
 
+Clients answered by one call send their next requests while the others' already wait: taking
+only what waits, calls settle into alternating halves of the clients. With Batching's gap_ms, the
+loop keeps taking requests while each comes within gap_ms of the one before (for at most
+max_wait_ms), so the ones just answered join the next call.
+
 The loop runs on the thread that calls `run`: the command's main thread, with the HTTP server in
 another. torch's CPU operators ran a beam search about a fifth slower on a thread started after
 the model was loaded than on the main thread (2 Zen 5 cores, measured), so the decoding stays there.
 """
 
 import contextlib
+import math
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 
 from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
 
 Translate = Callable[[list[str], DecodeConfig], Sequence[str]]  # Model.translate, or the CTranslate2 engine's
 
@@ -27,12 +35,39 @@ class Job:
     done: Future
 
 
+@dataclass(frozen=True)
+class Batching:
+    """How long a call waits for more requests to join it (0 and 0: it takes only those waiting)."""
+
+    gap_ms: float = 0.0  # it keeps taking requests while each comes within gap_ms of the one before
+    max_wait_ms: float = 0.0  # but starts at most max_wait_ms after the loop took the first
+
+
+def batching_of(settings, prefix: str) -> Batching:
+    """Batching from a configuration's `batching` settings, an error naming `prefix` + the setting
+    for a value that is not a number of milliseconds, or that waits for nothing beside the other."""
+    values = dict(settings)
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as typed: true, not True
+            raise UserError(f"{prefix}{name}={shown}: give a number of milliseconds, at least 0")
+    batching = Batching(**values)
+    if (batching.gap_ms > 0) != (batching.max_wait_ms > 0):  # one of them 0: no call would ever wait
+        raise UserError(
+            f"{prefix}gap_ms={batching.gap_ms:g} with {prefix}max_wait_ms={batching.max_wait_ms:g} waits for "
+            "nothing: give both more than 0 for calls to wait, or both 0"
+        )
+    return batching
+
+
 class Batcher:
     """`submit` from any thread; `run` translates on its caller's thread, until `close`."""
 
-    def __init__(self, translate: Translate):
+    def __init__(self, translate: Translate, batching: Batching = Batching()):
         self.translate = translate
+        self.gap_s, self.max_wait_s = batching.gap_ms / 1000, batching.max_wait_ms / 1000
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.taken: list[Job] = []  # the next call's, until answered: Ctrl-C anywhere leaves them to answer_waiting
 
     def submit(self, sentences: list[str], settings: DecodeConfig) -> Future:
         """A future of the translations of `sentences`, in order."""
@@ -45,16 +80,44 @@ class Batcher:
         self.jobs.put(None)
 
     def run(self) -> None:
-        """Answer requests as they come, until `close` (Ctrl-C interrupts it between calls)."""
+        """Answer requests as they come, until `close`."""
         while True:
-            waiting = [self.jobs.get()]  # blocks until a request comes
-            while not self.jobs.empty():
-                waiting.append(self.jobs.get_nowait())
-            jobs = [j for j in waiting if j is not None]
-            for group in by_settings(jobs):
+            closing = self.gather()
+            for group in by_settings([j for j in self.taken if not j.done.done()]):  # none answered before a Ctrl-C
                 self._answer(group)
-            if len(jobs) < len(waiting):  # close() was called: the requests before it are answered
+            self.taken = []
+            if closing:  # close() was called: the requests before it are answered
                 return
+
+    def gather(self) -> bool:
+        """Take the next call's requests into `taken`: the first to come (it blocks until one does),
+        those waiting, and those that come within the gap of the one before, until the longest wait
+        after it took the first. True if close() was called: then it waits for no more."""
+        first = self.jobs.get()
+        if first is None:
+            return self.drain(closing=True)
+        self.taken.append(first)
+        deadline = time.monotonic() + self.max_wait_s
+        while (timeout := min(self.gap_s, deadline - time.monotonic())) > 0:
+            try:
+                job = self.jobs.get(timeout=timeout)
+            except queue.Empty:
+                break
+            if job is None:
+                return self.drain(closing=True)
+            self.taken.append(job)
+        return self.drain()
+
+    def drain(self, closing: bool = False) -> bool:
+        """Take every request waiting now into `taken`; whether close() was called (`closing`, or
+        found among them)."""
+        while not self.jobs.empty():
+            job = self.jobs.get_nowait()
+            if job is None:
+                closing = True
+            else:
+                self.taken.append(job)
+        return closing
 
     def answer_waiting(self) -> None:
         """Answer the requests waiting now, without waiting for more (a server that stops)."""
