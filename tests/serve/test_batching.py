@@ -108,9 +108,35 @@ def test_closing_ends_a_wait_at_once_and_answers_what_came(settings):
     assert time.monotonic() - start < 30  # not the minute it would have waited
 
 
+def test_after_ctrl_c_in_a_call_answer_waiting_answers_each_request_once(settings):
+    """Ctrl-C inside translate stops run(); answer_waiting then answers the requests that call had
+    taken and those still waiting, each once, with its own slice."""
+    calls = []
+
+    def interrupted_once(lines, cfg):
+        calls.append(list(lines))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return [line.upper() for line in lines]
+
+    batcher = Batcher(interrupted_once)
+    taken = [batcher.submit(SENTENCES[i : i + 2], settings) for i in (0, 2)]
+    with pytest.raises(KeyboardInterrupt):
+        batcher.run()  # takes both, and is interrupted inside their call
+    waiting = batcher.submit(SENTENCES[4:5], settings)
+    batcher.answer_waiting()
+    assert [f.result(timeout=0) for f in [*taken, waiting]] == [
+        [s.upper() for s in SENTENCES[0:2]],
+        [s.upper() for s in SENTENCES[2:4]],
+        [SENTENCES[4].upper()],
+    ]
+    assert calls == [SENTENCES[0:4], SENTENCES[0:5]]  # the interrupted call's requests again, then the new one
+
+
 @pytest.mark.parametrize(
     "values,words",
     [
+        ({"gap_ms": 2, "max_wait_ms": 20, "gap": 1}, "batching.gap is no batching setting: use batching.gap_ms"),
         ({"gap_ms": -1, "max_wait_ms": 20}, "batching.gap_ms=-1: give a number of milliseconds"),
         ({"gap_ms": 2, "max_wait_ms": float("nan")}, "batching.max_wait_ms=nan: give a number of milliseconds"),
         ({"gap_ms": True, "max_wait_ms": 20}, "batching.gap_ms=true: give a number of milliseconds"),

@@ -86,14 +86,13 @@ def client_process(job: dict):
         process.stdin.write(json.dumps(job) + "\n")
         process.stdin.flush()
         yield process
+    except BaseException:  # a failed or interrupted run: its clients may wait on answers that never come
+        process.kill()
+        raise
     finally:
         with contextlib.suppress(OSError):  # a process that has ended has closed its end
             process.stdin.close()
-        try:
-            process.wait(10)  # its input ended: it ends, unless a run was cut off inside
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.wait()  # its input ended: it ends
 
 
 def served_here(batcher: Batcher, process: subprocess.Popen) -> list[str]:

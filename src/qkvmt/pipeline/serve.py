@@ -35,7 +35,7 @@ def serve(cfg: DictConfig) -> dict:
         try:
             batcher.run()
         except KeyboardInterrupt:
-            running.should_exit = True  # no new request; those that came are answered
+            running.should_exit = True  # no new connection; the requests that came are answered, a later one cut off
             batcher.answer_waiting()
             raise
     return {"url": url}

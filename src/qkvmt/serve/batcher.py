@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -47,6 +47,9 @@ def batching_of(settings, prefix: str) -> Batching:
     """Batching from a configuration's `batching` settings, an error naming `prefix` + the setting
     for a value that is not a number of milliseconds, or that waits for nothing beside the other."""
     values = dict(settings)
+    unknown = sorted(set(values) - {f.name for f in fields(Batching)})
+    if unknown:
+        raise UserError(f"{prefix}{unknown[0]} is no batching setting: use {prefix}gap_ms and {prefix}max_wait_ms")
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as typed: true, not True
@@ -67,7 +70,7 @@ class Batcher:
         self.translate = translate
         self.gap_s, self.max_wait_s = batching.gap_ms / 1000, batching.max_wait_ms / 1000
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self.taken: list[Job] = []  # the next call's, until answered: Ctrl-C anywhere leaves them to answer_waiting
+        self.taken: list[Job] = []  # the next call's, until answered (after Ctrl-C, by answer_waiting)
 
     def submit(self, sentences: list[str], settings: DecodeConfig) -> Future:
         """A future of the translations of `sentences`, in order."""
