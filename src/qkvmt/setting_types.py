@@ -53,8 +53,12 @@ def check_values(target: str, values: dict, prefix: str) -> None:
     for key, wanted in declared_types(target).items():
         value = values.get(key)
         if value is not None and not fits(value, wanted):
-            shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as typed: true, not True
-            raise UserError(f"{prefix}{key}={shown}: give {WANTED[wanted]} ({wanted.__name__})")
+            raise UserError(f"{prefix}{key}={as_typed(value)}: give {WANTED[wanted]} ({wanted.__name__})")
+
+
+def as_typed(value) -> str:
+    """A setting's value as a user types it on the command line: true, not True."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 @functools.cache  # read once a process: DecodeConfig is built per request in the explorer

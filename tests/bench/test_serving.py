@@ -10,7 +10,13 @@ from qkvmt.bench import serving
 from qkvmt.bench.serving import serving_speed
 from tests.serve.conftest import SENTENCES
 
-BATCHING = {"gap_ms": 2, "max_wait_ms": 20}
+
+def stage(clients: int) -> SimpleNamespace:
+    """The benchmark's `serve` settings, small: 3 sentences a request, beam 2, one timed run."""
+    batching = {"gap_ms": 2, "max_wait_ms": 20}
+    return SimpleNamespace(
+        ckpt_path="multi30k-de-en", clients=clients, per_request=3, beam_size=2, repeats=1, batching=batching
+    )
 
 
 @pytest.fixture(scope="module")
@@ -19,10 +25,7 @@ def model():
 
 
 def test_clients_in_their_own_process_get_every_sentence_translated_in_order(model):
-    cfg = SimpleNamespace(
-        ckpt_path="multi30k-de-en", clients=4, per_request=3, beam_size=2, repeats=1, batching=BATCHING
-    )
-    got = serving_speed(cfg, model, SENTENCES)
+    got = serving_speed(stage(clients=4), model, SENTENCES)
     # the sentences differ, so a translation answered to the wrong request or place would not match
     assert got["identical"] == got["sentences"] == len(SENTENCES)
 
@@ -30,8 +33,5 @@ def test_clients_in_their_own_process_get_every_sentence_translated_in_order(mod
 def test_a_request_the_server_refuses_fails_the_stage_saying_why(model, monkeypatch):
     limits = serving.Limits
     monkeypatch.setattr(serving, "Limits", lambda **kw: limits(**(kw | {"sentences": 1})))
-    cfg = SimpleNamespace(
-        ckpt_path="multi30k-de-en", clients=2, per_request=3, beam_size=2, repeats=1, batching=BATCHING
-    )
     with pytest.raises(RuntimeError, match="the clients failed: .*answered 413.*at most 1 a request"):
-        serving_speed(cfg, model, SENTENCES[:6])
+        serving_speed(stage(clients=2), model, SENTENCES[:6])

@@ -2,10 +2,11 @@
 Starlette app, served by uvicorn in a thread of this process, over real sockets, the Batcher's
 loop on the main thread as the command runs it) under `clients` concurrent clients in another
 process (qkvmt.bench.http_clients), each sending requests of `per_request` validation sentences
-until all are sent, against the same model's own `translate` over the same sentences in one call, and in calls of as
-many sentences as the clients keep in flight (the fullest calls any batching can make of them),
-the three taking turns: sentences/s of each (median of `repeats` runs after one warm-up), the
-ratios, and how many calls the server's loop made (requests waiting together share one)."""
+until all are sent, against the same model's own `translate` over the same sentences in one
+call, and in calls of as many sentences as the clients keep in flight (the fullest calls any
+batching can make of them), the three taking turns: sentences/s of each (median of `repeats`
+runs after one warm-up), the ratios, and how many calls the server's loop made (requests waiting
+together share one)."""
 
 import contextlib
 import json
@@ -44,7 +45,9 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
         seconds = time_in_turns(
             {
                 "direct": lambda: out.update(direct=model.translate(sources, settings)),
-                "in_flight": lambda: [model.translate(chunk, settings) for chunk in chunks(sources, in_flight)],
+                "in_flight": lambda: [
+                    model.translate(sources[i : i + in_flight], settings) for i in range(0, len(sources), in_flight)
+                ],
                 "served": lambda: out.update(served=served_here(batcher, process)),
             },
             torch.device("cpu"),
@@ -104,7 +107,8 @@ def served_here(batcher: Batcher, process: subprocess.Popen) -> list[str]:
         try:
             process.stdin.write("go\n")
             process.stdin.flush()
-            out.append(json.loads(process.stdout.readline() or '{"error": "the clients\' process ended"}'))
+            line = process.stdout.readline()
+            out.append(json.loads(line) if line else {"error": "the clients' process ended"})
         finally:
             batcher.close()
 
@@ -115,7 +119,3 @@ def served_here(batcher: Batcher, process: subprocess.Popen) -> list[str]:
     if not out or "error" in out[0]:
         raise RuntimeError(f"the clients failed: {out[0]['error'] if out else 'see the error above'}")
     return out[0]["translations"]
-
-
-def chunks(sources: list[str], size: int) -> list[list[str]]:
-    return [sources[i : i + size] for i in range(0, len(sources), size)]
