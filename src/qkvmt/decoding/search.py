@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from qkvmt.decoding.finished import Finished, Hypothesis, until_end
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
+from qkvmt.model.weight_casts import cast_once
 from qkvmt.setting_types import check_fields
 
 
@@ -258,5 +259,7 @@ def stable_order(parent: Tensor) -> Tensor:
 
 
 def generate(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
-    """One hypothesis per source row: greedy for beam_size 1, beam search otherwise."""
-    return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)
+    """One hypothesis per source row: greedy for beam_size 1, beam search otherwise; under
+    autocast its steps share one cast of each parameter (qkvmt.model.weight_casts)."""
+    with cast_once():
+        return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)

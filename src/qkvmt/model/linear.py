@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from qkvmt.errors import UserError
+from qkvmt.model.weight_casts import autocast_operand
 
 SETTING = "QKVMT_FLOAT32_LINEAR"
 KERNELS = ("auto", "torch", "onednn")
@@ -103,7 +104,8 @@ def float32_kernel() -> Kernel:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
-    float32 on a CPU, no gradient to record, no autocast."""
+    float32 on a CPU, no gradient to record, no autocast. Under autocast, in a search, the
+    parameters come cast once (qkvmt.model.weight_casts)."""
     if (
         x.device.type == "cpu"
         and x.dtype is torch.float32
@@ -113,7 +115,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and float32_kernel().name == "onednn"
     ):
         return onednn_linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+    return F.linear(x, autocast_operand(weight), autocast_operand(bias))
 
 
 class Linear(nn.Linear):
