@@ -55,6 +55,11 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
         raise UserError(f"engine={cfg.engine!r}: use engine=qkvmt (ckpt_path=) or engine=ctranslate2 (model_dir=)")
     if cfg.model_dir:
         raise UserError("model_dir= is for engine=ctranslate2; engine=qkvmt reads ckpt_path=")
+    if cfg.compute_type != "default":  # our engine computes in fabric.precision
+        raise UserError(
+            f"compute_type={cfg.compute_type} is for engine=ctranslate2; engine=qkvmt computes in "
+            "fabric.precision= (32-true, bf16-mixed, ...)"
+        )
     model = load_for_inference(cfg)
     return lambda lines, settings=decode_cfg: model.translate(lines, settings)
 
