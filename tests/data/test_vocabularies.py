@@ -152,8 +152,13 @@ def test_a_rerun_with_another_vocabulary_is_refused_before_it_writes(tmp_path, f
             ["data.tokenizer=wordpiece"],
             "data.tokenizer=wordpiece: no such data.tokenizer; use one of file, joint_bpe, sentencepiece, separate_bpe",
         ),
+        (
+            ["data.tokenizer=separate_bpe", "data.min_frequency=50"],  # SentencePiece keeps no minimum count
+            "data.min_frequency=50 applies to data.tokenizer=joint_bpe only, not separate_bpe: "
+            "leave data.min_frequency out",
+        ),
     ],
-    ids=["missing-file", "no-path", "no-such-choice"],
+    ids=["missing-file", "no-path", "no-such-choice", "min-frequency-unread"],
 )
 def test_the_command_line_chooses_with_dots_and_a_mistake_leaves_no_run_folder(tmp_path, given, error):
     corpus = write_corpus(tmp_path / "corpus", sizes={"train": 30, "val": 4, "test_2016_flickr": 4})

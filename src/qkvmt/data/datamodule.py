@@ -13,7 +13,7 @@ from qkvmt.alignment.reference import ALIGNERS, cached_links
 from qkvmt.data.batching import Collate, TokenBudgetBatchSampler, TokenizedCorpus, round_up
 from qkvmt.data.items import Labelled, Subset, extra_files, subword_labels
 from qkvmt.data.texts import SplitTexts
-from qkvmt.data.vocabularies import JointBPE, TrainingText
+from qkvmt.data.vocabularies import MIN_FREQUENCY, JointBPE, TrainingText, check_min_frequency
 from qkvmt.errors import UserError
 from qkvmt.hf.tokenizer_files import digest, keep_in_run
 from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
@@ -55,7 +55,7 @@ class TranslationDataModule(L.LightningDataModule):
         splits: dict,
         cache_dir: str,
         vocab_size: int = 8000,
-        min_frequency: int = 2,
+        min_frequency: int = MIN_FREQUENCY,
         max_tokens: int = 4096,
         eval_max_tokens: int = 8192,
         max_positions: int = 256,
@@ -96,6 +96,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers, self.seed = num_workers, seed
         self.alignment_links, self.aligner = alignment_links, aligner
         self.vocabulary = tokenizer if tokenizer is not None else JointBPE()
+        check_min_frequency(self.vocabulary, min_frequency)
         self.tokenizer = None
         self.tokenizer_files: dict[str, bytes] | None = None  # a vocabulary kept as files (Marian's layout)
         # An imported model's (qkvmt.hf): its special ids, and what keys its id cache; else the BPE's own

@@ -28,6 +28,7 @@ from qkvmt.text.pieces import MODEL_TYPES, marian_layout, piece_vocab, train_pie
 from qkvmt.text.tokenizer import SPECIALS, Specials, kept_json, load_or_train, target_side
 
 log = logging.getLogger(__name__)
+MIN_FREQUENCY = 2  # data.min_frequency's default, which only JointBPE reads
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class Made:
 class JointBPE:
     """One BPE over both languages (qkvmt.text.tokenizer.train_bpe), kept as the run's tokenizer.json."""
 
+    name = "joint_bpe"  # its choice in conf/data/tokenizer/
     separate = False
+    counts = True  # reads data.min_frequency (the others keep no minimum count)
 
     def make(self, text: TrainingText, path: Path) -> Made:
         tok = load_or_train(path, text.joint, text.vocab_size, text.min_frequency, data=text.digest)
@@ -84,16 +87,19 @@ def pieces_tokenizer(path: Path, settings: dict, make) -> Made:
     return Made(open_files(files), files)
 
 
-def no_min_frequency(text: TrainingText) -> None:
-    log.info(
-        "data.min_frequency=%d does not apply to SentencePiece, which keeps no minimum count; data.vocab_size does",
-        text.min_frequency,
-    )
+def check_min_frequency(vocabulary, min_frequency: int) -> None:
+    """A data.min_frequency other than its default is refused where the vocabulary keeps no minimum count."""
+    if min_frequency != MIN_FREQUENCY and not getattr(vocabulary, "counts", False):
+        raise UserError(
+            f"data.min_frequency={min_frequency} applies to data.tokenizer=joint_bpe only, not {vocabulary.name}: "
+            "leave data.min_frequency out"
+        )
 
 
 class SentencePiece:
     """One SentencePiece model over both languages: model_type unigram (OPUS-MT's) or bpe."""
 
+    name = "sentencepiece"  # its choice in conf/data/tokenizer/
     separate = False
 
     def __init__(self, model_type: str = "unigram"):
@@ -102,8 +108,6 @@ class SentencePiece:
         self.model_type = model_type
 
     def make(self, text: TrainingText, path: Path) -> Made:
-        no_min_frequency(text)
-
         def train() -> dict[str, bytes]:
             model = train_pieces(text.joint(), text.vocab_size, self.model_type)
             return marian_layout(model, model, piece_vocab(model, "the trained SentencePiece model"))
@@ -115,11 +119,10 @@ class SeparateBPE:
     """A vocabulary per language: two SentencePiece BPE models, one per language, as OPUS-MT keeps them;
     data.vocab_size pieces each."""
 
+    name = "separate_bpe"  # its choice in conf/data/tokenizer/
     separate = True
 
     def make(self, text: TrainingText, path: Path) -> Made:
-        no_min_frequency(text)
-
         def train() -> dict[str, bytes]:
             source, target = (train_pieces(side, text.vocab_size, "bpe") for side in text.sample())
             vocabs = [
@@ -136,6 +139,7 @@ class TokenizerFile:
     four control tokens, or a SentencePiece model (.model). Its contents are the record's, so a rerun with a
     changed file is refused."""
 
+    name = "file"  # its choice in conf/data/tokenizer/
     separate = False
 
     def __init__(self, path: str):
