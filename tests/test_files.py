@@ -1,9 +1,13 @@
-"""files.py: a refused run's own folder is removed, and nothing else ever is."""
+"""files.py: a refused run's own folder is removed, and nothing else ever is; an output where nothing can
+be written is refused before any work."""
+
+import os
+from pathlib import Path
 
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.files import removed_if_refused
+from qkvmt.files import StagedFolder, check_new_output, removed_if_refused
 
 
 def hydras_record(folder, log: str = ""):
@@ -82,3 +86,40 @@ def test_the_empty_folders_made_above_a_refused_run_go_too_and_no_others(tmp_pat
     (tmp_path / "outputs" / "an earlier run").mkdir()
     refused(run)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["an earlier run", "outputs"]
+
+
+# ------------------------------------------------------------------ outputs where nothing can be written
+
+UNWRITABLE = Path("/proc/qkvmt_out")  # the kernel's own folder: no one, root included, makes folders in it
+needs_proc = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+
+
+@needs_proc
+@pytest.mark.parametrize("folder", [True, False])
+def test_an_output_where_nothing_can_be_made_is_refused_naming_it(folder):
+    for path in (UNWRITABLE, UNWRITABLE / "deeper" / "out"):  # the nearest existing folder is the one tried
+        with pytest.raises(UserError, match=f"^output_dir={path}: cannot make a folder in /proc "):
+            check_new_output(path, "output_dir", folder=folder)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a folder whatever its permissions")
+def test_a_folder_the_user_cannot_write_in_is_refused(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        with pytest.raises(UserError, match=f"output_dir={locked / 'out'}: cannot make a folder in {locked}"):
+            check_new_output(locked / "out", "output_dir", folder=True)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_writable_output_is_accepted_and_the_trial_leaves_nothing(tmp_path):
+    check_new_output(tmp_path / "new" / "out", "output_dir", folder=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_proc
+def test_a_staged_folder_that_cannot_be_made_is_a_user_error():
+    with pytest.raises(UserError, match=f"cannot write the outputs in {UNWRITABLE}"):
+        with StagedFolder(UNWRITABLE, "evaluate", final=lambda: UNWRITABLE / "out"):
+            pytest.fail("the block ran")

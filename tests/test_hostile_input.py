@@ -18,10 +18,10 @@ from qkvmt import commands
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.errors import report_user_errors
+from qkvmt.errors import UserError, report_user_errors
 from qkvmt.loading import load_model
 from qkvmt.pipeline.align import record_best
-from qkvmt.pipeline.runs import StagedOutput
+from qkvmt.pipeline.runs import StagedOutput, check_output_dir
 from tests.commandline import run_script, user_error
 from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.test_bad_input import SMALL, train_args
@@ -183,6 +183,19 @@ def test_staged_outputs_are_complete_or_absent(interrupt, tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert staged.final.stat().st_mode & 0o777 == 0o777 & ~umask  # as a plain mkdir would make it
+
+
+def test_an_empty_output_dir_is_refused_and_one_the_command_line_reads_as_a_number_is_a_path(tmp_path, monkeypatch):
+    empty = r"^output_dir is empty: give a folder for the outputs, or leave output_dir out for a new one$"
+    with pytest.raises(UserError, match=empty):
+        check_output_dir(SimpleNamespace(output_dir=""))
+    monkeypatch.chdir(tmp_path)
+    cfg = SimpleNamespace(output_dir=5)  # output_dir=5: Hydra gives an int
+    check_output_dir(cfg)
+    staged = StagedOutput(cfg, [tmp_path / "run" / "checkpoints" / "x.ckpt"], "align", "alignments")
+    with staged as out:
+        (out / "a.json").write_text("{}")
+    assert (tmp_path / "5" / "a.json").is_file()
 
 
 def test_ctrl_c_is_one_line_and_exit_130(capsys):

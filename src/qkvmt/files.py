@@ -64,7 +64,7 @@ def feed_lines(h, lines: list[str]) -> None:
 def check_new_output(path: Path, setting: str, folder: bool) -> None:
     """Refuse, before any work, an output that cannot be written or that would overwrite or mix
     with earlier results: a file where a folder is wanted (or the reverse), an existing file, a
-    folder that already holds files, or a parent that is a file."""
+    folder that already holds files, a parent that is a file, or a place where nothing can be written."""
     path = Path(path)
     if folder and path.exists() and not path.is_dir():
         raise UserError(f"{setting}={path} is an existing file: give a folder for the outputs")
@@ -80,6 +80,21 @@ def check_new_output(path: Path, setting: str, folder: bool) -> None:
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UserError(f"{setting}={path}: {parent} is a file, not a folder")
+    check_writable(path, f"{setting}={path}", "give a path where you can write")
+
+
+def check_writable(path: Path, what: str, remedy: str) -> None:
+    """Refuse, before any work, a path under which nothing can be made: its nearest existing folder
+    must take a new folder. Tried for real, since permission bits do not tell (root passes
+    os.access everywhere, yet cannot write in /proc or on a read-only filesystem); `what` names the
+    path in the message and `remedy` says what to do."""
+    parent = next((p for p in Path(path).parents if p.exists()), None)
+    if parent is None:  # the root folder itself: nothing above it to stage in
+        return
+    try:
+        Path(tempfile.mkdtemp(prefix=".qkvmt-probe-", dir=parent)).rmdir()
+    except OSError as e:
+        raise UserError(f"{what}: cannot make a folder in {parent} ({e.strerror or e}); {remedy}") from None
 
 
 class StagedFolder:
@@ -97,8 +112,13 @@ class StagedFolder:
         self.final: Path | None = None
 
     def __enter__(self) -> Path:
-        self.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=self.parent))
+        try:
+            self.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=self.parent))
+        except OSError as e:  # a read-only place, or one the folder's owner keeps: the user's to change
+            raise UserError(
+                f"cannot write the outputs in {self.parent} ({e.strerror or e}): give an output folder you can write to"
+            ) from None
         umask = os.umask(0)
         os.umask(umask)
         self.tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename

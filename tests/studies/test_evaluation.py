@@ -89,3 +89,18 @@ def test_a_comparison_that_cannot_run_is_one_line(model, kwargs, message):
     with pytest.raises(UserError, match=message) as e:
         model.evaluate(SOURCES, REFERENCES, samples=0, **kwargs)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "sources, references, message",
+    [
+        ([], [], "sentences: no sentences to evaluate"),  # sacreBLEU cannot score zero sentences
+        (SOURCES, REFERENCES[:2], "references has 2 lines, the source has 6"),
+    ],
+)
+def test_sentences_that_cannot_be_scored_are_refused_before_translating(
+    model, monkeypatch, sources, references, message
+):
+    monkeypatch.setattr(type(model), "translate", lambda *a, **k: pytest.fail("it translated"))
+    with pytest.raises(UserError, match=message):
+        model.evaluate(sources, references, samples=0)

@@ -5,6 +5,7 @@ import sacrebleu
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_re import TokenizerRegexp
 
+from qkvmt.errors import UserError
 from qkvmt.text.metrics import score, score_tokenized_lowercased, sentence_scores
 
 HYP = ["A man rides a bike.", "Two dogs play in the SNOW."]
@@ -38,3 +39,8 @@ def test_scoring_leaves_no_lines_in_sacrebleus_memo(scoring):
     assert all(m.cache_info().currsize > 0 for m in memos)
     scoring(HYP, REF)
     assert [m.cache_info().currsize for m in memos] == [0, 0]
+
+
+def test_zero_sentences_are_a_user_error_not_sacrebleus_index_error():
+    with pytest.raises(UserError, match="no sentences to score"):
+        score([], [])

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.text.significance import paired_tests
+from qkvmt.text.significance import DEFAULTS, changed_setting, checked_settings, paired_tests
 
 WORDS = "a man woman dog runs sits on the in green red street park near with two child ball".split()
 
@@ -93,6 +93,7 @@ def test_the_seed_is_set_only_while_the_tests_run_and_changes_the_draws(monkeypa
         ({"tests": ["bootstrap"]}, "significance.tests"),
         ({"tests": []}, "significance.tests"),
         ({"samples": {"bs": 0}}, "significance.samples.bs=0"),
+        ({"seed": -1}, "significance.seed=-1: give a whole number of at least 0"),  # numpy's draws refuse it
         ({"bleu_tokenize": "moses"}, "metrics.bleu_tokenize='moses'"),
     ],
 )
@@ -101,3 +102,29 @@ def test_settings_that_cannot_run_are_one_line_errors(kwargs, message):
     with pytest.raises(UserError, match=message) as e:
         paired_tests(system, baseline, refs, **kwargs)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"samples": {"xx": 5}}, "significance.samples.xx: no such test"),
+        ({"tests": ["bs"], "samples": {"ar": "abc"}}, "significance.samples.ar='abc'"),  # a test not named too
+        ({"tests": ["ar"], "samples": {"bs": 0}}, "significance.samples.bs=0"),
+        ({"samples": 5}, "significance.samples=5: give a count per test"),
+        ({"tests": None}, "significance.tests=None"),
+        ({"seed": "abc"}, "significance.seed='abc'"),
+        ({"seed": True}, "significance.seed=True"),
+        ({"rounds": 3}, "significance.rounds is no setting"),
+    ],
+)
+def test_every_setting_is_checked_whatever_tests_are_named(settings, message):
+    with pytest.raises(UserError, match=message):
+        checked_settings(settings)
+
+
+def test_the_settings_changed_from_their_defaults_are_named():
+    assert changed_setting(checked_settings({})) is None
+    assert changed_setting(checked_settings(DEFAULTS | {"samples": {"bs": 1000}})) is None  # a default, given
+    assert changed_setting(checked_settings({"tests": "bs"})) == "tests=[bs]"
+    assert changed_setting(checked_settings({"samples": {"ar": 50}})) == "samples.ar=50"
+    assert changed_setting(checked_settings({"seed": 7})) == "seed=7"

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.api import Model
 from qkvmt.bundled import bundled_name
+from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
 from qkvmt.run_folder import run_folder
@@ -68,9 +69,12 @@ def default_output_dir(home: Path, name: str, kind: str = "evaluations") -> Path
 
 
 def check_output_dir(cfg: DictConfig) -> None:
-    """An explicit output_dir that cannot take the outputs is refused before any slow work."""
-    if cfg.output_dir:
-        check_new_output(Path(cfg.output_dir), "output_dir", folder=True)
+    """An explicit output_dir that cannot take the outputs is refused before any slow work; so is an
+    empty one, which is not the default folder that leaving output_dir out asks for."""
+    if cfg.output_dir == "":
+        raise UserError("output_dir is empty: give a folder for the outputs, or leave output_dir out for a new one")
+    if cfg.output_dir is not None:
+        check_new_output(Path(str(cfg.output_dir)), "output_dir", folder=True)  # output_dir=5 is a path too
 
 
 class StagedOutput(StagedFolder):
@@ -84,7 +88,7 @@ class StagedOutput(StagedFolder):
     """
 
     def __init__(self, cfg: DictConfig, paths: list[Path], name: str, kind: str):
-        explicit = Path(cfg.output_dir) if cfg.output_dir else None
+        explicit = Path(str(cfg.output_dir)) if cfg.output_dir is not None else None
         home = results_home(cfg, paths)
         parent = explicit.parent if explicit else home / kind
         super().__init__(parent, name, final=lambda: explicit or default_output_dir(home, name, kind=kind))

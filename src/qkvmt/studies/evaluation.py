@@ -10,6 +10,7 @@ import numpy as np
 
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.search import DecodeConfig
+from qkvmt.errors import UserError
 from qkvmt.files import sha256
 from qkvmt.studies.checks import same_length
 from qkvmt.studies.model_like import ModelLike
@@ -91,6 +92,9 @@ def evaluate(
     a baseline's translations of the same sources, and sacreBLEU's paired tests against them."""
     start = time.time()
     run = {"precision": None, "progress": False, "bleu_tokenize": DEFAULT_TOKENIZE} | (run or {})
+    if not sources:  # checked before translating: sacreBLEU cannot score zero sentences
+        raise UserError(f"{name}: no sentences to evaluate; give at least one source with its reference")
+    same_length(references, sources, "references")
     if tokenized_references is not None:
         same_length(tokenized_references, sources, "tokenized_references")
     if compare is not None:

@@ -58,6 +58,8 @@ def bleu_metric(tokenize: str = DEFAULT_TOKENIZE, **options) -> sacrebleu.metric
 def score(hypotheses: list[str], references: list[str], bleu_tokenize: str = DEFAULT_TOKENIZE) -> dict:
     """Cased, detokenized BLEU and chrF, plus lowercased BLEU; sacreBLEU's default settings but for
     BLEU's tokenizer, `bleu_tokenize`."""
+    if not hypotheses:  # sacreBLEU's corpus scores index the first sentence's statistics
+        raise UserError("no sentences to score: give at least one translation and its reference")
     bleu = bleu_metric(bleu_tokenize)
     bleu_lc = bleu_metric(bleu_tokenize, lowercase=True)
     chrf = sacrebleu.metrics.CHRF()

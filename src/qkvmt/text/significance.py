@@ -16,6 +16,7 @@ from qkvmt.text.metrics import DEFAULT_TOKENIZE, bleu_metric, forgets_tokenized_
 TESTS = {"bs": "paired bootstrap resampling", "ar": "approximate randomization"}
 SAMPLES = {"bs": 1000, "ar": 10000}  # sacreBLEU's own defaults: resamples, trials
 NAMES = {"BLEU": "bleu", "chrF2": "chrf"}  # sacreBLEU's names of the scores -> ours
+DEFAULTS = {"tests": list(TESTS), "samples": dict(SAMPLES), "seed": 12345}  # as conf/evaluate.yaml sets them
 
 
 @contextlib.contextmanager
@@ -33,16 +34,49 @@ def seeded(seed: int):
 
 
 def checked_tests(tests, samples: dict | None = None) -> dict[str, int]:
-    """The tests asked for (names of TESTS) -> their number of resamples or trials."""
+    """The tests asked for (names of TESTS) -> their number of resamples or trials. Every sample
+    count given is checked, named test or not: a mistyped one would otherwise pass unnoticed."""
+    if not isinstance(tests, str | list | tuple):
+        raise UserError(f"significance.tests={tests!r}: give a list of some of {', '.join(TESTS)}")
     tests = [tests] if isinstance(tests, str) else list(tests)
     unknown = [t for t in tests if t not in TESTS]
     if not tests or unknown:
         raise UserError(f"significance.tests={tests}: name some of {', '.join(TESTS)} ({', '.join(TESTS.values())})")
+    if samples is not None and not isinstance(samples, dict):
+        raise UserError(f"significance.samples={samples!r}: give a count per test, e.g. significance.samples.bs=1000")
     samples = SAMPLES | (samples or {})
-    bad = [t for t in tests if isinstance(samples[t], bool) or not isinstance(samples[t], int) or samples[t] < 1]
-    if bad:
-        raise UserError(f"significance.samples.{bad[0]}={samples[bad[0]]!r}: give a whole number of at least 1")
+    for test, n in samples.items():
+        if test not in TESTS:
+            raise UserError(f"significance.samples.{test}: no such test; give counts for some of {', '.join(TESTS)}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UserError(f"significance.samples.{test}={n!r}: give a whole number of at least 1")
     return {t: samples[t] for t in tests}
+
+
+def checked_settings(settings: dict) -> dict:
+    """The paired tests' settings (tests, samples, seed; DEFAULTS for those not given), every key
+    and value checked, so that none can fail once the translating is done."""
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise UserError(f"significance.{unknown[0]} is no setting: give some of {', '.join(DEFAULTS)}")
+    given = DEFAULTS | settings
+    runs = checked_tests(given["tests"], given["samples"])
+    seed = given["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # sacreBLEU's numpy draws need 0 or more
+        raise UserError(f"significance.seed={seed!r}: give a whole number of at least 0")
+    return {"tests": tuple(runs), "samples": SAMPLES | (given["samples"] or {}), "seed": seed}
+
+
+def changed_setting(checked: dict) -> str | None:
+    """The first of the checked settings (checked_settings) that is not its default, as
+    `name=value` the way the command line writes it, or None."""
+
+    def flat(settings: dict) -> dict:
+        samples = {f"samples.{t}": str(n) for t, n in settings["samples"].items()}
+        return {"tests": f"[{','.join(settings['tests'])}]", **samples, "seed": str(settings["seed"])}
+
+    defaults = flat(DEFAULTS)
+    return next((f"{k}={v}" for k, v in flat(checked).items() if defaults[k] != v), None)
 
 
 @forgets_tokenized_lines
@@ -58,7 +92,8 @@ def paired_tests(
     """`system` against `baseline` (translations of the same sources) on `references`, by each test:
     {test: {"bleu"|"chrf": {system, baseline, p_value, and for bs each one's mean and ci (half the
     95% interval)}, "signatures": {...}}}."""
-    runs = checked_tests(tests, samples)
+    checked = checked_settings({"tests": tests, "samples": samples or {}, "seed": seed})
+    runs = {t: checked["samples"][t] for t in checked["tests"]}
     out = {}
     for test, n in runs.items():
         metrics = {"BLEU": bleu_metric(bleu_tokenize), "chrF2": sacrebleu.metrics.CHRF()}
