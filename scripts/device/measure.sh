@@ -93,6 +93,7 @@ base=(model=base precision=bf16 data.max_tokens=25000 'decode.ctranslate2=[]')
 compiled_run() {  # NAME MODE [overrides...]: ours alone, compiled in MODE, 10 steps profiled
   local name=$1 mode=$2
   shift 2
+  rm -rf "$runs/bench_$name"  # the benchmark writes only into a new or empty folder
   # the mode and folder last: the overrides may change the rest, not which run this is
   python3 scripts/benchmark.py "${base[@]}" data.length_multiple=8 train.warmup_steps=20 'systems=[ours]' 'scaling.lengths=[]' 'scaling.corpus_pairs=[]' analysis.sentences=0 train.profile_steps=10 "$@" compile=true compile_mode="$mode" output_dir="$runs/bench_$name" 2>&1 | tee "$out/bench_$name.log"
   cp "$runs/bench_$name/benchmark.json" "$out/benchmark_$name.json"
@@ -112,6 +113,7 @@ case "$stage" in
     if [ -f "$run/test/curve.png" ]; then cp "$run/test/curve.png" "$out/"; fi
     ;;
   bench)
+    rm -rf "$runs"/bench "$runs"/bench_*  # the benchmark writes only into a new or empty folder
     # tokenizing a large corpus is CPU work, measured by the CPU benchmark; here it would only take time
     python3 scripts/benchmark.py "${base[@]}" decode.sentences=1000 'scaling.corpus_pairs=[]' train.profile_steps=10 output_dir="$runs/bench" "$@" 2>&1 | tee "$out/bench.log"
     cp "$runs/bench/benchmark.json" "$out/benchmark.json"  # kept even if the compiled run fails or is stopped

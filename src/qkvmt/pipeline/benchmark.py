@@ -9,12 +9,14 @@ stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory
 a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported), and `qkvmt serve` under
 concurrent clients (qkvmt.bench.serving); a synthetic WMT-sized corpus read by path is stage 9
 (qkvmt.bench.large_corpus); `stages=` chooses among the peers (stages 1-5), memory, imported, serve
-and corpus, each run by qkvmt.bench.stages; this module checks the settings first. Writes
-benchmark.json into output_dir and prints a table; `train.profile_steps=N` adds profile.txt, where N
-steps of ours spent their time, and `decode.profile_calls=N` decode_profile.txt, where N of its beam
-searches did (qkvmt.bench.profile).
+and corpus, each run by qkvmt.bench.stages; this module checks the settings first (the stages' own:
+qkvmt.bench.settings). Writes benchmark.json into output_dir, which appears only when every stage has
+run, and prints a table; `train.profile_steps=N` adds profile.txt, where N steps of ours spent their
+time, and `decode.profile_calls=N` decode_profile.txt, where N of its beam searches did
+(qkvmt.bench.profile).
 """
 
+import contextlib
 import datetime
 import importlib.metadata
 import logging
@@ -27,13 +29,14 @@ import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.bench.settings import check_settings
 from qkvmt.bench.stages import DTYPES, host_memory, imported, large_corpus, peers, serving
 from qkvmt.bench.table import table
 from qkvmt.errors import UserError
-from qkvmt.files import write_json
+from qkvmt.files import StagedFolder, check_new_output, write_json
 from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.model.linear import float32_kernel
-from qkvmt.serve.batcher import batching_of
+from qkvmt.setting_types import as_typed
 from qkvmt.training.compiled import check_compile
 from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.process_memory import prepare_host_memory
@@ -48,35 +51,51 @@ def benchmark(cfg: DictConfig) -> dict:
     prepare_host_memory()  # as training does; process-wide settings, so every system gets them
     L.seed_everything(cfg.seed)
     device, hardware, precision, why = _settings(cfg)
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dm = instantiate(cfg.data)
-    result = {
-        "device": _device_name(hardware),
-        "hardware": hardware.to_dict(),
-        "date": datetime.date.today().isoformat(),
-        "versions": _versions(),
-        "precision": precision,
-        "precision_reason": why,
-        "float32_linear": asdict(float32_kernel()),  # what decoding's products ran on, and why
-        "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
-        "stages": list(cfg.stages),
-        "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
-    }
-    if "peers" in cfg.stages:
-        result |= peers(cfg, dm, device, precision, out, result["device"])
-    if "memory" in cfg.stages:
-        result["memory"] = host_memory(cfg, device)
-    if "imported" in cfg.stages:
-        result["imported"] = imported(cfg, dm)
-    if "serve" in cfg.stages:
-        result["serve"] = serving(cfg, dm, device)
-    if "corpus" in cfg.stages:
-        result["corpus"] = large_corpus(cfg)
-    write_json(out / "benchmark.json", result)
+    final = Path(cfg.output_dir)
+    with staged(final) as out:
+        dm = instantiate(cfg.data)
+        result = {
+            "device": _device_name(hardware),
+            "hardware": hardware.to_dict(),
+            "date": datetime.date.today().isoformat(),
+            "versions": _versions(),
+            "precision": precision,
+            "precision_reason": why,
+            "float32_linear": asdict(float32_kernel()),  # what decoding's products ran on, and why
+            "compile": {"train": bool(cfg.compile), "mode": cfg.compile_mode, "decode": False},
+            "stages": list(cfg.stages),
+            "config": without_machine_paths(OmegaConf.to_container(cfg, resolve=True)),
+        }
+        if "peers" in cfg.stages:
+            result |= peers(cfg, dm, device, precision, out, result["device"])
+        if "memory" in cfg.stages:
+            result["memory"] = host_memory(cfg, device)
+        if "imported" in cfg.stages:
+            result["imported"] = imported(cfg, dm)
+        if "serve" in cfg.stages:
+            result["serve"] = serving(cfg, dm, device)
+        if "corpus" in cfg.stages:
+            result["corpus"] = large_corpus(cfg)
+        write_json(out / "benchmark.json", result)
     print(table(result))
-    log.info("wrote %s", out / "benchmark.json")
+    log.info("wrote %s", final / "benchmark.json")
     return result
+
+
+@contextlib.contextmanager
+def staged(final: Path):
+    """output_dir, whole or not at all: the stages write into a hidden folder beside it, moved into
+    place once every stage has run (qkvmt.files.StagedFolder). A failed or interrupted run leaves
+    neither, nor an empty folder above it that was made for it (outputs/benchmark/)."""
+    made = [p for p in final.parents if not p.exists()]  # nearest first
+    try:
+        with StagedFolder(final.parent, final.name, final=lambda: final) as out:
+            yield out
+    except BaseException:
+        for parent in made:
+            with contextlib.suppress(OSError):  # not empty: another run wrote there meanwhile
+                parent.rmdir()
+        raise
 
 
 def _settings(cfg) -> tuple[torch.device, object, str, str]:
@@ -84,29 +103,18 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
     device = _device(cfg.device)
     hardware = detect(device.type)
     precision, why = choose_precision(LIGHTNING_PRECISION.get(cfg.precision, cfg.precision), hardware, "precision")
+    if not OmegaConf.is_list(cfg.stages) or not cfg.stages or set(cfg.stages) - set(STAGES):
+        raise UserError(f"stages={as_typed(cfg.stages)}: give some of {', '.join(STAGES)}, e.g. '[peers,serve]'")
+    check_settings(cfg)  # systems and every stage's section (qkvmt.bench.settings)
     check_compile(cfg.compile, cfg.compile_mode, device.type, "")
     if cfg.compile and "ours_align" in cfg.systems:
         raise UserError(
             "compile=true with ours_align in systems: training does not compile an alignment-supervised step; "
             "benchmark ours_align with compile=false"
         )
-    unknown = sorted(set(cfg.stages) - set(STAGES))
-    if unknown or not cfg.stages:
-        raise UserError(f"stages={list(cfg.stages)}: give some of {', '.join(STAGES)}")
-    if "corpus" in cfg.stages and (
-        isinstance(cfg.corpus.pairs, bool) or not isinstance(cfg.corpus.pairs, int) or cfg.corpus.pairs < 1
-    ):
-        raise UserError(f"corpus.pairs={cfg.corpus.pairs!r}: give the number of sentence pairs to make, e.g. 5000000")
-    if "serve" in cfg.stages:
-        batching_of(cfg.serve.batching, "serve.batching.")
+    check_new_output(Path(cfg.output_dir), "output_dir", folder=True)
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
-    for name, value, what in (
-        ("train.profile_steps", cfg.train.profile_steps, "steps"),
-        ("decode.profile_calls", cfg.decode.profile_calls, "beam searches"),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UserError(f"{name}={value!r}: give the number of {what} to profile, or 0 to skip")
     peers = [name for name in ("torch", "hf") if name in cfg.systems]
     if cfg.model.positions != "sinusoidal" and peers:  # the same model in each peer, or no comparison
         raise UserError(
