@@ -34,16 +34,24 @@ BAD = [
     (b"[" * 100_000, 413, "bytes; at most"),
     (b"[" * 1500 + b"]" * 1500, 400, "nests too deeply"),
     (["Ein Hund ."], 400, "must be a JSON object"),
-    ({"text": "Ein Hund ."}, 400, "unknown field(s) text"),
+    # JSON's names for what came instead, not Python's (NoneType, list, str)
+    (None, 400, "not null"),
+    (["Ein Hund ."], 400, "not an array"),
+    ("Ein Hund .", 400, "not a string"),
+    ({"text": "Ein Hund ."}, 400, "field(s) text: a request has sentences and may set beam_size and len_penalty"),
     ({}, 400, "sentences must be a list of strings"),
     ({"sentences": "Ein Hund ."}, 400, "sentences must be a list of strings"),
     ({"sentences": ["Ein Hund .", 3]}, 400, "sentences must be a list of strings"),
     ({"sentences": SENTENCES[: LIMITS.sentences + 1]}, 413, f"at most {LIMITS.sentences} a request"),
     ({"sentences": ["Ein Hund .", "a" * (LIMITS.characters + 1)]}, 413, "sentence 1 has 301 characters"),
+    # a lone surrogate, which no tokenizer takes: refused, naming the sentence
+    (b'{"sentences": ["Ein Hund .", "Ein \\ud800 Hund ."]}', 400, 'sentence 1 has "\\ud800" at character 4'),
     ({"sentences": ["Ein Hund ."], "beam_size": 0}, 400, "beam_size=0"),
-    ({"sentences": ["Ein Hund ."], "beam_size": True}, 400, "beam_size=True"),
+    ({"sentences": ["Ein Hund ."], "beam_size": True}, 400, "beam_size=true"),
     ({"sentences": ["Ein Hund ."], "beam_size": LIMITS.beam_size + 1}, 400, "from 1 to 8"),
-    ({"sentences": ["Ein Hund ."], "len_penalty": "high"}, 400, "len_penalty='high'"),
+    ({"sentences": ["Ein Hund ."], "len_penalty": "high"}, 400, 'len_penalty="high"'),
+    ({"sentences": ["Ein Hund ."], "len_penalty": 10**400}, 400, "len_penalty=1000"),  # past a float's range
+    (b'{"sentences": ["Ein Hund ."], "len_penalty": 1e400}', 400, "len_penalty=Infinity"),
 ]
 
 
@@ -61,10 +69,14 @@ def test_a_bad_request_is_a_one_line_json_error_and_the_server_keeps_serving(ser
 def test_what_is_not_a_json_post_to_translate_is_a_json_error_too(served, model):
     assert_error(*post(served, b'{"sentences": []}', headers={"Content-Type": "text/plain"}), 415, "application/json")
     assert_error(*post(served, {"sentences": []}, path="/nowhere"), 404, "POST /translate")
+    assert_error(*post(served, {"sentences": []}, path="/translate/"), 404, "POST /translate/: Not Found")
     conn = http.client.HTTPConnection("127.0.0.1", served, timeout=60)
     conn.request("GET", "/translate")
     answer = conn.getresponse()
     assert_error(answer.status, answer.read().decode(), 405, "GET /translate")
+    conn.request("GET", "/translate/")  # a JSON 404 as any other path, not a redirect with an empty body
+    answer = conn.getresponse()
+    assert_error(answer.status, answer.read().decode(), 404, "GET /translate/")
     assert post(served, {"sentences": []}) == (200, '{"translations":[]}')
     assert_still_serving(served, model)
 

@@ -133,6 +133,44 @@ def test_after_ctrl_c_in_a_call_answer_waiting_answers_each_request_once(setting
     assert calls == [SENTENCES[0:4], SENTENCES[0:5]]  # the interrupted call's requests again, then the new one
 
 
+def test_a_request_that_fails_its_call_fails_alone(model, settings):
+    """A lone surrogate fails the tokenizer (requests refuse it first; another fault may not be): the
+    requests taken with it are each translated alone, and only its own fails."""
+    batcher = Batcher(model.translate)
+    futures = [batcher.submit(lines, settings) for lines in (SENTENCES[:2], ["Ein \ud800 Hund ."], SENTENCES[2:3])]
+    batcher.close()
+    batcher.run()  # one call over the three, waiting together
+    assert futures[0].result(timeout=0) == list(model.translate(SENTENCES[:2], settings))
+    assert futures[2].result(timeout=0) == list(model.translate(SENTENCES[2:3], settings))
+    with pytest.raises(Exception):
+        futures[1].result(timeout=0)
+
+
+def test_after_a_failed_call_and_ctrl_c_each_request_is_answered_once(settings):
+    """The call over a, bad and c fails: each alone then, c's interrupted by Ctrl-C; answer_waiting
+    answers c, not again a and bad (a future answered twice would raise)."""
+    calls = []
+
+    def translate(lines, cfg):
+        calls.append(list(lines))
+        if "bad" in lines:
+            raise ValueError("bad")
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return [line.upper() for line in lines]
+
+    batcher = Batcher(translate)
+    futures = [batcher.submit([line], settings) for line in ("a", "bad", "c")]
+    batcher.close()
+    with pytest.raises(KeyboardInterrupt):
+        batcher.run()
+    batcher.answer_waiting()
+    assert calls == [["a", "bad", "c"], ["a"], ["bad"], ["c"], ["c"]]
+    assert futures[0].result(timeout=0) == ["A"] and futures[2].result(timeout=0) == ["C"]
+    with pytest.raises(ValueError, match="bad"):
+        futures[1].result(timeout=0)
+
+
 @pytest.mark.parametrize(
     "values,words",
     [

@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of
-from qkvmt.serve.requests import Limits
+from qkvmt.serve.requests import limits_of
 from qkvmt.training.process_memory import keep_freed_host_memory
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, in_thread
@@ -18,7 +18,7 @@ from qkvmt.web.json_api import bind, in_thread
 
 def serve(cfg: DictConfig) -> dict:
     # checked, with the port, before the slow load
-    limits, batching = Limits(**cfg.limits), batching_of(cfg.batching, "batching.")
+    limits, batching = limits_of(cfg.limits, "limits."), batching_of(cfg.batching, "batching.")
     sock = bind(str(cfg.host), cfg.port)
     settings = instantiate(cfg.decode)
     keep_freed_host_memory()  # call after call allocates the same large buffers: reuse them, not fresh pages

@@ -50,8 +50,11 @@ def create_app(batcher: Batcher, access: Access, limits: Limits, settings: Decod
     async def not_routed(request, exc):  # an unknown path or method: JSON too, not Starlette's text
         return error(f"{request.method} {request.url.path}: {exc.detail}; POST /translate {SHAPE}", exc.status_code)
 
-    return Starlette(
+    app = Starlette(
         routes=[Route("/", health), Route("/health", health), Route("/translate", translate, methods=["POST"])],
         middleware=[Middleware(Guard, access=access, refuse=error)],
         exception_handlers={404: not_routed, 405: not_routed},
     )
+    # /translate/ is another path, answered as one (404 in JSON), not redirected with an empty body
+    app.router.redirect_slashes = False
+    return app

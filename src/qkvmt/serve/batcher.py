@@ -1,7 +1,8 @@
 """Requests that arrive together translated together: one loop owns the model (a model is not
 safe to call from many threads at once, and one call over many sentences fills a batch that
 single requests leave mostly empty), drains the queue of waiting requests, translates all their
-sentences in one call per decoding setting and hands each request its own slice, in order.
+sentences in one call per decoding setting and hands each request its own slice, in order. A
+call that fails is made again request by request: a fault stays with the request that caused it.
 
 Clients answered by one call send their next requests while the others' already wait: taking
 only what waits, calls settle into alternating halves of the clients. With Batching's gap_ms, the
@@ -143,9 +144,12 @@ class Batcher:
         lines = [s for j in jobs for s in j.sentences]
         try:
             out = list(self.translate(lines, jobs[0].settings))
-        except Exception as e:  # each request answers with it; the loop keeps serving the next
-            for j in jobs:
-                j.done.set_exception(e)
+        except Exception as e:
+            if len(jobs) > 1:  # one request's text may fail a call of many: each alone, so the others get theirs
+                for j in jobs:
+                    self._answer([j])
+            else:  # the request answers with it; the loop keeps serving the next
+                jobs[0].done.set_exception(e)
             return
         start = 0
         for j in jobs:

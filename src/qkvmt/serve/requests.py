@@ -2,11 +2,15 @@
 and the decoding settings a request may change for itself. Every refusal is a Refused with the
 HTTP status it answers with (400 for a malformed request, 413 for one over a limit)."""
 
+import json
 import math
-from dataclasses import dataclass, replace
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.setting_types import as_typed
 
 SHAPE = '{"sentences": ["...", ...]}'
 # What a request may change for itself, within the server's own settings (the command's decode.*)
@@ -29,16 +33,34 @@ class Limits:
     def __post_init__(self):
         for name, value in vars(self).items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"limits.{name}={value!r}: give a whole number of at least 1")
+                raise UserError(f"limits.{name}={as_typed(value)}: give a whole number of at least 1")
+
+
+def limits_of(settings, prefix: str = "limits.") -> Limits:
+    """Limits from a configuration's `limits` settings, or an error naming `prefix` + the setting
+    for one that is not a limit, is missing, or is not a whole number of at least 1."""
+    names = [f.name for f in fields(Limits)]
+    every = ", ".join(prefix + n for n in names[:-1]) + f" and {prefix}{names[-1]}"
+    if not isinstance(settings, Mapping):  # limits=5: the whole group replaced by one value
+        raise UserError(f"{prefix.rstrip('.')}={as_typed(settings)}: set the limits one by one: {every}")
+    unknown = sorted(set(settings) - set(names), key=str)
+    if unknown:
+        raise UserError(f"{prefix}{unknown[0]} is no limit: the limits are {every}")
+    missing = [n for n in names if n not in settings]
+    if missing:  # ~limits.x: a server needs every limit
+        raise UserError(f"{prefix}{missing[0]} is missing: give {prefix}{missing[0]}=, a whole number of at least 1")
+    return Limits(**settings)
 
 
 def parse(body, limits: Limits, settings: DecodeConfig) -> tuple[list[str], DecodeConfig]:
     """The request's sentences and its decoding settings (`settings` with the request's overrides)."""
     if not isinstance(body, dict):
-        raise Refused(f"the request must be a JSON object {SHAPE}, not {type(body).__name__}")
+        raise Refused(f"the request must be a JSON object {SHAPE}, not {json_kind(body)}")
     unknown = sorted(set(body) - {"sentences", *OVERRIDES})
     if unknown:
-        raise Refused(f"unknown field(s) {', '.join(unknown)}: a request has sentences and may set {OVERRIDES}")
+        raise Refused(
+            f"unknown field(s) {', '.join(unknown)}: a request has sentences and may set {' and '.join(OVERRIDES)}"
+        )
     return sentences_of(body.get("sentences"), limits), replace(settings, **overrides_of(body, limits))
 
 
@@ -53,6 +75,14 @@ def sentences_of(sentences, limits: Limits) -> list[str]:
             f"sentence {longest} has {len(sentences[longest]):,} characters: at most {limits.characters:,} a sentence",
             413,
         )
+    for i, sentence in enumerate(sentences):
+        try:  # JSON's \ud800 escapes read into a lone surrogate, which no tokenizer can take
+            sentence.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise Refused(
+                f"sentence {i} has {shown(sentence[e.start])} at character {e.start}, half a surrogate pair and no "
+                "character: send valid Unicode text"
+            ) from None
     return sentences
 
 
@@ -61,11 +91,36 @@ def overrides_of(body: dict, limits: Limits) -> dict:
     if "beam_size" in body:
         beam = body["beam_size"]
         if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limits.beam_size:
-            raise Refused(f"beam_size={beam!r}: give a whole number from 1 to {limits.beam_size}")
+            raise Refused(f"beam_size={shown(beam)}: give a whole number from 1 to {limits.beam_size}")
         out["beam_size"] = beam
     if "len_penalty" in body:
-        alpha = body["len_penalty"]
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 0:
-            raise Refused(f"len_penalty={alpha!r}: give a number of at least 0")
-        out["len_penalty"] = float(alpha)
+        alpha = finite(body["len_penalty"])
+        if alpha is None or alpha < 0:
+            raise Refused(f"len_penalty={shown(body['len_penalty'])}: give a number from 0 to {sys.float_info.max:.3g}")
+        out["len_penalty"] = alpha
     return out
+
+
+def finite(value) -> float | None:
+    """`value` as a float, or None for what is no finite number (true and false are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # a whole number past a float's range: 1 and 400 zeros
+        return None
+    return number if math.isfinite(number) else None
+
+
+def json_kind(value) -> str:
+    """What `value` is, in JSON's words: null, true, a string, an array, ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kinds = {str: "a string", int: "a number", float: "a number", list: "an array", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def shown(value, most: int = 40) -> str:
+    """`value` as JSON writes it, cut to `most` characters: an error echoes what came, within a line."""
+    text = json.dumps(value)
+    return text if len(text) <= most else f"{text[: most - 3]}... ({len(text):,} characters)"

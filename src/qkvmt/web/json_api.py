@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 
 from qkvmt.errors import UserError, optional_import
 
@@ -28,15 +28,54 @@ async def read_json(request, max_body: int, shape: str):
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
         return None, error(f"Content-Type {media or 'none'}: send the body as application/json", 415)
-    raw = await request.body()
-    if len(raw) > max_body:
-        return None, error(f"the request is {len(raw):,} bytes; at most {max_body:,} are read", 413)
+    raw, refused = await read_body(request, max_body)
+    if refused is not None:
+        return None, refused
     try:
-        return json.loads(raw), None
+        return json.loads(raw, parse_int=whole_number), None
+    except LongNumber as e:
+        return None, error(f"the request body has a number of {e.args[0]:,} digits: send a shorter number", 400)
     except (ValueError, UnicodeDecodeError) as e:
         return None, error(f"the request body is not JSON ({e})", 400)
     except RecursionError:  # brackets nested past the parser's stack: small enough to pass max_body
         return None, error(f"the request body nests too deeply to be read: send {shape}", 400)
+
+
+async def read_body(request, max_body: int):
+    """(the request's body, None), or (None, the error response refusing it), refused as soon as it
+    says or proves itself longer than max_body: neither waiting for a body the client only
+    announced, nor holding more of one than max_body."""
+    from starlette.requests import ClientDisconnect
+
+    claimed = request.headers.get("content-length", "")
+    # refused at once: a client may announce far more than it sends, then wait for an answer
+    if claimed.isascii() and claimed.isdigit() and (len(claimed) > 18 or int(claimed) > max_body):
+        return None, too_large(f"{int(claimed):,}" if len(claimed) <= 18 else f"over {max_body:,}", max_body)
+    raw = bytearray()
+    try:
+        async with aclosing(request.stream()) as chunks:
+            async for chunk in chunks:
+                raw += chunk
+                if len(raw) > max_body:  # a chunked body says no length: refused once more than the limit came
+                    return None, too_large(f"over {max_body:,}", max_body)
+    except ClientDisconnect:  # the client left mid-body: this answer reaches nobody, and nothing failed
+        return None, error("the client left before its request arrived", 400)
+    return bytes(raw), None
+
+
+def too_large(size: str, max_body: int):
+    return error(f"the request is {size} bytes; at most {max_body:,} are read: send a smaller one", 413)
+
+
+class LongNumber(ValueError):
+    """A JSON whole number longer than Python reads (sys.get_int_max_str_digits); args: its digits."""
+
+
+def whole_number(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # Python's message names its own setting, nothing the client can change
+        raise LongNumber(len(digits.lstrip("-"))) from None
 
 
 def bind(host: str, port: int) -> socket.socket:
