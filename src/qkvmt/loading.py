@@ -111,7 +111,8 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
         folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent
         found = recent_checkpoints(folder, n)
         if len(found) < n:
-            raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s)")
+            none = "" if found else "; a training run's checkpoints folder has them, a bundled or exported model none"
+            raise UserError(f"average={average}: {folder} has only {len(found)} step*.ckpt checkpoint(s){none}")
         return found
     paths = [resolve(p) for p in average]
     seen = {}

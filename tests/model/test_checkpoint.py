@@ -36,6 +36,8 @@ def test_asking_for_more_checkpoints_than_exist_is_a_user_error(trained_run):
         resolve_average(trained_run["run"] / "checkpoints" / "last.ckpt", "last5")
     with pytest.raises(UserError, match="lastN"):
         resolve_average(trained_run["run"] / "checkpoints" / "last.ckpt", "best3")
+    with pytest.raises(UserError, match=r"has only 0 step\*\.ckpt checkpoint\(s\); a training run's checkpoints"):
+        resolve_average("multi30k-de-en", "last5")  # a bundled model: no checkpoints to average
 
 
 def test_truncated_checkpoint_is_a_user_error(trained_run, tmp_path):

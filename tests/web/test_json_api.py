@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from qkvmt.errors import UserError
 from qkvmt.web.json_api import bind, in_thread, read_json
 
 MAX_BODY = 10_000
@@ -88,3 +89,10 @@ def test_a_client_that_leaves_mid_body_ends_its_request_quietly(served, caplog):
         while len(answered) == before and time.monotonic() < deadline:  # read_json returned, for nobody
             time.sleep(0.01)
     assert answered[before:] == [400] and not caplog.records
+
+
+@pytest.mark.parametrize("host", ["8.8.8.8", "not-a-host.invalid"])  # another machine's address; no name at all
+def test_a_host_this_machine_cannot_listen_on_is_named_not_the_port(host):
+    with pytest.raises(UserError, match=rf"^host={host} is no address of this machine \(.+\): give one of its"):
+        bind(host, 0)
+

@@ -2,6 +2,7 @@
 refusal and failure a one-line {"error": message} with its status, and the socket and uvicorn
 server that serve a Starlette application (Starlette and uvicorn, qkvmt's own dependencies)."""
 
+import errno
 import json
 import socket
 import threading
@@ -89,6 +90,11 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
+        if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:  # the host's fault, not the port's
+            raise UserError(
+                f"host={host} is no address of this machine ({e.strerror}): give one of its addresses, 0.0.0.0 for "
+                "all of them, or 127.0.0.1 for this machine alone"
+            ) from None
         raise UserError(
             f"cannot listen on {host}:{port} ({e.strerror}): choose another port=, or port=0 for any free one"
         ) from None
