@@ -157,8 +157,13 @@ def test_a_rerun_with_another_vocabulary_is_refused_before_it_writes(tmp_path, f
             "data.min_frequency=50 applies to data.tokenizer=joint_bpe only, not separate_bpe: "
             "leave data.min_frequency out",
         ),
+        (
+            ["+data.tokenizer.path={tmp}/given.json"],  # the default joint_bpe reads no file
+            "data.tokenizer.path is no setting of data.tokenizer=joint_bpe (its settings: none); "
+            "choose with data.tokenizer=joint_bpe, sentencepiece, separate_bpe or file",
+        ),
     ],
-    ids=["missing-file", "no-path", "no-such-choice", "min-frequency-unread"],
+    ids=["missing-file", "no-path", "no-such-choice", "min-frequency-unread", "path-without-file"],
 )
 def test_the_command_line_chooses_with_dots_and_a_mistake_leaves_no_run_folder(tmp_path, given, error):
     corpus = write_corpus(tmp_path / "corpus", sizes={"train": 30, "val": 4, "test_2016_flickr": 4})

@@ -67,6 +67,9 @@ class JointBPE:
     separate = False
     counts = True  # reads data.min_frequency (the others keep no minimum count)
 
+    def __init__(self, **given):
+        no_other_settings(self.name, given)
+
     def make(self, text: TrainingText, path: Path) -> Made:
         tok = load_or_train(path, text.joint, text.vocab_size, text.min_frequency, data=text.digest)
         if tok.get_vocab_size() > text.vocab_size:
@@ -87,6 +90,17 @@ def pieces_tokenizer(path: Path, settings: dict, make) -> Made:
     return Made(open_files(files), files)
 
 
+def no_other_settings(choice: str, given: dict, settings: tuple[str, ...] = ()) -> None:
+    """A data.tokenizer.<key> the choice does not read (`+data.tokenizer.path=` beside joint_bpe) is
+    refused by name, where Python's TypeError would leave Hydra's multi-line error."""
+    if given:
+        has = ", ".join(f"data.tokenizer.{k}" for k in settings) or "none"
+        raise UserError(
+            f"data.tokenizer.{sorted(given)[0]} is no setting of data.tokenizer={choice} (its settings: {has}); "
+            "choose with data.tokenizer=joint_bpe, sentencepiece, separate_bpe or file"
+        )
+
+
 def check_min_frequency(vocabulary, min_frequency: int) -> None:
     """A data.min_frequency other than its default is refused where the vocabulary keeps no minimum count."""
     if min_frequency != MIN_FREQUENCY and not getattr(vocabulary, "counts", False):
@@ -102,7 +116,8 @@ class SentencePiece:
     name = "sentencepiece"  # its choice in conf/data/tokenizer/
     separate = False
 
-    def __init__(self, model_type: str = "unigram"):
+    def __init__(self, model_type: str = "unigram", **given):
+        no_other_settings(self.name, given, ("model_type",))
         if model_type not in MODEL_TYPES:
             raise UserError(f"data.tokenizer.model_type={model_type!r}: use one of {', '.join(MODEL_TYPES)}")
         self.model_type = model_type
@@ -121,6 +136,9 @@ class SeparateBPE:
 
     name = "separate_bpe"  # its choice in conf/data/tokenizer/
     separate = True
+
+    def __init__(self, **given):
+        no_other_settings(self.name, given)
 
     def make(self, text: TrainingText, path: Path) -> Made:
         def train() -> dict[str, bytes]:
@@ -142,7 +160,8 @@ class TokenizerFile:
     name = "file"  # its choice in conf/data/tokenizer/
     separate = False
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, **given):
+        no_other_settings(self.name, given, ("path",))
         self.path = Path(path).expanduser()
 
     def make(self, text: TrainingText, path: Path) -> Made:
