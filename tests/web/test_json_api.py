@@ -95,4 +95,3 @@ def test_a_client_that_leaves_mid_body_ends_its_request_quietly(served, caplog):
 def test_a_host_this_machine_cannot_listen_on_is_named_not_the_port(host):
     with pytest.raises(UserError, match=rf"^host={host} is no address of this machine \(.+\): give one of its"):
         bind(host, 0)
-
