@@ -6,6 +6,7 @@ fake but a raw client can send (no Host at all)."""
 
 import http.client
 import json
+import socket
 
 import pytest
 
@@ -71,6 +72,13 @@ def test_the_hosts_answered_are_the_servers_own_addresses_with_its_port():
     assert "localhost" in Access.of("localhost", 80).hosts  # a browser leaves out port 80
     tokens = {Access.of("0.0.0.0", PORT).token for _ in range(3)}
     assert len(tokens) == 3 and all(len(t) >= 40 for t in tokens)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])
+def test_a_server_on_every_address_prints_the_machines_name_not_the_wildcard(host):
+    access = Access.of(host, PORT)
+    assert access.url(host, "/translate") == f"http://{socket.gethostname()}:{PORT}/translate?token={access.token}"
+    assert Access.of("192.168.1.5", PORT).url("192.168.1.5").startswith(f"http://192.168.1.5:{PORT}/?token=")
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ does, a server refuses (403, the app's JSON error):
 import ipaddress
 import re
 import secrets
+import socket
 from dataclasses import dataclass
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -71,8 +72,10 @@ class Access:
         return f"qkvmt-{self.port}"
 
     def url(self, host: str, path: str = "/") -> str:
-        """The address to open, with the token when there is one."""
-        return f"http://{netloc(host)}:{self.port}{path}" + (f"?token={self.token}" if self.token else "")
+        """The address to open, with the token when there is one; on a wildcard address, by the
+        machine's name, which others on its network can reach (0.0.0.0 names no machine to them)."""
+        shown = socket.gethostname() if is_wildcard(host) else host
+        return f"http://{netloc(shown)}:{self.port}{path}" + (f"?token={self.token}" if self.token else "")
 
     def warning(self, host: str) -> str | None:
         """What a server off loopback says first (None on loopback)."""
