@@ -101,4 +101,9 @@ def test_off_loopback_a_request_needs_the_token(model, settings):
         assert_error(*post(port, {"sentences": SENTENCES[:1]}), 403, "needs its token")
         assert_error(*post(port, {"sentences": SENTENCES[:1]}, path="/translate?token=wrong"), 403, "needs its token")
         status, text = post(port, {"sentences": SENTENCES[:1]}, path=f"/translate?token={TOKEN}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", f"/health?token={TOKEN}")  # answered as it is: no redirect trading it for a cookie
+        health = conn.getresponse()
+        assert health.status == 200 and health.getheader("set-cookie") is None and json.loads(health.read())["model"]
+        conn.close()
     assert status == 200 and json.loads(text)["translations"] == list(model.translate(SENTENCES[:1]))

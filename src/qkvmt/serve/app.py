@@ -52,7 +52,7 @@ def create_app(batcher: Batcher, access: Access, limits: Limits, settings: Decod
 
     app = Starlette(
         routes=[Route("/", health), Route("/health", health), Route("/translate", translate, methods=["POST"])],
-        middleware=[Middleware(Guard, access=access, refuse=error)],
+        middleware=[Middleware(Guard, access=access, refuse=error, pages=False)],  # an API: no cookie trade
         exception_handlers={404: not_routed, 405: not_routed},
     )
     # /translate/ is another path, answered as one (404 in JSON), not redirected with an empty body

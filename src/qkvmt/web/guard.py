@@ -92,10 +92,12 @@ class Access:
 
 
 class Guard:
-    """ASGI middleware: a request `access` refuses gets `refuse(message, 403)`; the others go on to `app`."""
+    """ASGI middleware: a request `access` refuses gets `refuse(message, 403)`; the others go on to `app`.
+    pages=False (an API, qkvmt serve): a GET with the token is answered, not traded for a cookie, since
+    a program that follows the redirect without keeping cookies would then be refused."""
 
-    def __init__(self, app, access: Access, refuse):
-        self.app, self.access, self.refuse = app, access, refuse
+    def __init__(self, app, access: Access, refuse, pages: bool = True):
+        self.app, self.access, self.refuse, self.pages = app, access, refuse, pages
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
@@ -119,7 +121,7 @@ class Guard:
             return self.refuse(f"Host {host!r} is not this server's address: use the address the server printed", 403)
         if a.token is not None:
             in_url = a.has_token(request.query_params.get("token"))
-            if in_url and request.method == "GET":
+            if in_url and request.method == "GET" and self.pages:
                 from starlette.responses import RedirectResponse
 
                 answer = RedirectResponse(request.url.path, 303)  # the token leaves the address bar and history
