@@ -123,3 +123,28 @@ def test_a_staged_folder_that_cannot_be_made_is_a_user_error():
     with pytest.raises(UserError, match=f"cannot write the outputs in {UNWRITABLE}"):
         with StagedFolder(UNWRITABLE, "evaluate", final=lambda: UNWRITABLE / "out"):
             pytest.fail("the block ran")
+
+
+def test_an_empty_folder_that_cannot_be_removed_takes_the_outputs_in_and_loses_none(tmp_path, monkeypatch):
+    """A mount point (docker -v host:/out) cannot be removed for the staged folder to take its name:
+    the files move into it instead."""
+    out = tmp_path / "out"
+    out.mkdir()
+    rmdir = Path.rmdir
+
+    def busy(self):
+        if self == out:
+            raise OSError(16, "Device or resource busy")
+        rmdir(self)
+
+    monkeypatch.setattr(Path, "rmdir", busy)
+    with StagedFolder(tmp_path, "out", final=lambda: out) as staged:
+        (staged / "benchmark.json").write_text("{}")
+        (staged / "sub").mkdir()
+        (staged / "sub" / "a.txt").write_text("a")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "out",
+        "out/benchmark.json",
+        "out/sub",
+        "out/sub/a.txt",
+    ]

@@ -129,11 +129,27 @@ class StagedFolder:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return False
         final = Path(self.final_of())
-        if final.is_dir():
-            final.rmdir()
-        self.tmp.rename(final)
+        try:
+            if final.is_dir() and not removed(final):  # a mount point (docker -v): the files move into it
+                for item in self.tmp.iterdir():
+                    shutil.move(item, final / item.name)  # another filesystem, maybe: copied then
+                self.tmp.rmdir()
+            else:
+                self.tmp.rename(final)
+        except OSError as e:
+            where = f"cannot move the outputs into {final} ({e.strerror or e})"
+            raise UserError(f"{where}: they are in {self.tmp}") from None
         self.final = final
         return False
+
+
+def removed(folder: Path) -> bool:
+    """Whether the empty `folder` could be removed (not a mount point, nor kept by its parent's owner)."""
+    try:
+        folder.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager
