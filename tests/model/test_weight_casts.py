@@ -40,10 +40,12 @@ def test_a_parameter_and_its_views_are_cast_once_and_recast_after_a_change():
         assert torch.equal(rows, p[4:8].to(torch.bfloat16)) and rows.data_ptr() == first[4:8].data_ptr()
         cols = autocast_operand(p[:, 2])
         assert torch.equal(cols, p[:, 2].to(torch.bfloat16))
-    with torch.no_grad():
-        p.mul_(2.0)  # an in-place edit between searches, or inside one
-    with torch.inference_mode(), torch.autocast(**BF16), cast_once():
-        assert torch.equal(autocast_operand(p), p.to(torch.bfloat16))
+        p.mul_(2.0)  # an in-place edit inside the search: its version moves
+        again = autocast_operand(p)
+        assert again is not first and torch.equal(again, p.to(torch.bfloat16))
+        assert torch.equal(autocast_operand(p[4:8]), p[4:8].to(torch.bfloat16))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.float16), cast_once():
+        assert autocast_operand(p).dtype == torch.float16  # autocast's dtype, whichever it is
 
 
 def test_nothing_is_cast_outside_a_search_under_autocast_or_with_gradients():

@@ -7,9 +7,10 @@ step (on 2 cores with AMX, 1.2 ms of a 5 ms step over 5 rows, a third of it the 
 
 Inside `cast_once()`, a parameter (or a view of one, as attention's slices of its stacked
 projection are) that autocast would cast is cast on first use and the cast reused while the
-parameter is unchanged: its version counter, which every in-place change bumps, is checked at
-each use. It is the cast autocast makes (a rounding to nearest), so every value is the same; the
-casts are dropped when the block ends. Outside the block, with gradients recorded, or inside
+parameter is unchanged: its version counter, which every in-place operation on it bumps, is
+checked at each use (a write through `.data` bypasses it: a search's model is not written so).
+It is the cast autocast makes (a rounding to nearest), so every value is the same; the casts are
+dropped when the block ends. Outside the block, with gradients recorded, or inside
 torch.compile, nothing changes.
 """
 
@@ -47,7 +48,12 @@ def autocast_operand(t: Tensor | None) -> Tensor | None:
     if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device) or torch.compiler.is_compiling():
         return t
     base = t if isinstance(t, nn.Parameter) else t._base
-    if not isinstance(base, nn.Parameter) or base.is_inference() or not base.is_contiguous():
+    if (
+        not isinstance(base, nn.Parameter)
+        or base.dtype is not torch.float32
+        or base.is_inference()
+        or not base.is_contiguous()
+    ):
         return t  # an inference tensor keeps no version counter to tell a change by
     dtype = torch.get_autocast_dtype(device)
     kept = casts.get(base)
