@@ -36,6 +36,8 @@ def test_every_setting_of_the_configuration_is_checked_and_its_defaults_pass(mod
         (["serve.beam_size=0"], "serve.beam_size=0: give the beams"),
         (["serve.sentences=-5"], "serve.sentences=-5: give"),
         (["serve.sentences=2.5"], "serve.sentences=2.5: give"),
+        (["~serve.repeats"], "serve.repeats is missing: give serve.repeats="),
+        (["seed=-1"], "seed=-1: give the seed of every system's weights and batches, a whole number of at least 0"),
         (["+serve.foo=1"], "serve.foo: no such setting of the benchmark; the settings under serve are ckpt_path,"),
         (["+corpus.foo=1"], "corpus.foo: no such setting of the benchmark; the settings under corpus are pairs,"),
         (["serve.ckpt_path=no/such/model", "stages=[serve]"], "serve.ckpt_path=no/such/model: no such file"),

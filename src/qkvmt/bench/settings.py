@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from qkvmt.bundled import bundled_names, resolve
+from qkvmt.bundled import bundled_names, names_nothing
 from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import QUANTIZATIONS
 from qkvmt.model.kernels import SDPA_BACKENDS
@@ -171,7 +171,13 @@ def sdpa_backend(value):
 
 # The top-level settings that only the stages read (device, precision, compile_mode and model.* are
 # checked by qkvmt.pipeline.benchmark).
-TOP: dict[str, Check] = {"systems": systems, "compile": flag, "sdpa_backend": sdpa_backend, "peak_tflops": peak}
+TOP: dict[str, Check] = {
+    "systems": systems,
+    "compile": flag,
+    "sdpa_backend": sdpa_backend,
+    "peak_tflops": peak,
+    "seed": whole(0, "the seed of every system's weights and batches", 1234),
+}
 
 
 def check_settings(cfg) -> None:
@@ -192,6 +198,8 @@ def check_settings(cfg) -> None:
                 f"{', '.join(keys)} (docs/benchmark.md)"
             )
         for key, check in keys.items():
+            if key not in given:  # ~serve.repeats: dropped from the configuration
+                raise UserError(f"{section}.{key} is missing: give {section}.{key}= (docs/benchmark.md)")
             problem = check(given[key])
             if problem:
                 raise UserError(f"{section}.{key}={as_typed(given[key])}: {problem}")
@@ -223,8 +231,7 @@ def check_sources(cfg) -> None:
     another machine may lack what a stage not run would read."""
     if "serve" in cfg.stages:
         given = cfg.serve.ckpt_path
-        # hf:ORG/NAME is fetched into huggingface_hub's cache as it loads: nothing to look at beforehand
-        if not given.startswith("hf:") and not resolve(given).exists():
+        if names_nothing(given):
             raise UserError(
                 f"serve.ckpt_path={given}: no such file or folder, nor a bundled model "
                 f"({', '.join(bundled_names())}): give a trained model"

@@ -49,9 +49,9 @@ STAGES = ("peers", "memory", "imported", "serve", "corpus")  # what stages= may 
 
 def benchmark(cfg: DictConfig) -> dict:
     prepare_host_memory()  # as training does; process-wide settings, so every system gets them
-    L.seed_everything(cfg.seed)
     device, hardware, precision, why = _settings(cfg)
-    final = Path(cfg.output_dir)
+    L.seed_everything(cfg.seed)
+    final = Path(str(cfg.output_dir))  # output_dir=5: Hydra gives a number
     with staged(final) as out:
         dm = instantiate(cfg.data)
         result = {
@@ -112,7 +112,7 @@ def _settings(cfg) -> tuple[torch.device, object, str, str]:
             "compile=true with ours_align in systems: training does not compile an alignment-supervised step; "
             "benchmark ours_align with compile=false"
         )
-    check_new_output(Path(cfg.output_dir), "output_dir", folder=True)
+    check_new_output(Path(str(cfg.output_dir)), "output_dir", folder=True)
     if precision not in DTYPES:
         raise UserError(f"precision={cfg.precision!r}: use auto, bf16, fp16 or fp32")
     peers = [name for name in ("torch", "hf") if name in cfg.systems]
