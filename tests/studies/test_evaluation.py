@@ -82,10 +82,12 @@ def test_a_baseline_given_as_a_model_decodes_with_its_own_settings(model):
         ({"baseline": "A dog ."}, "baseline"),
         ({"baseline": SOURCES, "significance": {"tests": ["t"]}}, "significance.tests"),
         ({"baseline": SOURCES, "significance": {"seed": "x"}}, "significance.seed='x'"),
-        ({"baseline": SOURCES, "significance": {"rounds": 3}}, "significance: rounds is no setting"),
+        ({"baseline": SOURCES, "significance": {"rounds": 3}}, "significance.rounds is no setting"),
+        ({"baseline": SOURCES, "significance": {"seed": -1}}, "significance.seed=-1: give a whole number"),
     ],
 )
-def test_a_comparison_that_cannot_run_is_one_line(model, kwargs, message):
+def test_a_comparison_that_cannot_run_is_one_line_before_any_translating(model, kwargs, message, monkeypatch):
+    monkeypatch.setattr(type(model), "translate", lambda *a, **k: pytest.fail("translated before the check"))
     with pytest.raises(UserError, match=message) as e:
         model.evaluate(SOURCES, REFERENCES, samples=0, **kwargs)
     assert "\n" not in str(e.value)

@@ -23,7 +23,7 @@ from qkvmt.studies.kv import kv_study
 from qkvmt.studies.sinks import sinks
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
 from qkvmt.text.metrics import DEFAULT_TOKENIZE, bleu_metric
-from qkvmt.text.significance import checked_tests
+from qkvmt.text.significance import checked_settings
 from qkvmt.text.sources import required_text
 from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
@@ -189,17 +189,10 @@ class StudyMethods:
 
     def _comparison(self, baseline, name: str, sources: list[str], significance, progress: bool) -> Comparison:
         """A second system's translations of `sources`, with the paired tests' settings, checked."""
-        significance = significance or {}
-        unknown = sorted(set(significance) - {"tests", "samples", "seed"})
-        if unknown:
-            raise UserError(f"significance: {unknown[0]} is no setting; give some of tests, samples, seed")
-        settings = {"tests": ("bs", "ar"), "samples": {}, "seed": 12345} | significance
-        tests = tuple(checked_tests(settings["tests"], settings["samples"]))
-        seed = settings["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise UserError(f"significance.seed={seed!r}: give a whole number")
+        checked = checked_settings(significance or {})  # before translating: nothing left to fail after it
+        tests, samples, seed = checked["tests"], checked["samples"], checked["seed"]
         if isinstance(baseline, (list, tuple)):
-            return Comparison(sentences(baseline, "baseline"), name, tests, dict(settings["samples"]), seed)
+            return Comparison(sentences(baseline, "baseline"), name, tests, samples, seed)
         try:
             other = self._other_model(baseline)
         except UserError as e:  # a text meant as a model that names none, say
@@ -209,7 +202,7 @@ class StudyMethods:
         if theirs != ours:
             raise UserError(f"baseline {baseline} translates {theirs}, this model {ours}: give a baseline of {ours}")
         name = str(other.paths[0]) if other.paths else "baseline"
-        return Comparison(other.translate(sources, progress=progress), name, tests, dict(settings["samples"]), seed)
+        return Comparison(other.translate(sources, progress=progress), name, tests, samples, seed)
 
     def heads(
         self,
