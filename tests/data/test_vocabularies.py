@@ -3,13 +3,15 @@ tiny model trained with each, reloaded from its checkpoint alone."""
 
 import io
 import shutil
+from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer, models, trainers
 
 import qkvmt
-from qkvmt.data.vocabularies import model_sizes
+from qkvmt.data.vocabularies import MIN_FREQUENCY, model_sizes
 from qkvmt.errors import UserError
 from qkvmt.text.tokenizer import SPECIALS, decode, encode, encode_target, target_side, train_bpe
 from tests.commandline import run_python
@@ -205,3 +207,12 @@ def test_a_run_from_a_trained_model_refuses_a_vocabulary_of_its_own(trained_run,
     with pytest.raises(UserError, match=f"init_from={ckpt} brings its own tokenizer, so data.tokenizer cannot") as e:
         train(compose_train(*overrides, f"init_from={ckpt}", "data/tokenizer=sentencepiece"))
     assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+    with pytest.raises(UserError, match=f"init_from={ckpt} brings its own tokenizer, so data.min_frequency=5 cannot"):
+        train(compose_train(*overrides, f"init_from={ckpt}", "data.min_frequency=5"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("data", ["multi30k", "hf"])
+def test_each_data_configs_min_frequency_is_the_default_the_refusals_take_as_unset(data):
+    conf = OmegaConf.load(Path(qkvmt.__file__).parent / "conf" / "data" / f"{data}.yaml")
+    assert conf.min_frequency == MIN_FREQUENCY  # else every SentencePiece run would be refused

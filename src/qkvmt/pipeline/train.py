@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.alignment.supervision import AlignmentSupervision
-from qkvmt.data.vocabularies import JointBPE, model_sizes, untied
+from qkvmt.data.vocabularies import MIN_FREQUENCY, JointBPE, model_sizes, untied
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.hf.tokenizer_files import as_text
@@ -134,6 +134,11 @@ def checked_plan(cfg: DictConfig) -> Plan:
         raise UserError(
             f"init_from={cfg.init_from} brings its own tokenizer, so data.tokenizer cannot take effect: leave "
             "data.tokenizer out, or train from scratch without init_from"
+        )
+    if start is not None and dm.min_frequency != MIN_FREQUENCY:
+        raise UserError(
+            f"init_from={cfg.init_from} brings its own tokenizer, so data.min_frequency={dm.min_frequency} cannot "
+            "take effect: leave data.min_frequency out, or train from scratch without init_from"
         )
     if start is not None and start.imported:  # the model's own settings, the run's dropout
         start, wanted = imported_start(start, cfg.model, dm)
