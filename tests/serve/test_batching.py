@@ -108,6 +108,25 @@ def test_closing_ends_a_wait_at_once_and_answers_what_came(settings):
     assert time.monotonic() - start < 30  # not the minute it would have waited
 
 
+def test_a_request_whose_client_left_during_its_call_does_not_stop_the_loop(settings):
+    """A wait cancelled during the call (a dropped connection may cancel it) has no one to answer:
+    the others in the call get theirs, and the loop serves the next request."""
+    first = []
+
+    def client_leaves(lines, cfg):
+        first[0].cancel()
+        return [line.upper() for line in lines]
+
+    batcher = Batcher(client_leaves)
+    first.append(batcher.submit(SENTENCES[:1], settings))
+    second = batcher.submit(SENTENCES[1:3], settings)
+    batcher.answer_waiting()  # both in one call
+    assert first[0].cancelled() and second.result(timeout=0) == [s.upper() for s in SENTENCES[1:3]]
+    later = batcher.submit(SENTENCES[3:4], settings)
+    batcher.answer_waiting()
+    assert later.result(timeout=0) == [SENTENCES[3].upper()]
+
+
 def test_after_ctrl_c_in_a_call_answer_waiting_answers_each_request_once(settings):
     """Ctrl-C inside translate stops run(); answer_waiting then answers the requests that call had
     taken and those still waiting, each once, with its own slice."""

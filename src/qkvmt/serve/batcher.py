@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass, fields
 
 from qkvmt.decoding.search import DecodeConfig
@@ -149,12 +149,22 @@ class Batcher:
                 for j in jobs:
                     self._answer([j])
             else:  # the request answers with it; the loop keeps serving the next
-                jobs[0].done.set_exception(e)
+                settle(jobs[0].done, error=e)
             return
         start = 0
         for j in jobs:
-            j.done.set_result(out[start : start + len(j.sentences)])
+            settle(j.done, out[start : start + len(j.sentences)])
             start += len(j.sentences)
+
+
+def settle(done: Future, result=None, error: Exception | None = None) -> None:
+    """Answer a request, unless its client's wait was cancelled meanwhile (a dropped connection may
+    cancel it): that one has no one to answer, and the loop must go on serving the others."""
+    with contextlib.suppress(InvalidStateError):
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
 
 
 def by_settings(jobs: list[Job]) -> list[list[Job]]:
