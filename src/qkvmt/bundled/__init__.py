@@ -43,6 +43,12 @@ def resolve(spec) -> Path:
     return path
 
 
+def names_nothing(spec: str) -> bool:
+    """Whether `spec` names no model here, checked before a slow load: no file or folder, nor a
+    bundled model (hf:ORG/NAME is fetched as it loads: nothing to look at beforehand)."""
+    return not spec.startswith("hf:") and not resolve(spec).exists()
+
+
 def bundled_name(path) -> str | None:
     """NAME if `path` is a bundled model's folder, else None."""
     path = Path(path).resolve()

@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.api import Model
-from qkvmt.bundled import bundled_names, resolve
+from qkvmt.bundled import bundled_names, names_nothing, resolve
 from qkvmt.data.pairs import pair_lists, split_files
 from qkvmt.errors import UserError
 from qkvmt.files import check_writable
@@ -98,7 +98,7 @@ def baseline_of(cfg: DictConfig) -> tuple[str | None, Path | None]:
         raise UserError(f"baseline.hyps_file={hyps} is a folder: give the file of the baseline's translations in it")
     if hyps and not Path(hyps).is_file():
         raise UserError(f"baseline.hyps_file={hyps}: no such file; give the baseline's translations, one per line")
-    if ckpt and not ckpt.startswith("hf:") and not resolve(ckpt).exists():  # hf: names are fetched on loading
+    if ckpt and names_nothing(ckpt):
         raise UserError(
             f"baseline.ckpt_path={ckpt}: no such file or folder; give the baseline's checkpoint (.ckpt), "
             f"model folder or bundled model's name ({', '.join(bundled_names()) or 'none installed'})"
