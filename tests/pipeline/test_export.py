@@ -72,6 +72,7 @@ def test_missing_ctranslate2_says_how_to_install_it(trained_run, tmp_path, monke
         (["engine=ctranslate2", "model_dir=.", "ckpt_path=x.ckpt"], "not ckpt_path"),
         (["engine=marian"], "engine='marian'"),
         (["compute_type=int8"], r"^compute_type=int8 is for engine=ctranslate2; engine=qkvmt computes in fabric"),
+        (["engine=ctranslate2", "model_dir=.", "fabric.precision=bf16-mixed"], r"^fabric.precision=bf16-mixed is for"),
     ],
 )
 def test_translate_engine_settings_are_checked(overrides, message):

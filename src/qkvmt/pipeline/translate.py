@@ -49,6 +49,11 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
                 "engine=ctranslate2 reads model_dir=, not ckpt_path= or average=: "
                 "export the checkpoint first (qkvmt export)"
             )
+        if str(cfg.fabric.precision) != "32-true":  # CTranslate2 computes in compute_type
+            raise UserError(
+                f"fabric.precision={cfg.fabric.precision} is for engine=qkvmt; engine=ctranslate2 computes in "
+                "compute_type= (int8, float16, ...)"
+            )
         engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
         return lambda lines, settings=decode_cfg: engine.translate(lines, settings)
     if cfg.engine != "qkvmt":
