@@ -41,11 +41,13 @@ def autocast_operand(t: Tensor | None) -> Tensor | None:
     """`t` as autocast would give it to a product: in cast_once() and under autocast with no
     gradient, a float32 parameter or view of one comes cast, from the casts kept; any other
     tensor, and every tensor elsewhere, is returned as it is (autocast then casts it itself)."""
+    if torch.compiler.is_compiling():  # first: a compiled graph must not break on the lookup below
+        return t
     casts = _kept.get()
     if casts is None or t is None or t.dtype is not torch.float32 or torch.is_grad_enabled():
         return t
     device = t.device.type
-    if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device) or torch.compiler.is_compiling():
+    if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device):
         return t
     base = t if isinstance(t, nn.Parameter) else t._base
     if (
