@@ -54,7 +54,7 @@ def test_another_host_warns_and_needs_the_printed_token(trained_run, served, cap
     ckpt = trained_run["run"] / "checkpoints" / "last.ckpt"
     result = explore(compose_inference("explore", f"ckpt_path={ckpt}", "host=0.0.0.0"))
     err = capsys.readouterr().err
-    assert re.fullmatch(r"http://0\.0\.0\.0:\d+/\?token=[\w-]{40,}", result["url"])
+    assert re.fullmatch(rf"http://{re.escape(socket.gethostname())}:\d+/\?token=[\w-]{{40,}}", result["url"])
     assert "warning: host=0.0.0.0 serves anyone" in err and "has the token" in err and "without it are refused" in err
     client = TestClient(served[0].app, base_url=result["url"].split("?")[0], follow_redirects=False)
     assert client.get("/").status_code == 403
