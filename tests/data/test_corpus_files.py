@@ -206,6 +206,12 @@ def test_files_of_different_lengths_a_missing_file_and_bad_utf8_are_refused(tmp_
         f"{bad}, line 2: not valid UTF-8"
     )
     assert "data.train=" in refused(tmp_path, corpus, "data.train=[a,b,c]")
+    empty = [tmp_path / "empty.de", tmp_path / "empty.en"]
+    for path in empty:
+        path.write_text("\n\n")
+    assert refused(tmp_path, corpus, f"data.train=[{empty[0]},{empty[1]}]").endswith(
+        "has no pair with text on both sides; check those files"  # given by path: data.root plays no part
+    )
 
 
 def test_alignment_links_on_a_corpus_over_the_sample_bound_are_refused_before_anything_is_written(tmp_path):

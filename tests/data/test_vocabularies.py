@@ -119,10 +119,10 @@ def json_without(tmp_path, missing: str):
             "data.tokenizer.path={} has no <s> (the model calls it '<bos>')",
         ),
         (lambda p: p / "absent.model", "data.tokenizer.path={} cannot be read (No such file or directory)"),
-        (lambda p: p.joinpath("dir.model").mkdir() or p / "dir.model", "data.tokenizer.path={} cannot be read"),
+        (lambda p: p.joinpath("dir.model").mkdir() or p / "dir.model", "data.tokenizer.path={} is a folder: give"),
         (lambda p: p.joinpath("bad.model").write_bytes(b"not a model") and p / "bad.model", "is not a SentencePiece"),
     ],
-    ids=["json-without-eos", "model-eos-disabled", "model-other-bos", "missing", "unreadable", "not-a-model"],
+    ids=["json-without-eos", "model-eos-disabled", "model-other-bos", "missing", "a-folder", "not-a-model"],
 )
 def test_a_file_the_model_cannot_use_is_one_line_naming_it_and_nothing_is_written(tmp_path, make, message):
     path = make(tmp_path)

@@ -89,9 +89,8 @@ class SplitTexts:
                 log.info("data.extra_train: %d pairs from %s%s", total, files, each)
             kept, total = (sum(c[i] for c in counts) for i in (0, 1))
             if not kept:
-                raise UserError(
-                    f"{self.where('train')} has no pair with text on both sides; check data.root and the files there"
-                )
+                look = "check those files" if "train" in self.paths else "check data.root and the files there"
+                raise UserError(f"{self.where('train')} has no pair with text on both sides; {look}")
             if kept < total:
                 log.warning("skipped %d training pairs with an empty side (of %d)", total - kept, total)
             times = [1] + [repeat for _, repeat in self.extra_train]

@@ -166,6 +166,8 @@ class TokenizerFile:
 
     def make(self, text: TrainingText, path: Path) -> Made:
         where = f"data.tokenizer.path={self.path}"
+        if self.path.is_dir():
+            raise UserError(f"{where} is a folder: give the tokenizer file in it (a .json or a .model)")
         if self.path.suffix not in (".json", ".model"):
             raise UserError(f"{where}: give a tokenizers JSON (.json) or a SentencePiece model (.model)")
         try:
