@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from qkvmt.errors import UserError, user_error_of
@@ -105,13 +105,15 @@ class StagedFolder:
             write_json(tmp / "alignment.json", data)
 
     `final` is asked for only at the end, so a caller can reserve a fresh name then; an empty
-    folder already at that name is replaced, never one with files."""
+    folder already at that name is replaced, never one with files. A block that fails also
+    removes the folders above it that it made (outputs/benchmark/), where they are still empty."""
 
     def __init__(self, parent: Path, name: str, final):
         self.parent, self.name, self.final_of = Path(parent), name, final
         self.final: Path | None = None
 
     def __enter__(self) -> Path:
+        self.made = [p for p in (self.parent, *self.parent.parents) if not p.exists()]  # nearest first
         try:
             self.parent.mkdir(parents=True, exist_ok=True)
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-", dir=self.parent))
@@ -127,6 +129,9 @@ class StagedFolder:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            for parent in self.made:
+                with suppress(OSError):  # not empty: another run wrote there meanwhile
+                    parent.rmdir()
             return False
         final = Path(self.final_of())
         try:

@@ -1,12 +1,12 @@
 """The benchmark's own settings (qkvmt.bench.settings) are checked before any stage runs: a bad one
 is one line naming it as the user gave it, and leaves no output folder; a run's folder appears whole
-or not at all (qkvmt.pipeline.benchmark.staged)."""
+or not at all (qkvmt.files.StagedFolder, as the benchmark stages its output_dir)."""
 
 import pytest
 from hydra import compose, initialize_config_dir
 
 from qkvmt.bench.settings import SECTIONS, check_settings
-from qkvmt.pipeline.benchmark import staged
+from qkvmt.files import StagedFolder
 from tests.commandline import run_script, user_error
 from tests.conftest import CONF
 
@@ -88,6 +88,10 @@ def test_an_output_dir_holding_files_is_refused_and_left_as_it_was(tmp_path):
         "give a new or empty folder (results are never mixed with older ones)"
     )
     assert [p.name for p in tmp_path.iterdir()] == ["benchmark.json"]
+
+
+def staged(final):
+    return StagedFolder(final.parent, final.name, final=lambda: final)  # as qkvmt.pipeline.benchmark stages
 
 
 def test_a_run_that_fails_leaves_no_folder_and_one_that_ends_leaves_its_files_alone(tmp_path):

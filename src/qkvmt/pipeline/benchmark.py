@@ -16,7 +16,6 @@ time, and `decode.profile_calls=N` decode_profile.txt, where N of its beam searc
 (qkvmt.bench.profile).
 """
 
-import contextlib
 import datetime
 import importlib.metadata
 import logging
@@ -52,7 +51,8 @@ def benchmark(cfg: DictConfig) -> dict:
     device, hardware, precision, why = _settings(cfg)
     L.seed_everything(cfg.seed)
     final = Path(str(cfg.output_dir))  # output_dir=5: Hydra gives a number
-    with staged(final) as out:
+    # whole or not at all: the stages write into a hidden folder beside it (qkvmt.files.StagedFolder)
+    with StagedFolder(final.parent, final.name, final=lambda: final) as out:
         dm = instantiate(cfg.data)
         result = {
             "device": _device_name(hardware),
@@ -80,22 +80,6 @@ def benchmark(cfg: DictConfig) -> dict:
     print(table(result))
     log.info("wrote %s", final / "benchmark.json")
     return result
-
-
-@contextlib.contextmanager
-def staged(final: Path):
-    """output_dir, whole or not at all: the stages write into a hidden folder beside it, moved into
-    place once every stage has run (qkvmt.files.StagedFolder). A failed or interrupted run leaves
-    neither, nor an empty folder above it that was made for it (outputs/benchmark/)."""
-    made = [p for p in final.parents if not p.exists()]  # nearest first
-    try:
-        with StagedFolder(final.parent, final.name, final=lambda: final) as out:
-            yield out
-    except BaseException:
-        for parent in made:
-            with contextlib.suppress(OSError):  # not empty: another run wrote there meanwhile
-                parent.rmdir()
-        raise
 
 
 def _settings(cfg) -> tuple[torch.device, object, str, str]:
