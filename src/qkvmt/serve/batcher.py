@@ -15,7 +15,6 @@ the model was loaded than on the main thread (2 Zen 5 cores, measured), so the d
 """
 
 import contextlib
-import math
 import queue
 import threading
 import time
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass, fields
 
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.serve.requests import finite
 from qkvmt.setting_types import as_typed
 
 Translate = Callable[[list[str], DecodeConfig], Sequence[str]]  # Model.translate, or the CTranslate2 engine's
@@ -53,7 +53,7 @@ def batching_of(settings, prefix: str) -> Batching:
     if unknown:
         raise UserError(f"{prefix}{unknown[0]} is no batching setting: use {prefix}gap_ms and {prefix}max_wait_ms")
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        if (ms := finite(value)) is None or ms < 0:
             raise UserError(f"{prefix}{name}={as_typed(value)}: give a number of milliseconds, at least 0")
     batching = Batching(**values)
     if (batching.gap_ms > 0) != (batching.max_wait_ms > 0):  # one of them 0: no call would ever wait
