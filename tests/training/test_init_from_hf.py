@@ -20,6 +20,8 @@ from qkvmt.model.checkpoint import model_weights
 from qkvmt.pipeline.train import train
 from qkvmt.pipeline.translate import translate
 from qkvmt.text.tokenizer import encode, encode_target
+from qkvmt.training.init_from import MAY_DIFFER
+from tests.commandline import run_script
 from tests.conftest import compose_inference, compose_train, tiny_overrides, training_fixture, write_corpus
 from tests.pipeline.test_train import logged, read_csv
 
@@ -137,6 +139,51 @@ def test_a_model_group_of_other_settings_is_refused_naming_model_init_from(maria
         UserError, match=r"model.d_model=16, .* but this run asks for model.d_model=64, .*model=init_from"
     ):
         fine_tuned(marian["corpus"], marian["folder"], out, model="tiny")
+    assert not out.exists()
+
+
+def command_line(corpus, out, *recipe: str) -> list[str]:
+    """qkvmt train's arguments as the docs write them (`recipe`), made tiny: one process, one step, the toy
+    corpus, and nothing else of the recipe's changed."""
+    tiny = tiny_overrides(corpus, out, steps=1, val_every=1)
+    tiny = [o for o in tiny if o.split("=")[0] not in ("experiment", "model", "trainer", "paths.output_dir")]
+    one_process = ["trainer.devices=1", "trainer.strategy=auto", "trainer.accelerator=cpu", "trainer.precision=32"]
+    return [*recipe, *tiny, *one_process, "data.source.download_url=null", f"hydra.run.dir={out}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        [],  # README: without a GPU, qkvmt train runs the CPU recipe, whose model.* describe its own model
+        ["experiment=multi30k_de_en_cpu"],  # docs/training.md
+        ["experiment=multi30k_de_en_gpu"],  # a GPU recipe: 4+4 layers, d=256
+        ["experiment=multi30k_de_en_cpu_align", "module.alignment.weight=0"],
+    ],
+    ids=["default", "cpu", "gpu", "cpu_align"],
+)
+def test_the_documented_fine_tuning_command_trains_the_folders_model_with_the_recipes_dropout(marian, tmp_path, recipe):
+    out = tmp_path / "run"
+    args = command_line(marian["corpus"], out, *recipe, f"init_from={marian['folder']}", "model=init_from")
+    r = run_script("train", *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wanted = load_checkpoint(marian["folder"])["qkvmt"]["model_config"]
+    tuned = load_checkpoint(out / "checkpoints" / "last.ckpt")["qkvmt"]["model_config"]
+    recipe_model = compose_train(*(recipe or ["experiment=multi30k_de_en_cpu"]), "model=init_from")["model"]
+    regularization = {k: recipe_model[k] for k in MAY_DIFFER if k in recipe_model}
+    assert "dropout" in regularization and tuned == wanted | regularization
+    assert (
+        "the experiment's model." in r.stdout + r.stderr
+    )  # what the recipe sets and the folder's model replaces is named
+
+
+def test_a_model_setting_typed_beside_model_init_from_must_agree_with_the_folder(marian, tmp_path):
+    out = tmp_path / "run"
+    args = command_line(marian["corpus"], out, f"init_from={marian['folder']}", "model=init_from")
+    r = run_script("train", *args, "model.positions=rotary")
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode == 2 and len(errors) == 1 and r.stderr.splitlines()[-1] == errors[0], r.stderr
+    assert "model.positions=sinusoidal but this run asks for model.positions=rotary" in r.stderr
     assert not out.exists()
 
 

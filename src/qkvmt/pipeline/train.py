@@ -22,6 +22,7 @@ from qkvmt.loading import average_checkpoints, check_resumable
 from qkvmt.model.checkpoint import checkpoint_step, model_weights, recent_checkpoints
 from qkvmt.model.config import ModelConfig
 from qkvmt.pipeline.train_settings import (
+    asked_of_start,
     averaged_count,
     check_compiled_step,
     check_module,
@@ -141,7 +142,7 @@ def checked_plan(cfg: DictConfig) -> Plan:
             "take effect: leave data.min_frequency out, or train from scratch without init_from"
         )
     if start is not None and start.imported:  # the model's own settings, the run's dropout
-        start, wanted = imported_start(start, cfg.model, dm)
+        start, wanted = imported_start(start, asked_of_start(cfg.model), dm)
     else:
         wanted = model_partial(vocab_size=dm.vocab_size, **untied(dm.vocabulary))  # ModelConfig checks model.*
     alignment = alignment.validated(wanted.decoder_layers, wanted.n_heads)

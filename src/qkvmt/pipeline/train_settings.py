@@ -1,12 +1,17 @@
 """The settings of qkvmt train that would otherwise fail deep in a run, late, or silently: each
 checked before anything is written, a mistake refused in one line naming it."""
 
-from omegaconf import DictConfig
+import logging
+
+from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import last_n
 from qkvmt.model.loss import ROW_MULTIPLE
 from qkvmt.training.compiled import check_compile
+from qkvmt.training.init_from import MAY_DIFFER
+
+log = logging.getLogger(__name__)
 
 OPTIMIZABLE = ("test_bleu", "test_chrf", "best_val_bleu", "wall_s")  # numbers train() returns
 
@@ -57,3 +62,27 @@ def averaged_count(spec: str) -> int:
     raise UserError(
         f"test_checkpoint={spec}: use best, or lastN (e.g. last5) to test the average of the last N checkpoints"
     )
+
+
+def asked_of_start(model: DictConfig) -> dict:
+    """The model.* settings a run asks of an imported model it starts from (init_from).
+
+    With model=init_from on the command line, only the model.* settings typed there, and the
+    regularization (dropout), which the experiment may set: an experiment's other model.* settings
+    (the CPU recipe's d_model and rotary positions) describe the model it trains from scratch, not
+    the one init_from names. Elsewhere (another model group, or a config composed in Python), every
+    model.* setting is asked for, and must agree with the model's."""
+    from hydra.core.hydra_config import HydraConfig
+
+    given = OmegaConf.to_container(model, resolve=True)
+    given = {k: v for k, v in given.items() if not k.startswith("_") and v is not None}
+    if not HydraConfig.initialized() or HydraConfig.get().runtime.choices.get("model") != "init_from":
+        return given
+    typed = {o.lstrip("+~").partition("=")[0] for o in HydraConfig.get().overrides.task}
+    asked = {k: v for k, v in given.items() if f"model.{k}" in typed or k in MAY_DIFFER}
+    if left := sorted(given.keys() - asked.keys()):
+        log.info(
+            "model=init_from: the model is init_from's, so the experiment's %s do not apply",
+            ", ".join(f"model.{k}={given[k]}" for k in left),
+        )
+    return asked

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
@@ -111,21 +110,19 @@ def load_start(spec) -> Start | None:
     return start
 
 
-def imported_start(start: Start, model: DictConfig, dm) -> tuple[Start, ModelConfig]:
+def imported_start(start: Start, run_model: dict, dm) -> tuple[Start, ModelConfig]:
     """An imported model set to the language pair of the run's data `dm`, and its ModelConfig with the
-    run's dropout. `model`: the run's model.* (model=init_from gives none, but what an experiment sets);
-    each setting given must agree with the model's, but dropout. A Marian folder names no pair of ours:
-    the run's data gives it; a many-to-many model is set to it (its target language forced first). The
-    data's max_positions, unless set, is the model's."""
-    given = OmegaConf.to_container(model, resolve=True)
-    run_model = {k: v for k, v in given.items() if not k.startswith("_") and v is not None}
+    run's dropout. `run_model`: the model.* settings the run asks of it (pipeline.train_settings
+    .asked_of_start); each must agree with the model's, but dropout. A Marian folder names no pair of
+    ours: the run's data gives it; a many-to-many model is set to it (its target language forced first).
+    The data's max_positions, unless set, is the model's."""
     meta, src_lang, tgt_lang = start.meta, dm.src_lang, dm.tgt_lang
     what = f"init_from={start.spec}"
     check_same_model(
         meta.settings,
         run_model,
         what,
-        "give model=init_from, which takes every setting from it, and leave those out (only dropout may differ)",
+        "leave those model.* settings out and give model=init_from, which takes each from it (only dropout may differ)",
         may_differ=MAY_DIFFER,
     )
     tok = start.tokenizer()
