@@ -60,6 +60,21 @@ def test_logits_match_transformers(tmp_path, shape):
     assert diff < 1e-4, diff
 
 
+def test_logits_match_transformers_at_d_model_1024_to_position_511(tmp_path):
+    """A wide model over 511 positions, where a table computed in float32 had moved the logits by 1.6e-4."""
+    wide = SMALL | dict(d_model=1024, encoder_layers=1, decoder_layers=1, max_position_embeddings=512)
+    config = transformers.MarianConfig(vocab_size=VOCAB, pad_token_id=PAD, decoder_start_token_id=PAD, **wide)
+    hf = randomized(transformers.MarianMTModel(config))
+    model, _ = ours(saved(hf, tmp_path / "wide"))
+    torch.manual_seed(0)
+    src = torch.cat([torch.randint(1, PAD, (2, 510)), torch.full((2, 1), EOS)], dim=1)
+    tgt_in = torch.cat([torch.full((2, 1), PAD), torch.randint(1, PAD, (2, 510))], dim=1)
+    with torch.no_grad():  # in float64, where only a different table (not rounding) can tell the two apart
+        expected = hf.double()(input_ids=src, decoder_input_ids=tgt_in).logits
+        logits, _ = model.double()(src, tgt_in)
+    assert (logits - expected).abs().max().item() < 1e-9
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize(
     "search",

@@ -22,6 +22,28 @@ def test_sinusoidal_positions_match_formula():
             assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
 
 
+@pytest.mark.parametrize("d", [1024, 1023])
+def test_marians_table_is_transformers_own_at_every_position(d):
+    """The halves layout as transformers' MarianSinusoidalPositionalEmbedding builds it (float64, then cast),
+    at d_model 1024 (and an odd width) and 512 positions: far positions of wide tables are where float32
+    angles drift."""
+    pytest.importorskip("transformers", reason="transformers is not installed")
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    theirs = MarianSinusoidalPositionalEmbedding(512, d).create_weight()
+    assert (sinusoidal_positions(512, d, "halves") - theirs).abs().max().item() <= 1e-7
+
+
+def test_m2m100s_table_is_transformers_own_at_every_position():
+    """The fairseq layout as transformers' M2M100SinusoidalPositionalEmbedding builds it, rows past the padding."""
+    pytest.importorskip("transformers", reason="transformers is not installed")
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
+
+    pad = 1
+    theirs = M2M100SinusoidalPositionalEmbedding.get_embedding(512 + pad + 1, 1024, pad)[pad + 1 :]
+    assert torch.equal(sinusoidal_positions(512, 1024, "fairseq", pad_id=pad), theirs)
+
+
 def complex_rope(x: torch.Tensor, offset: int, base: float = 10000.0) -> torch.Tensor:
     """The reference of Su et al. (and Meta's Llama code): dimensions 2i, 2i+1 are one complex
     number, multiplied by e^(i·pos·θ_i), θ_i = base^(-2i/d_k); in float64."""

@@ -31,14 +31,23 @@ def sinusoidal_positions(n: int, d: int, layout: str = "interleaved", pad_id: in
     of SINUSOIDAL_LAYOUTS (`pad_id` places fairseq's rows)."""
     if layout == "fairseq":
         return _fairseq_positions(n + pad_id + 1, d)[pad_id + 1 :]
+    if layout == "halves":
+        return _marian_positions(n, d)
     pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
     inv_freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
     pe = torch.zeros(n, d)
     pe[:, 0::2] = torch.sin(pos * inv_freq)
     pe[:, 1::2] = torch.cos(pos * inv_freq[: d // 2])
-    if layout == "halves":  # an odd d has one sine more than cosines, as Marian's table
-        return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1)
     return pe
+
+
+def _marian_positions(n: int, d: int) -> Tensor:
+    """(n, d): Marian's table, every sine, then every cosine, of the interleaved table's frequencies (an odd d
+    has one sine more); computed in float64 and then cast, as transformers computes it: float32 angles are
+    3e-5 off at position 511 of a 1,024-wide table, enough to move the logits by 1e-4."""
+    freq = torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float64) / d)  # (ceil(d/2),)
+    angles = torch.arange(n, dtype=torch.float64)[:, None] / freq[None]  # (n, ceil(d/2))
+    return torch.cat([angles.sin(), angles[:, : d // 2].cos()], dim=1).float()
 
 
 def _fairseq_positions(n: int, d: int) -> Tensor:
