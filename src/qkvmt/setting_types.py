@@ -1,4 +1,6 @@
-"""Settings of the wrong type, found before any command runs (`decode.beam_size=abc`).
+"""Settings of the wrong type, found before any command runs (`decode.beam_size=abc`), and the
+one check of a count that the commands run on their own settings before any slow work
+(whole_number).
 
 Hydra passes a value of any type on to the class a config group builds (`_target_`); the class
 then fails on it in its own way, and Hydra reports that in several lines that name neither the
@@ -54,6 +56,15 @@ def check_values(target: str, values: dict, prefix: str) -> None:
         value = values.get(key)
         if value is not None and not fits(value, wanted):
             raise UserError(f"{prefix}{key}={as_typed(value)}: give {WANTED[wanted]} ({wanted.__name__})")
+
+
+def whole_number(name: str, value, least: int = 1, most: int | None = None) -> int:
+    """`value`, setting `name`'s, if it is a whole number from `least` (up to `most`), else a
+    UserError naming the setting, its value and what it takes."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
+        span = f"of at least {least}" if most is None else f"from {least} to {most:,}"
+        raise UserError(f"{name}={as_typed(value)}: give a whole number {span}")
+    return value
 
 
 def as_typed(value) -> str:

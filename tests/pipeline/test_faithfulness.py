@@ -162,7 +162,7 @@ def test_the_aer_of_a_leaderboard_stands_beside_each_reading(untrained, tmp_path
         ("signals=[weights,nope]", "signals: 'nope' is not a signal with cross-attention maps"),
         ("levels=[0.1,0]", "levels=[0.1, 0]: give fractions of the source tokens in (0, 1]"),
         ("levels=[1.5]", "levels=[1.5]: give fractions"),
-        ("n=0", "n=0: give a whole number, 1 or more"),
+        ("n=0", "n=0: give a whole number of at least 1"),
         ("targets_per_sentence=0", "targets_per_sentence=0: give a whole number"),
         ("aer_file=/nonexistent/aer.json", "aer_file=/nonexistent/aer.json is not readable"),
     ],
@@ -171,6 +171,21 @@ def test_bad_settings_are_one_line_before_the_model_loads(override, message, unt
     monkeypatch.setattr(command, "load_for_inference", lambda cfg: pytest.fail("the model loaded before the check"))
     with pytest.raises(UserError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         run(untrained, override, f"output_dir={tmp_path / 'out'}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "setting, line",
+    [
+        ("seed=abc", "seed='abc': give a whole number of at least 0"),
+        ("seed=-1", "seed=-1: give a whole number of at least 0"),  # numpy's draws refuse it
+        ("random_draws=-2", "random_draws=-2: give a whole number of at least 1"),
+    ],
+)
+def test_a_bad_count_or_seed_is_refused_before_the_model_loads(setting, line, tmp_path):
+    """A checkpoint that does not exist would be the error if the model loaded first."""
+    r = run_script("faithfulness", f"ckpt_path={tmp_path / 'none.ckpt'}", setting, f"output_dir={tmp_path / 'out'}")
+    assert user_error(r) == f"error: {line}"
     assert not (tmp_path / "out").exists()
 
 

@@ -8,6 +8,7 @@ import pytest
 from qkvmt.errors import UserError
 from qkvmt.pipeline.evaluate import evaluate
 from qkvmt.pipeline.heads import heads
+from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.pipeline.test_align import write_gold
 
@@ -81,3 +82,21 @@ def test_a_split_without_references_is_one_line_and_writes_nothing(trained_run, 
             )
         )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "setting, line",
+    [
+        ("profile_sentences=abc", "profile_sentences='abc': give a whole number of at least 1"),
+        ("profile_sentences=0", "profile_sentences=0: give a whole number of at least 1"),
+        ("profile_sentences=-1", "profile_sentences=-1: give a whole number of at least 1"),
+        ("prune_points=abc", "prune_points='abc': give a whole number of at least 0"),
+        ("prune_points=-1", "prune_points=-1: give a whole number of at least 0"),
+    ],
+)
+def test_a_bad_count_is_refused_before_the_model_loads(setting, line, tmp_path):
+    """A checkpoint that does not exist would be the error if the model loaded first."""
+    r = run_script("heads", f"ckpt_path={tmp_path / 'none.ckpt'}", setting, f"output_dir={tmp_path / 'out'}")
+    assert user_error(r) == f"error: {line}"
+    assert not (tmp_path / "out").exists()
+

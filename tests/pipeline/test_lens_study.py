@@ -74,5 +74,5 @@ def test_the_study_is_recorded_tabled_and_drawn(tmp_path):
 def test_an_unknown_study_or_count_is_one_line_before_any_work(tmp_path):
     with pytest.raises(UserError, match=r"^study='lenses': use one of swap, patch, both, lens$"):
         intervene(compose_inference("intervene", "study=lenses", "ckpt_path=multi30k-de-en"))
-    with pytest.raises(UserError, match=r"^n=0: give a whole number, 1 or more$"):
+    with pytest.raises(UserError, match=r"^n=0: give a whole number of at least 1$"):
         run(tmp_path, "n=0")

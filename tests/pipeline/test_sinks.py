@@ -48,7 +48,7 @@ def test_nothing_is_left_when_a_file_cannot_be_written(tmp_path, monkeypatch):
 
 def test_a_bad_count_is_one_line_before_the_model_loads(tmp_path):
     r = run_script("sinks", f"ckpt_path={tmp_path / 'no-such.ckpt'}", "n=0")
-    assert user_error(r) == "error: n=0: give a whole number, 1 or more"
+    assert user_error(r) == "error: n=0: give a whole number of at least 1"
 
 
 def test_the_study_is_recorded_tabled_and_drawn(tmp_path):

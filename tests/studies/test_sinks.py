@@ -114,7 +114,7 @@ def test_the_result_shows_itself_and_saves_its_three_files(model, tmp_path):
     [
         ([], [], 10, r"^sources is empty: give at least one sentence$"),
         (SOURCES, REFERENCES[:3], 10, r"^references has 3 lines, the source has 4: give one per source$"),
-        (SOURCES, REFERENCES, 0, r"^n=0: give a whole number, 1 or more$"),
+        (SOURCES, REFERENCES, 0, r"^n=0: give a whole number of at least 1$"),
         ("Ein Hund .", ["A dog ."], 10, r"^sources is a list of sentences: give \[text, \.\.\.\], not one text$"),
         ([""], ["A dog ."], 10, r"^no pair has both a source and a reference"),
     ],

@@ -17,7 +17,7 @@ from qkvmt.bundled import resolve, reverse_of
 from qkvmt.errors import UserError
 from qkvmt.pipeline.runs import beside_checkpoint
 from qkvmt.run_folder import run_data, run_folder
-from qkvmt.studies.checks import positive
+from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import LineFile, checked_file, stream_lines
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ def corpus_files(cfg: DictConfig) -> tuple[LineFile, LineFile] | None:
             raise UserError(
                 f"src_file= and tgt_file= align a corpus, and {name}= {what}: drop {name}= to align the files"
             )
-    positive("batch_tokens", cfg.batch_tokens)
-    positive("chunk_pairs", cfg.chunk_pairs)
+    whole_number("batch_tokens", cfg.batch_tokens)
+    whole_number("chunk_pairs", cfg.chunk_pairs)
     if cfg.reference_aligner:  # installed? before the slow part
         reference_aligner(cfg.reference_aligner, cfg.reference_symmetrization, "reference_aligner")
     src, tgt = checked_file(cfg.src_file), checked_file(cfg.tgt_file)

@@ -16,7 +16,7 @@ def faithfulness(cfg: DictConfig) -> dict:
     signals = None if cfg.signals is None else OmegaConf.to_object(cfg.signals)
     levels = OmegaConf.to_object(cfg.levels) if OmegaConf.is_list(cfg.levels) else cfg.levels
     draws = {"targets_per_sentence": cfg.targets_per_sentence, "random_draws": cfg.random_draws}
-    checked_faithfulness(signals, levels, {"n": cfg.n} | draws)  # every bad setting before the slow load
+    checked_faithfulness(signals, levels, {"n": cfg.n} | draws, cfg.seed)  # every bad setting before the slow load
     read_leaderboard(cfg.aer_file)
     checked_target(cfg.target)
     check_output_dir(cfg)

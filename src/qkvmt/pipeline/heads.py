@@ -12,13 +12,14 @@ from qkvmt.alignment.links import read_gold
 from qkvmt.files import write_json
 from qkvmt.pipeline.evaluate import read_inputs
 from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, load_for_inference, save_result
-from qkvmt.studies.checks import check_references
+from qkvmt.studies.checks import check_references, checked_heads
 
 log = logging.getLogger(__name__)
 
 
 def heads(cfg: DictConfig) -> dict:
     start = time.time()
+    checked_heads(cfg.prune_points, cfg.profile_sentences)  # before the slow load and the slower masking
     check_output_dir(cfg)
     model = load_for_inference(cfg)
     meta = model.meta

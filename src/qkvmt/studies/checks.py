@@ -8,6 +8,7 @@ from pathlib import Path
 from qkvmt.analysis.faithfulness import cross_signals
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
+from qkvmt.setting_types import whole_number
 
 STUDIES = {"swap": ("swap",), "patch": ("patch",), "both": ("swap", "patch")}  # of keys and values: what each runs
 
@@ -15,8 +16,7 @@ STUDIES = {"swap": ("swap",), "patch": ("patch",), "both": ("swap", "patch")}  #
 def whole_numbers(counts: dict) -> None:
     """Each of `counts` ({setting: value}) a whole number of at least 1, or a UserError naming it."""
     for key, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UserError(f"{key}={value!r}: give a whole number, 1 or more")
+        whole_number(key, value)
 
 
 def sentences(lines, name: str) -> list[str]:
@@ -26,11 +26,11 @@ def sentences(lines, name: str) -> list[str]:
     return list(lines)
 
 
-def positive(name: str, value) -> int:
-    """A corpus's batch_tokens or chunk_pairs: a whole number of at least 1, or a UserError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{name}={value!r}: give a whole number of at least 1")
-    return value
+def checked_heads(prune_points, profile_sentences) -> None:
+    """heads' counts: the pruning curve's steps (0: no curve) and the pairs profiled (at least one,
+    as a slice of the pairs would silently drop the last for -1)."""
+    whole_number("prune_points", prune_points, least=0)
+    whole_number("profile_sentences", profile_sentences)
 
 
 def check_references(sources: list[str], references: list[str], name: str) -> None:
@@ -60,9 +60,10 @@ def checked_study(study: str, n: int, substitutes: int) -> tuple[str, ...]:
     return STUDIES[study]
 
 
-def checked_faithfulness(signals, levels, counts: dict) -> tuple[list[str], list[float]]:
-    """faithfulness's signals (None: every one with cross-attention maps) and levels, and `counts`
-    ({name: value}, each a whole number of at least 1); every bad setting is a UserError."""
+def checked_faithfulness(signals, levels, counts: dict, seed) -> tuple[list[str], list[float]]:
+    """faithfulness's signals (None: every one with cross-attention maps) and levels, `counts`
+    ({name: value}, each a whole number of at least 1) and the draws' seed (numpy's takes 0 or
+    more); every bad setting is a UserError."""
     known = cross_signals()
     names = known if signals is None else [str(s) for s in signals]
     for name in names:
@@ -76,6 +77,7 @@ def checked_faithfulness(signals, levels, counts: dict) -> tuple[list[str], list
     if not levels or any(isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1 for f in levels):
         raise UserError(f"levels={levels}: give fractions of the source tokens in (0, 1], e.g. [0.1,0.2,0.3,0.4,0.5]")
     whole_numbers(counts)
+    whole_number("seed", seed, least=0)
     return names, [float(f) for f in levels]
 
 

@@ -17,7 +17,7 @@ from qkvmt.alignment.links import Link, to_pharaoh
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.alignment.reference import reference_aligner, symmetrized_links
 from qkvmt.errors import UserError
-from qkvmt.studies.checks import positive
+from qkvmt.setting_types import whole_number
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.studies.two_way import directions, method_of, symmetrization
 from qkvmt.text.sources import LineFile
@@ -109,7 +109,7 @@ def align_corpus(
 ) -> CorpusAlignment:
     """The corpus's links, streamed (qkvmt.views.corpus_alignment); `reference`: a reference
     aligner's name (None: none) and its symmetrization."""
-    batch_tokens, chunk_pairs = positive("batch_tokens", batch_tokens), positive("chunk_pairs", chunk_pairs)
+    batch_tokens, chunk_pairs = whole_number("batch_tokens", batch_tokens), whole_number("chunk_pairs", chunk_pairs)
     checked_lines(src_lines, tgt_lines, reference[0])
     if reference[0]:  # installed? before the slow part
         reference_aligner(*reference, "reference_aligner")

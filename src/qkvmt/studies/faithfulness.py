@@ -125,9 +125,8 @@ def faithfulness(
     forced on, the references or the model's own translations ("own")."""
     start = time.time()
     draws = {"targets_per_sentence": 3, "random_draws": 3, "seed": 0} | (draws or {})
-    names, levels = checked_faithfulness(
-        signals, levels, {"n": n} | {k: draws[k] for k in ("targets_per_sentence", "random_draws")}
-    )
+    counts = {"n": n} | {k: draws[k] for k in ("targets_per_sentence", "random_draws")}
+    names, levels = checked_faithfulness(signals, levels, counts, draws["seed"])
     board = read_leaderboard(aer_file)
     pairs, skipped, decoding = forced_pairs(model, sources, references, target, n, name)
     sentences, seconds = scored_sentences(model, pairs, names, levels, draws)

@@ -14,7 +14,7 @@ from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.analysis.trace import KINDS
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.studies.checks import check_references
+from qkvmt.studies.checks import check_references, checked_heads
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.text.metrics import score
 from qkvmt.views.heads import HeadsReport
@@ -36,6 +36,7 @@ def heads(
     (with `gold`, a cross head's AER too), the pruning curve in `prune_points` steps, and the
     profiles of the first `profile_sentences` pairs; `name` names the sentences."""
     start = time.time()
+    checked_heads(prune_points, profile_sentences)
     check_references(sources, references, name)
     every = every_head(model.transformer)
     base = score(model.translate(sources, settings), references)
