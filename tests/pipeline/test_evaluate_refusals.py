@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.pipeline.evaluate import evaluate
-from qkvmt.text.significance import DEFAULTS
+from qkvmt.text.significance import DEFAULTS, MOST
 from tests.conftest import compose_inference, write_corpus
 
 UNWRITABLE = "/proc/qkvmt_out"  # the kernel's own folder: no one, root included, makes folders in it
@@ -34,6 +34,10 @@ def refused_before_loading(monkeypatch, *overrides: str) -> str:
         (["metrics.bleu_tokenize=moses"], "metrics.bleu_tokenize='moses'"),
         (["significance.tests=[bs,t]"], "significance.tests"),
         (["significance.samples.ar=0"], "significance.samples.ar=0"),
+        (  # sacreBLEU would hold every trial at once: terabytes
+            ["baseline.hyps_file={hyps}", "significance.samples.ar=1000000000"],
+            f"significance.samples.ar=1000000000: give a whole number from 1 to {MOST['ar']:,}",
+        ),
         (["baseline.hyps_file={hyps}", "+significance.samples.xx=5"], "significance.samples.xx: no such test"),
         (["baseline.hyps_file={hyps}", "significance.tests=[bs]", "significance.samples.ar=abc"], "samples.ar='abc'"),
         (

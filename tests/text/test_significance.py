@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.text.significance import DEFAULTS, changed_setting, checked_settings, paired_tests
+from qkvmt.text.significance import DEFAULTS, MOST, changed_setting, checked_settings, paired_tests
 
 WORDS = "a man woman dog runs sits on the in green red street park near with two child ball".split()
 
@@ -93,6 +93,10 @@ def test_the_seed_is_set_only_while_the_tests_run_and_changes_the_draws(monkeypa
         ({"tests": ["bootstrap"]}, "significance.tests"),
         ({"tests": []}, "significance.tests"),
         ({"samples": {"bs": 0}}, "significance.samples.bs=0"),
+        (
+            {"samples": {"bs": MOST["bs"] + 1}},
+            f"significance.samples.bs={MOST['bs'] + 1}: give a whole number from 1 to",
+        ),
         ({"seed": -1}, "significance.seed=-1: give a whole number of at least 0"),  # numpy's draws refuse it
         ({"bleu_tokenize": "moses"}, "metrics.bleu_tokenize='moses'"),
     ],
