@@ -100,3 +100,16 @@ def test_a_bad_count_is_refused_before_the_model_loads(setting, line, tmp_path):
     assert user_error(r) == f"error: {line}"
     assert not (tmp_path / "out").exists()
 
+
+def test_a_bundled_models_heads_are_recorded_under_its_results_home(tmp_path):
+    """Where evaluate looks for them, as it does for a run's checkpoint (beside_checkpoint)."""
+    (tmp_path / "src.txt").write_text("Ein Hund rennt .\nEin Mann fährt Fahrrad .\n")
+    (tmp_path / "ref.txt").write_text("A dog runs .\nA man rides a bike .\n")
+    given = [f"src_file={tmp_path / 'src.txt'}", f"ref_file={tmp_path / 'ref.txt'}", "prune_points=0"]
+    where = [f"output_dir={tmp_path / 'out'}", f"paths.log_dir={tmp_path / 'outputs'}"]
+    r = run_script("heads", "ckpt_path=multi30k-de-en", *given, "profile_sentences=1", *where)
+    assert r.returncode == 0 and "could not record" not in r.stderr, r.stderr[-3000:]
+    recorded = list((tmp_path / "outputs" / "pretrained" / "multi30k-de-en").glob("heads_*.json"))
+    assert [json.loads(p.read_text())["heads"] for p in recorded] == [
+        json.loads((tmp_path / "out" / "heads.json").read_text())["heads"]
+    ]

@@ -31,7 +31,9 @@ def heads(cfg: DictConfig) -> dict:
     report.wall_s = round(time.time() - start, 1)  # the whole command's, loading included
     final = save_result(cfg, model.paths, report, name, "heads")
     try:  # evaluate's report.html of this checkpoint shows it
-        write_json(beside_checkpoint(cfg, model.paths, "heads"), report.to_dict())
+        recorded = beside_checkpoint(cfg, model.paths, "heads")
+        recorded.parent.mkdir(parents=True, exist_ok=True)  # a bundled model's results home may be new
+        write_json(recorded, report.to_dict())
     except OSError as e:
         log.warning("could not record the heads beside the checkpoint (%s); they are in %s", e, final)
     print(report.summary())
