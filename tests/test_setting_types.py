@@ -8,6 +8,7 @@ import pytest
 from qkvmt import commands
 from qkvmt.setting_types import check_setting_types
 from qkvmt.subcommands import COMMANDS
+from tests.commandline import run_python, user_error
 from tests.conftest import CONF, compose_inference, compose_train
 
 
@@ -53,3 +54,21 @@ def test_the_shipped_configurations_hold_settings_of_their_types():
         check_setting_types(compose_inference(name))
     for recipe in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
         check_setting_types(compose_train(f"experiment={recipe}"))
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["translate", "batch_lines=0"], "batch_lines=0: give a whole number of at least 1"),
+        (["evaluate", "attention.num_samples=-1"], "attention.num_samples=-1: give a whole number of at least 0"),
+        (["align", "gold_dir=.", "gold_dev=-1"], "gold_dev=-1: give a whole number of at least 0"),
+        (["inspect", "sentence=x", "top_k=0"], "top_k=0: give a whole number of at least 1"),
+        (["inspect", "sentence=x", "kind=self"], "kind='self': use one of encoder, decoder, cross"),
+        (["heads", "prune_points=abc"], "prune_points='abc': give a whole number of at least 0"),
+        (["faithfulness", "seed=-1"], "seed=-1: give a whole number of at least 0"),
+    ],
+)
+def test_a_commands_bad_setting_is_refused_before_its_model_loads(args, line, tmp_path):
+    """A checkpoint that does not exist would be the error if the model loaded first."""
+    r = run_python("-m", "qkvmt", *args, f"ckpt_path={tmp_path / 'none.ckpt'}")
+    assert user_error(r) == f"error: {line}"

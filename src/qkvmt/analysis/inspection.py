@@ -89,12 +89,17 @@ class HeadPass:
         }
 
 
+def checked_kind(kind) -> str:
+    """`kind`, if it names a kind of attention (KINDS), else a UserError naming them."""
+    if kind not in KINDS:
+        raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
+    return kind
+
+
 def attention_module(model: Transformer, kind: str, layer: int) -> MultiHeadAttention:
     """The attention module of `kind` in `layer` (negative: from the end); a bad kind or layer is
     a UserError naming what there is."""
-    if kind not in KINDS:
-        raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
-    modules = attention_modules(model, kind)
+    modules = attention_modules(model, checked_kind(kind))
     if not -len(modules) <= layer < len(modules):
         raise UserError(
             f"layer={layer}: the {kind} has {len(modules)} layers (0..{len(modules) - 1}, or -1 for the last)"

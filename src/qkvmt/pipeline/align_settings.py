@@ -63,6 +63,7 @@ def corpus_files(cfg: DictConfig) -> tuple[LineFile, LineFile] | None:
 def check_gold_settings(cfg: DictConfig, corpus: bool) -> None:
     """The settings of scoring against gold links are refused without gold_dir=, where they
     could not take effect (reference_aligner also aligns a corpus beside)."""
+    whole_number("gold_dev", cfg.gold_dev, least=0)
     if cfg.gold_dir:
         return
     given = ["leaderboard=true"] if cfg.leaderboard else []

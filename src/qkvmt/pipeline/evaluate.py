@@ -24,6 +24,7 @@ from qkvmt.pipeline.runs import (
     save_result,
 )
 from qkvmt.run_folder import run_data, validation_curve
+from qkvmt.setting_types import whole_number
 from qkvmt.studies.checks import report_signals, same_length
 from qkvmt.text.metrics import bleu_metric
 from qkvmt.text.significance import changed_setting, checked_settings
@@ -130,6 +131,7 @@ def baseline_model(ckpt: str, model: Model) -> Model:
 def evaluate(cfg: DictConfig) -> dict:
     start = time.time()
     signals = report_signals(cfg.attention.signals)
+    whole_number("attention.num_samples", cfg.attention.num_samples, least=0)  # -1 would slice off the last
     bleu_metric(cfg.metrics.bleu_tokenize)
     baseline_ckpt, baseline_hyps = baseline_of(cfg)
     significance = check_significance(cfg, compared=bool(baseline_ckpt or baseline_hyps))

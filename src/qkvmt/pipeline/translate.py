@@ -11,6 +11,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import load_ctranslate2
 from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import decode_line, required_text
 from qkvmt.training.process_memory import keep_freed_host_memory
 
@@ -23,6 +24,7 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     with its line number (the chunks before it are already written)."""
     stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout
     sentence = None if cfg.sentence is None else required_text(cfg.sentence, "sentence")  # before the slow load
+    whole_number("batch_lines", cfg.batch_lines)  # 0 would end stdin's first chunk empty, translating nothing
     decode_cfg = instantiate(cfg.decode)
     keep_freed_host_memory()  # chunk after chunk allocates the same large buffers: reuse them, not fresh pages
     translate_chunk = translator(cfg, decode_cfg)
