@@ -27,7 +27,7 @@ commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a note
 command give the same numbers for the same checkpoint and settings.
 """
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -148,10 +148,7 @@ class Model(StudyMethods):
         """`settings` (default: the checkpoint's own, its run's test decoding) with the fields
         given as keywords taking precedence, e.g. decoding(beam_size=1). A many-to-many model's
         target language (qkvmt.hf.languages.for_pair) is forced first unless they force another."""
-        stored = asdict(settings) if settings is not None else self.meta.decode
-        cfg = DecodeConfig.merged(stored, decode)
-        language = self.meta.decode.get("forced_first_id")
-        return cfg if cfg.forced_first_id is not None or language is None else replace(cfg, forced_first_id=language)
+        return DecodeConfig.of_model(self.meta.decode, settings, decode)
 
     def translate(
         self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode

@@ -8,10 +8,12 @@ import pytest
 import torch
 
 import qkvmt
+from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import load_ctranslate2
 from qkvmt.model.inputs import build_inputs
 from qkvmt.pipeline.export import export
 from qkvmt.text.tokenizer import encode, encode_target, target_side
+from tests.commandline import run_script
 from tests.conftest import compose_inference
 from tests.hf.test_tokenizers import TEXTS, whole_marian_folder
 
@@ -39,3 +41,19 @@ def test_an_opened_marian_model_exports_to_ctranslate2_and_scores_and_translates
     settings = replace(ours.decoding(), early_stopping=True, beam_size=4, min_len=4)
     translated = list(engine.translate(TEXTS, settings))
     assert translated == list(ours.translate(TEXTS, settings=settings)) and all(translated)
+
+
+def test_early_stopping_false_is_refused_in_one_line_not_ignored(tmp_path):
+    """transformers' early_stopping=false (the default of a Marian folder's generation settings) goes on past
+    beam_size finished hypotheses; CTranslate2 cannot, so the engine says so rather than stop early."""
+    folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en")
+    out = tmp_path / "ct2"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=ctranslate2", f"output_dir={out}"))
+    engine = load_ctranslate2(out)
+    with pytest.raises(UserError, match=r"decode.early_stopping=false: CTranslate2 stops"):
+        engine.translate(TEXTS, beam_size=4, early_stopping=False)
+    r = run_script(
+        "translate", "engine=ctranslate2", f"model_dir={out}", "decode.early_stopping=false", "sentence=Hallo"
+    )
+    assert r.returncode == 2 and r.stderr.splitlines() == [r.stderr.strip()] and "early_stopping=false" in r.stderr
+    assert list(engine.translate(TEXTS, beam_size=1, early_stopping=False))  # greedy has no stopping rule to differ

@@ -6,7 +6,7 @@ layer, and cross-attention keys and values are computed once per source sentence
 is tested against, and benchmarked against).
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 from torch import Tensor, nn
@@ -54,6 +54,16 @@ class DecodeConfig:
         if unknown:
             raise UserError(f"{unknown[0]!r} is no decoding setting: use {', '.join(names)}")
         return cls(**(stored | {k: v for k, v in given.items() if v is not None}))
+
+    @classmethod
+    def of_model(cls, own: dict, settings: "DecodeConfig | None", given: dict) -> "DecodeConfig":
+        """A model's decoding: `settings` (default: its `own`, the settings it was stored with) with every
+        field `given` taking precedence. A many-to-many model's target language (`own`'s forced_first_id)
+        is forced first unless they force another: settings made without the model (decode.* of a
+        command) cannot know it."""
+        cfg = cls.merged(asdict(settings) if settings is not None else own, given)
+        language = own.get("forced_first_id")
+        return cfg if cfg.forced_first_id is not None or language is None else replace(cfg, forced_first_id=language)
 
 
 def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:

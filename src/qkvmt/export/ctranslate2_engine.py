@@ -13,7 +13,8 @@ our decoder, and the search settings are translated to CTranslate2's:
 Sentences are grouped by their length limit, so each gets exactly our limit. One difference
 stays: at the limit our search forces </s> and counts its probability, CTranslate2 just stops,
 so a beam that reaches the limit may rank differently (README, "Deploying"); and CTranslate2 stops
-a sentence at beam_size finished hypotheses, as decode.early_stopping=true does. A Hugging Face
+a sentence at beam_size finished hypotheses, as decode.early_stopping=true does (false is refused). A
+many-to-many model's target language is forced first, as `qkvmt.api.Model` forces it. A Hugging Face
 model's folder (qkvmt.hf) brings its own tokenizer files, which `load_tokenizer` reads.
 """
 
@@ -49,7 +50,7 @@ class CTranslate2Model:
         """As `qkvmt.api.Model.translate`: `settings` (default: the run's own) with any
         DecodeConfig field given as a keyword overriding it."""
         lines = [sentences] if isinstance(sentences, str) else list(sentences)
-        cfg = DecodeConfig.merged(asdict(settings) if settings is not None else self.meta.decode, decode)
+        cfg = DecodeConfig.of_model(self.meta.decode, settings, decode)
         return Translations(translate_lines_ctranslate2(self, lines, cfg), lines, settings=asdict(cfg))
 
     def _checkpoint_only(self, *args, **kwargs):
@@ -101,6 +102,11 @@ def load_ctranslate2(
 def search_options(cfg: DecodeConfig, model: ModelConfig, target) -> dict:
     """CTranslate2's translate_batch options for our decoding settings (the length limit aside);
     `target`: the target side's tokenizer, which names the tokens."""
+    if not cfg.early_stopping and cfg.beam_size > 1:
+        raise UserError(
+            "decode.early_stopping=false: CTranslate2 stops a sentence at beam_size finished hypotheses, as "
+            "decode.early_stopping=true does; give decode.early_stopping=true, or translate with engine=qkvmt"
+        )
     if cfg.len_penalty_style != "fairseq" and cfg.len_penalty != 0:
         raise UserError(
             f"decode.len_penalty_style={cfg.len_penalty_style}: CTranslate2 normalises by length^alpha only; "
