@@ -5,12 +5,9 @@ metadata and checks), the Transformer and tokenizer it makes, or the average of 
 It sits above model/, hf/ and bundled/: a Hugging Face folder is read into the model's own blocks
 (qkvmt.hf imports qkvmt.model), so the model package cannot be what opens one."""
 
-import pickle
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 from tokenizers import Tokenizer
 
 from qkvmt.bundled import bundled_names, resolve
@@ -24,6 +21,7 @@ from qkvmt.model.checkpoint import (
     checked,
     checked_model,
     last_n,
+    load_plain,
     model_weights,
     recent_checkpoints,
 )
@@ -49,19 +47,7 @@ def load_checkpoint(path) -> dict:
             f"{path} is the weights file of a model folder, which loads as a whole: give the folder "
             f"{path.parent} instead (model.safetensors with tokenizer.json and qkvmt.json beside it)"
         )
-    try:
-        with warnings.catch_warnings():
-            # An unusual pickle protocol only means the load below fails, which is reported.
-            warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
-        if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
-            raise UserError(
-                f"{path} holds code or objects that are not plain data; refusing to load it ({brief(e)}); {USE_ANOTHER}"
-            ) from None
-        raise UserError(
-            f"{path} is not a readable checkpoint (truncated or corrupt?): {brief(e)}; {USE_ANOTHER}"
-        ) from None
+    ckpt = load_plain(path, "checkpoint", USE_ANOTHER)
     return checked(ckpt, path)
 
 

@@ -8,6 +8,7 @@ so the weights go into the same blocks. A value the blocks cannot compute is a U
 from pathlib import Path
 
 from qkvmt.errors import UserError
+from qkvmt.hf.json_files import shown, typed
 from qkvmt.model.config import ACTIVATIONS, ModelConfig
 
 # The defaults of transformers' config classes (MarianConfig, M2M100Config) for the keys read here: an
@@ -74,51 +75,76 @@ NEUTRAL = {
 }
 
 
+# The most positions qkvmt builds a table for (Marian's and M2M100's have 512 or 1024): the table is not among
+# the weights, so nothing in the file bounds it, and a config.json may ask for a billion rows.
+MAX_POSITIONS = 1 << 16
+POSITIVE = "a positive whole number"
+
+
 def model_config(hf: dict, where: Path) -> ModelConfig:
-    """The ModelConfig of a config.json's contents `hf` (from the file `where`, which errors name)."""
+    """The ModelConfig of a config.json's contents `hf` (from the file `where`, which errors name), each value
+    typed and in range before anything is built from it."""
     kind = hf.get("model_type")
-    if kind not in DEFAULTS:
-        raise UserError(f"{where}: model_type={kind!r} cannot be imported; qkvmt opens {', '.join(MODEL_TYPES)}")
+    if not isinstance(kind, str) or kind not in DEFAULTS:
+        raise UserError(f"{where}: model_type={shown(kind)} cannot be imported; qkvmt opens {', '.join(MODEL_TYPES)}")
 
     def get(key: str):
         return hf.get(key, DEFAULTS[kind].get(key))
 
+    def whole(key: str, give: str = POSITIVE, ok=lambda v: v >= 1) -> int:
+        return typed(where, key, get(key), int, give, ok)
+
+    def flag(key: str) -> bool:
+        return typed(where, key, get(key), bool, "true or false")
+
+    def probability(key: str) -> float:
+        return float(typed(where, key, get(key), float, "a probability in [0, 1)", lambda v: 0 <= v < 1))
+
     for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if get(enc) != get(dec):
+        if whole(enc) != whole(dec):
             raise UserError(f"{where}: {enc}={get(enc)} and {dec}={get(dec)} differ; qkvmt's layers share one value")
     activation = get("activation_function")
-    if activation not in ACTIVATIONS:
-        raise UserError(f"{where}: activation_function={activation!r} is not one of {', '.join(ACTIVATIONS)}")
-    pad, eos = get("pad_token_id"), get("eos_token_id")
-    if not isinstance(eos, int):  # transformers allows a list of ends; qkvmt's search stops at one
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise UserError(f"{where}: activation_function={shown(activation)} is not one of {', '.join(ACTIVATIONS)}")
+    eos = get("eos_token_id")
+    if isinstance(eos, list):  # transformers allows a list of ends; qkvmt's search stops at one
         raise UserError(f"{where}: eos_token_id={eos!r}: qkvmt's search ends at one token, give a whole number")
-    vocab = get("vocab_size")
-    shared = kind == "m2m_100" or get("share_encoder_decoder_embeddings")
-    tgt_vocab = vocab if shared else (hf.get("decoder_vocab_size") or vocab)
+    vocab = whole("vocab_size")
+    shared = kind == "m2m_100" or flag("share_encoder_decoder_embeddings")
+    tgt_vocab = vocab if shared or hf.get("decoder_vocab_size") is None else whole("decoder_vocab_size")
+    pad, bos = (
+        whole(k, f"an id below vocab_size={min(vocab, tgt_vocab)}", lambda v: 0 <= v < min(vocab, tgt_vocab))
+        for k in ("pad_token_id", "decoder_start_token_id")
+    )
+    eos = whole("eos_token_id", f"an id below vocab_size={tgt_vocab}", lambda v: 0 <= v < tgt_vocab)
     # transformers 5 ties the encoder's and decoder's embeddings to `shared` only with tie_word_embeddings.
-    tied = bool(get("tie_word_embeddings"))
+    tied = flag("tie_word_embeddings")
     try:
         return ModelConfig(
             vocab_size=vocab,
-            d_model=get("d_model"),
-            n_heads=get("encoder_attention_heads"),
-            encoder_layers=get("encoder_layers"),
-            decoder_layers=get("decoder_layers"),
-            ffn_dim=get("encoder_ffn_dim"),
-            dropout=float(get("dropout")),
-            attention_dropout=float(get("attention_dropout")),
-            activation_dropout=float(get("activation_dropout")),
+            d_model=whole("d_model"),
+            n_heads=whole("encoder_attention_heads"),
+            encoder_layers=whole("encoder_layers"),
+            decoder_layers=whole("decoder_layers"),
+            ffn_dim=whole("encoder_ffn_dim"),
+            dropout=probability("dropout"),
+            attention_dropout=probability("attention_dropout"),
+            activation_dropout=probability("activation_dropout"),
             norm_first=kind == "m2m_100",  # M2M100's layers are pre-LN and each stack ends with a LayerNorm
-            tie_embeddings=bool(shared) and tied,
+            tie_embeddings=shared and tied,
             tie_output=tied,
-            max_positions=get("max_position_embeddings"),
+            max_positions=whole(
+                "max_position_embeddings",
+                f"a whole number from 2 to {MAX_POSITIONS}",
+                lambda v: 2 <= v <= MAX_POSITIONS,
+            ),
             activation=activation,
-            scale_embeddings=bool(get("scale_embedding")),
+            scale_embeddings=flag("scale_embedding"),
             sinusoidal_layout="halves" if kind == "marian" else "fairseq",
             tgt_vocab_size=None if tgt_vocab == vocab else tgt_vocab,
             output_bias=kind == "marian",  # final_logits_bias
             pad_id=pad,
-            bos_id=get("decoder_start_token_id"),
+            bos_id=bos,
             eos_id=eos,
         )
     except UserError as e:  # ModelConfig names its own setting: say which file it came from
@@ -127,28 +153,43 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
 
 def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
     """The DecodeConfig fields that make qkvmt's search do what transformers' `generate` does with the
-    settings `gen` (generation_config.json, or config.json's generation keys in older folders)."""
+    settings `gen` (generation_config.json, or config.json's generation keys in older folders), each typed."""
 
     def get(key: str):
         return gen.get(key, GENERATION_DEFAULTS[key])
 
+    def whole(key: str, give: str = POSITIVE, ok=lambda v: v >= 1, null: bool = False) -> int | None:
+        return typed(where, key, get(key), int, give, ok, null)
+
+    def target_id(key: str) -> int | None:
+        rows = cfg.target_vocab_size
+        return whole(key, f"an id below the model's {rows} output rows, or null", lambda v: 0 <= v < rows, null=True)
+
     for key, neutral in NEUTRAL.items():
         if gen.get(key, neutral) not in (neutral, None):
-            raise UserError(f"{where}: {key}={gen[key]!r} is not in qkvmt's search (greedy or beam search)")
+            raise UserError(f"{where}: {key}={shown(gen[key])} is not in qkvmt's search (greedy or beam search)")
     if get("early_stopping") not in (True, False):
-        raise UserError(f"{where}: early_stopping={get('early_stopping')!r}; qkvmt's beam search takes true or false")
-    for ids in get("bad_words_ids") or []:
+        raise UserError(
+            f"{where}: early_stopping={shown(get('early_stopping'))}; qkvmt's beam search takes true or false"
+        )
+    bad_words = get("bad_words_ids") or []
+    if not isinstance(bad_words, list) or not all(isinstance(ids, list) for ids in bad_words):
+        raise UserError(f"{where}: bad_words_ids={shown(bad_words)} is not a list of lists of ids")
+    for ids in bad_words:
         if len(ids) != 1 or ids[0] not in cfg.banned_ids:
-            raise UserError(f"{where}: bad_words_ids holds {ids}; qkvmt's search bans only {cfg.banned_ids}")
-    new_tokens = get("max_new_tokens") or get("max_length") - 1  # max_length counts the decoder's start token
+            raise UserError(f"{where}: bad_words_ids holds {shown(ids)}; qkvmt's search bans only {cfg.banned_ids}")
+    max_new = whole("max_new_tokens", null=True)
+    # max_length counts the decoder's start token
+    new_tokens = max_new or whole("max_length", "a whole number of at least 2", lambda v: v >= 2) - 1
     return {
-        "beam_size": get("num_beams"),
-        "len_penalty": float(get("length_penalty")),
+        "beam_size": whole("num_beams"),
+        "len_penalty": float(typed(where, "length_penalty", get("length_penalty"), float, "a number")),
         "len_penalty_style": "fairseq",  # score / length^alpha, the length counting </s>: transformers' too
         "max_len_a": 0.0,
         "max_len_b": new_tokens,
-        "min_len": max(1, get("min_length")),  # transformers' min_length counts the start token, ours </s>
-        "free_eos_at_limit": get("forced_eos_token_id") == cfg.eos_id,
+        # transformers' min_length counts the start token, ours </s>
+        "min_len": max(1, whole("min_length", "a whole number, 0 or more", lambda v: v >= 0)),
+        "free_eos_at_limit": target_id("forced_eos_token_id") == cfg.eos_id,
         "early_stopping": get("early_stopping"),
-        "forced_first_id": get("forced_bos_token_id"),  # a one-direction many-to-many model's target language
+        "forced_first_id": target_id("forced_bos_token_id"),  # a one-direction many-to-many model's target language
     }

@@ -2,42 +2,37 @@
 takes as it takes a .ckpt file's: config.json, generation_config.json, the weights, and the folder's
 tokenizer files, which `qkvmt.hf.tokenizers` opens (the metadata names the folder)."""
 
-import json
+import os
 from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.hf.config import decode_settings, model_config
-from qkvmt.hf.weights import WEIGHT_FILES, Tensors, state_dict, weight_file
+from qkvmt.hf.json_files import read_json
+from qkvmt.hf.tokenizers import load_tokenizer
+from qkvmt.hf.vocabulary import check_vocabulary
+from qkvmt.hf.weights import WEIGHT_FILES, Tensors, check_layer_counts, state_dict, weight_file
+from qkvmt.model.checkpoint import brief
 
 CONFIG, GENERATION = "config.json", "generation_config.json"
 
 
 def is_hf_folder(path) -> bool:
-    """Whether `path` is a folder with a config.json that names a model_type (any: the import names
-    the ones it cannot open)."""
+    """Whether `path` is a folder with a config.json that names a model_type (any: the import names the ones
+    it cannot open), or one that is no readable JSON object, which read_hf_folder names."""
     path = Path(path)
-    if not (path.is_dir() and (path / CONFIG).is_file()):
+    if not (path.is_dir() and os.path.lexists(path / CONFIG)):  # lexists: a symlink loop is named too
         return False
     try:
-        return "model_type" in json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-
-
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path} is not readable JSON ({type(e).__name__}: {e})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not a JSON object")
-    return data
+        return "model_type" in read_json(path / CONFIG)
+    except UserError:
+        return True
 
 
 def read_hf_folder(folder) -> dict:
-    """The checkpoint dict of a Marian or M2M100 folder; a UserError, before any weight is used, for what
-    qkvmt cannot open (another model_type, a config value the blocks cannot compute, weights that do not fit
-    or are not finite, no weights)."""
+    """The checkpoint dict of a Marian or M2M100 folder, checked as a whole; a UserError naming the file, before
+    any model is built, for what qkvmt cannot open: another model_type, a config value of another type or
+    range or that the blocks cannot compute, generation settings of another type, weights that do not fit or
+    are not finite, no weights, tokenizer files that do not open or whose ids are not the weights' rows."""
     folder = Path(folder)
     hf = read_json(folder / CONFIG)
     cfg = model_config(hf, folder / CONFIG)
@@ -48,11 +43,14 @@ def read_hf_folder(folder) -> dict:
     if path is None:
         raise UserError(f"{folder} holds no weights: it needs one of {', '.join(WEIGHT_FILES)}")
     try:  # each tensor is read as it is taken: a file that is cut short fails part-way
-        weights = state_dict(Tensors(path), cfg, path)
+        tensors = Tensors(path)
+        check_layer_counts(tensors, cfg, path, folder / CONFIG)  # before a model of that many is built
+        weights = state_dict(tensors, cfg, path)
     except UserError:
         raise
     except Exception as e:  # safetensors, torch.load and json each fail in their own ways on a bad file
-        raise UserError(f"{path} is not a readable weights file ({type(e).__name__}: {str(e)[:120]})") from None
+        raise UserError(f"{path} is not a readable weights file ({brief(e)})") from None
+    check_vocabulary(load_tokenizer(folder), cfg, folder)
     src_lang, tgt_lang = languages(folder)
     meta = {
         "model_config": cfg.to_dict(),

@@ -11,13 +11,13 @@ special_tokens_map.json) lists them as additional special tokens; NLLB's tokeniz
 (deu_Latn, ...), which its tokenizer_config.json lists likewise.
 """
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.hf.tokenizers import Encoding, PieceVocabulary, sentencepiece
+from qkvmt.hf.json_files import read_json, shown, typed
+from qkvmt.hf.tokenizers import Encoding, PieceVocabulary, read_vocabulary, sentencepiece
 
 # A language's token: fairseq's and M2M100's __de__ (the code inside), or NLLB's deu_Latn (the token is the code).
 LANGUAGE_TOKEN = re.compile(r"^__(\w+)__$|^([a-z]{3}_[A-Z][a-z]{3})$")
@@ -71,17 +71,25 @@ class ManyToMany:
 
 def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
     """M2M100's tokenizer: sentencepiece.bpe.model, vocab.json, and the language tokens numbered after it."""
-    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    vocab = read_vocabulary(folder / "vocab.json")
     tokens = language_tokens(folder, config)
     if not tokens:
         raise UserError(
             f"{folder}: tokenizer_config.json lists no language tokens (__de__, ...) among its additional special "
             f"tokens (language_codes={config.get('language_codes')!r}); qkvmt numbers M2M100's languages from that list"
         )
-    added = {token: len(vocab) + i for i, (_, token) in enumerate(tokens)}  # numbered after vocab.json, in order
+    # fairseq pads its dictionary with made-up words after the languages (m2m100_418M's 128112 rows): the
+    # model has rows for them, so they are named, as special tokens, which a translation leaves out.
+    where = folder / "tokenizer_config.json"
+    madeup = typed(
+        where, "num_madeup_words", config.get("num_madeup_words", 8), int, "a whole number", lambda v: v >= 0
+    )
+    names = [token for _, token in tokens] + [f"madeupword{i:04d}" for i in range(madeup)]
+    added = {token: len(vocab) + i for i, token in enumerate(names)}  # numbered after vocab.json, in order
     languages = {code: added[token] for code, token in tokens}
     spm = sentencepiece(folder / "sentencepiece.bpe.model")
-    base = PieceVocabulary(spm, vocab, vocab, spm, SPECIALS, added)
+    files = (folder / "vocab.json",) * 2
+    base = PieceVocabulary(spm, vocab, vocab, spm, SPECIALS, added, files)
     return ManyToMany(base, languages, config.get("src_lang"), config.get("tgt_lang"))
 
 
@@ -104,7 +112,11 @@ def listed_specials(folder: Path, config: dict) -> list[str]:
     listed = config.get("additional_special_tokens") or config.get("extra_special_tokens") or []
     path = folder / "special_tokens_map.json"
     if not listed and path.is_file():
-        listed = json.loads(path.read_text(encoding="utf-8")).get("additional_special_tokens", [])
+        listed = read_json(path).get("additional_special_tokens", [])
+    if not isinstance(listed, list):
+        raise UserError(
+            f"{path.with_name('tokenizer_config.json')}: additional_special_tokens={shown(listed)} is not a list"
+        )
     return [t["content"] if isinstance(t, dict) else str(t) for t in listed]
 
 

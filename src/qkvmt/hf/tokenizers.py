@@ -11,11 +11,12 @@ language after them (qkvmt.hf.languages). Ids mean what MarianTokenizer's and M2
 tests/hf/test_tokenizers.py compares them.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from qkvmt.errors import UserError, optional_import
+from qkvmt.hf.json_files import read_json, typed
+from qkvmt.model.checkpoint import brief
 
 SPIECE_UNDERLINE = "▁"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -32,8 +33,23 @@ class Encoding:
 def sentencepiece(path: Path):
     spm = optional_import("sentencepiece", "pip install sentencepiece (or pip install -e '.[hf]' in qkvmt's folder)")
     model = spm.SentencePieceProcessor()
-    model.Load(str(path))
+    try:
+        model.Load(str(path))
+    except Exception as e:  # OSError or RuntimeError, with SentencePiece's own text
+        raise UserError(
+            f"{path} is not a SentencePiece model ({type(e).__name__}); give the folder's own file"
+        ) from None
     return model
+
+
+def read_vocabulary(path: Path) -> dict[str, int]:
+    """A vocab.json: tokens and their ids, each id a whole number, 0 or more."""
+    vocab = read_json(path)
+    for token, i in vocab.items():
+        typed(path, token, i, int, "each token an id, a whole number from 0", lambda v: v >= 0)
+    if "<unk>" not in vocab:
+        raise UserError(f"{path} has no <unk>: it is not a Marian or M2M100 vocabulary")
+    return vocab
 
 
 class PieceVocabulary:
@@ -41,7 +57,8 @@ class PieceVocabulary:
     (id_to_token reads it too); one side of a Marian tokenizer, or M2M100's. Decoding reads the target's
     ids: `out_vocab` names them and `out_spm` joins their pieces (MarianTokenizer joins with the source
     model when the vocabulary is shared). `added`: tokens numbered after the vocabulary (M2M100's
-    languages), special like `specials`: never cut from text, dropped when decoding skips specials."""
+    languages), special like `specials`: never cut from text, dropped when decoding skips specials. `files`:
+    where `vocab` and `out_vocab` were read."""
 
     encode_special_tokens = True  # set by qkvmt.text.tokenizer.encode; SentencePiece reads typed "</s>" as text
 
@@ -53,8 +70,10 @@ class PieceVocabulary:
         out_spm,
         specials: tuple[str, ...],
         added: dict[str, int] | None = None,
+        files: tuple[Path, Path] = (Path("vocab.json"), Path("vocab.json")),
     ):
         added = added or {}
+        self.files = files  # the vocabularies' own files (vocab, out_vocab), which errors name
         self.spm, self.vocab, self.out_spm = spm, vocab | added, out_spm
         self.names = {i: t for t, i in self.vocab.items()}
         self.out_names = {i: t for t, i in (out_vocab | added).items()}
@@ -104,23 +123,21 @@ class PieceVocabulary:
 
 def marian_tokenizer(folder: Path, config: dict) -> PieceVocabulary:
     """The source side of a Marian folder's tokenizer, its `target` the other side."""
-    read = lambda name: json.loads((folder / name).read_text(encoding="utf-8"))  # noqa: E731
     source, target = sentencepiece(folder / "source.spm"), sentencepiece(folder / "target.spm")
     specials = tuple(
         config.get(k, d) for k, d in (("eos_token", "</s>"), ("unk_token", "<unk>"), ("pad_token", "<pad>"))
     )
-    vocab = read("vocab.json")
-    if "<unk>" not in vocab:
-        raise UserError(f"{folder / 'vocab.json'} has no <unk>: it is not a Marian vocabulary")
+    vocab_file, tgt_file = folder / "vocab.json", folder / "target_vocab.json"
+    vocab = read_vocabulary(vocab_file)
     if config.get("separate_vocabs"):
-        if not (folder / "target_vocab.json").is_file():
+        if not tgt_file.is_file():
             raise UserError(f"{folder}: tokenizer_config.json says separate_vocabs, but there is no target_vocab.json")
-        tgt_vocab = read("target_vocab.json")
-        side = PieceVocabulary(source, vocab, tgt_vocab, target, specials)
-        side.target = PieceVocabulary(target, tgt_vocab, tgt_vocab, target, specials)
+        tgt_vocab = read_vocabulary(tgt_file)
+        side = PieceVocabulary(source, vocab, tgt_vocab, target, specials, files=(vocab_file, tgt_file))
+        side.target = PieceVocabulary(target, tgt_vocab, tgt_vocab, target, specials, files=(tgt_file, tgt_file))
     else:
-        side = PieceVocabulary(source, vocab, vocab, source, specials)
-        side.target = PieceVocabulary(target, vocab, vocab, source, specials)
+        side = PieceVocabulary(source, vocab, vocab, source, specials, files=(vocab_file, vocab_file))
+        side.target = PieceVocabulary(target, vocab, vocab, source, specials, files=(vocab_file, vocab_file))
     return side
 
 
@@ -129,7 +146,7 @@ def load_tokenizer(folder) -> object:
     naming the files it needs when the folder has neither."""
     folder = Path(folder)
     config_path = folder / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    config = read_json(config_path) if config_path.is_file() else {}
     if all((folder / n).is_file() for n in MARIAN_FILES):
         return marian_tokenizer(folder, config)
     if all((folder / n).is_file() for n in M2M100_FILES):
@@ -141,7 +158,11 @@ def load_tokenizer(folder) -> object:
 
         from qkvmt.hf.languages import tokenizer_json_languages
 
-        return tokenizer_json_languages(Tokenizer.from_file(str(folder / "tokenizer.json")), folder, config)
+        try:
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as e:  # the tokenizers library raises a bare Exception for a malformed file
+            raise UserError(f"{folder / 'tokenizer.json'} is not a tokenizer ({brief(e)})") from None
+        return tokenizer_json_languages(tokenizer, folder, config)
     raise UserError(
         f"{folder} has no tokenizer files: it needs Marian's {', '.join(MARIAN_FILES)}, M2M100's "
         f"{', '.join(M2M100_FILES)} or a tokenizer.json"

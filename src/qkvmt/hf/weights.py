@@ -8,6 +8,8 @@ UserError naming the tensor, before anything runs.
 """
 
 import json
+import re
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import torch
 from torch import Tensor
 
 from qkvmt.errors import UserError
+from qkvmt.model.checkpoint import load_plain
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.finite import non_finite
 from qkvmt.model.transformer import Transformer
@@ -49,11 +52,9 @@ class Tensors(Mapping):
                 from safetensors import safe_open
 
                 self.handles[file] = safe_open(str(file), framework="pt")
-            else:  # plain tensors only, never pickled code; mapped, where the file's format allows it
-                try:
-                    self.handles[file] = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-                except RuntimeError:  # the legacy (not zip) format cannot be mapped
-                    self.handles[file] = torch.load(file, map_location="cpu", weights_only=True)
+            else:  # plain tensors only, never pickled code; mapped, where the format allows it (not the legacy one)
+                advice = "use a folder whose weights are model.safetensors"
+                self.handles[file] = load_plain(file, "weights file", advice, mmap=zipfile.is_zipfile(file))
         return self.handles[file]
 
     def __getitem__(self, name: str) -> Tensor:
@@ -114,6 +115,21 @@ class Renamed:
 
 SHARED = "model.shared.weight"
 ENCODER_EMBED, DECODER_EMBED = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
+
+
+LAYER = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
+
+
+def check_layer_counts(names, cfg: ModelConfig, where: Path, config: Path) -> None:
+    """config.json's encoder_layers and decoder_layers against the layers the weights file `where` holds
+    (`names`), before a model of that many layers is built: a config.json may ask for a million."""
+    held = {"encoder": 0, "decoder": 0}
+    for m in filter(None, map(LAYER.search, names)):
+        held[m.group(1)] = max(held[m.group(1)], int(m.group(2)) + 1)
+    for stack, n in held.items():
+        given = getattr(cfg, f"{stack}_layers")
+        if given != n:
+            raise UserError(f"{config}: {stack}_layers={given}, but {where} holds {n} {stack} layers")
 
 
 def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:

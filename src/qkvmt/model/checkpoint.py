@@ -5,6 +5,9 @@ A checkpoint holds plain data only (tensors, dicts, strings, numbers), so it is 
 `torch.load(weights_only=True)`, which refuses to run pickled code.
 """
 
+import pickle
+import re
+import warnings
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -72,9 +75,29 @@ def checked(ckpt, path: Path) -> dict:
     return ckpt
 
 
+def load_plain(path: Path, what: str, advice: str, mmap: bool = False):
+    """What torch.load(weights_only=True) reads from `path`, which never runs pickled code; a UserError
+    naming `path` when it holds code (refused, not run) or is not readable as `what`, ending with `advice`."""
+    try:
+        with warnings.catch_warnings():
+            # An unusual pickle protocol only means the load below fails, which is reported.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as e:  # arbitrary bytes make torch.load fail in many ways (KeyError, EOFError, ...)
+        if isinstance(e, pickle.UnpicklingError) and "GLOBAL" in str(e):  # an import: code, not data
+            raise UserError(
+                f"{path} holds code or objects that are not plain data; refusing to load it ({brief(e)}); {advice}"
+            ) from None
+        raise UserError(f"{path} is not a readable {what} (truncated or corrupt?): {brief(e)}; {advice}") from None
+
+
+# A terminal's control sequence (torch marks words bold in its messages): printed, it would change the terminal.
+ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def brief(e: Exception) -> str:
     """One line about a loading error: torch's messages run over several lines and sentences."""
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    lines = [line.strip() for line in ESCAPE.sub("", str(e)).splitlines() if line.strip()]
     key = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
     return f"{type(e).__name__}: {key.split('. ')[0]}" if key else type(e).__name__
 
