@@ -182,6 +182,27 @@ def refused(tmp_path, corpus, *overrides, **settings) -> str:
     return str(cause)
 
 
+def test_a_byte_order_mark_and_invisible_characters_leave_the_training_text_as_without_them(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", gz=False)
+    src, tgt = read_parallel(corpus / "train.de", corpus / "train.en")
+    src[5] = ""  # a pair with an empty side, skipped; a line of invisible characters stands in for it below
+    hidden = [s.replace(" ", " \u200b", 1).replace("w", "w\u2060", 1) for s in src]  # inside words too
+    hidden[5] = "\x00\ufeff\u200b"
+
+    def written(name: str, sources: list[str], mark: str = "") -> tuple:  # a TSV and two line-parallel files
+        tsv = tmp_path / f"{name}.tsv"
+        tsv.write_text(mark + "".join(f"{s}\t{t}\n" for s, t in zip(sources, tgt)), encoding="utf-8")
+        for lang, lines in (("de", sources), ("en", tgt)):
+            (tmp_path / f"{name}.{lang}").write_text(mark + "".join(x + "\n" for x in lines), encoding="utf-8")
+        return tsv, f"data.extra_train=[{{src:{tmp_path / name}.de,tgt:{tmp_path / name}.en}}]"
+
+    def read(tsv, extra):
+        dm = datamodule(tmp_path / "elsewhere", tmp_path / "out", f"data.train={tsv}", f"data.val={tsv}", extra)
+        return dm.training_pairs(), dm.texts.digest(), dm.read("val")
+
+    assert read(*written("hostile", hidden, mark="\ufeff")) == read(*written("clean", src))
+
+
 @pytest.mark.parametrize("line", ["no tab here", "one\ttab\ttoo many"])
 def test_a_tsv_line_without_exactly_one_tab_is_refused_naming_file_and_line(tmp_path, line):
     corpus = write_corpus(tmp_path / "corpus")

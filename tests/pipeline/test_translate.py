@@ -9,7 +9,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.loading import load_model
 from qkvmt.pipeline.translate import translate
-from tests.commandline import run_script
+from tests.commandline import run_python, run_script, user_error
 from tests.conftest import compose_inference
 
 LINES = ["w1 w2 w3", "", "w7 w8 w9 w10 w11 w12", "w4", "", "w5 w6"]
@@ -64,3 +64,17 @@ def test_translate_checks_the_sentence_before_loading_the_checkpoint(tmp_path):
     cfg = compose_inference("translate", f"ckpt_path={tmp_path / 'nope.ckpt'}", "sentence=' '")
     with pytest.raises(UserError, match="sentence is empty"):  # not "checkpoint not found"
         translate(cfg, stdout=io.StringIO())
+
+
+def test_a_byte_order_mark_and_invisible_characters_on_stdin_translate_as_without_them(tmp_path):
+    """A byte order mark first (as editors on Windows save a file), zero-width characters inside a sentence and
+    lines of nothing visible: the translations of the text without them, the invisible lines' empty."""
+    clean = ["Ein Mann fährt Fahrrad .", "", "Zwei Hunde spielen im Schnee .", ""]
+    hidden = ["\ufeffEin Mann fährt Fahrrad .", "\x00", "Zwei Hun\u200bde spielen\u2060 im Schnee .", "\ufeff\u200d"]
+    bundled = ("-m", "qkvmt", "translate", "ckpt_path=multi30k-de-en", "decode.beam_size=2")
+    expected = run_python(*bundled, stdin="".join(x + "\n" for x in clean).encode(), cwd=tmp_path)
+    r = run_python(*bundled, stdin="".join(x + "\n" for x in hidden).encode(), cwd=tmp_path)
+    assert r.returncode == expected.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == expected.stdout and len(r.stdout.split("\n")) == len(clean) + 1
+    refused = run_python(*bundled, "sentence=\ufeff\u200b", cwd=tmp_path)
+    assert user_error(refused).startswith("error: sentence is empty: give the text")

@@ -108,3 +108,15 @@ def test_hf_dataset_without_the_languages_is_a_clear_error(tmp_path):
     folder = _save_hf(tmp_path, {"train": [{"translation": {"fr": "chat", "en": "cat"}}]})
     with pytest.raises(UserError, match="translation column has no"):
         HFDataset(str(tmp_path / "cache"), str(folder)).read("train", "de", "en")
+
+
+def test_hf_dataset_reads_invisible_characters_as_nothing(tmp_path):
+    clean = [{"de": "ein Hund", "en": "a dog"}, {"de": "", "en": "nothing"}]
+    hidden = [{"de": "\ufeffein\u200b Hund", "en": "a dog\x00"}, {"de": "\u200b\u2060", "en": "\ufeffnothing"}]
+
+    def read(rows, name):
+        (tmp_path / name).mkdir()
+        folder = _save_hf(tmp_path / name, {"train": rows})
+        return HFDataset(str(tmp_path / "cache"), str(folder)).read("train", "de", "en")
+
+    assert read(hidden, "hidden") == read(clean, "clean")

@@ -13,12 +13,14 @@ from qkvmt.export.ctranslate2_engine import load_ctranslate2
 from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import decode_line, required_text
+from qkvmt.text.visible import visible_text
 from qkvmt.training.process_memory import keep_freed_host_memory
 
 
 def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     """Translate `sentence`, or stdin line by line in chunks of `batch_lines`, keeping the order
-    and keeping empty lines empty. Only translations go to stdout; each chunk is flushed.
+    and keeping empty lines (and lines with no visible character) empty. Only translations go to
+    stdout; each chunk is flushed.
 
     stdin is read as bytes and decoded line by line, so a line that is not UTF-8 stops the run
     with its line number (the chunks before it are already written)."""
@@ -31,7 +33,7 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     if sentence is not None:
         chunks = iter([[sentence]])
     else:
-        lines = (text_line(line, n).rstrip("\r\n") for n, line in enumerate(stdin, 1))
+        lines = (text_line(line, n) for n, line in enumerate(stdin, 1))
         chunks = iter(lambda: list(itertools.islice(lines, cfg.batch_lines)), [])
     n = 0
     for chunk in chunks:
@@ -72,5 +74,5 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
 
 
 def text_line(line: bytes | str, number: int) -> str:
-    """A line of sys.stdin.buffer decoded, or one of a text stream (as callers may pass) as it is."""
-    return decode_line(line, "stdin", number) if isinstance(line, bytes) else line
+    """The visible text of a line of sys.stdin.buffer, decoded, or of one of a text stream (as callers may pass)."""
+    return visible_text(decode_line(line, "stdin", number) if isinstance(line, bytes) else line)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qkvmt.errors import UserError
+from qkvmt.text.visible import visible_text
 
 
 def checked_file(path) -> Path:
@@ -33,13 +34,15 @@ def _opener(path: Path):
 
 
 def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, plain or .gz, stripped; an undecodable line is an error naming file and line."""
+    """The visible text of each line of a UTF-8 text file, plain or .gz; an undecodable line is an error naming
+    file and line."""
     return list(stream_lines(path))
 
 
 def stream_lines(path: Path) -> Iterator[str]:
-    """A text file's lines one at a time, stripped, never the whole file in memory (read_lines lists them)."""
-    return (line.strip() for line in decoded_lines(path))
+    """A text file's lines one at a time, their visible text, never the whole file in memory (read_lines lists
+    them)."""
+    return (visible_text(line) for line in decoded_lines(path))
 
 
 def decoded_lines(path: Path) -> Iterator[str]:
@@ -79,7 +82,7 @@ def tsv_lines(path: Path) -> Iterator[tuple[str, str]]:
                 f"{path}, line {number}: {len(parts) - 1} tabs, where a line is source<TAB>target; "
                 "give one tab a line (a tab inside a sentence cannot be told from the separator)"
             )
-        yield parts[0].strip(), parts[1].strip()
+        yield visible_text(parts[0]), visible_text(parts[1])
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,12 @@ class LineFile:
 
 
 def required_text(value, name: str) -> str:
-    """The text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
+    """The visible text of a sentence=/reference= setting; missing, blank or undecodable text is a UserError."""
     example = f'give the text, e.g. {name}="Ein Mann fährt Fahrrad ."'
     if value is None:
         raise UserError(f"no {name} given: {example}")
-    text = str(value)
-    if not text.strip():
+    text = visible_text(str(value))
+    if not text:
         raise UserError(f"{name} is empty: {example}")
     try:
         text.encode("utf-8")
@@ -200,9 +203,9 @@ class HFDataset:
                 raise UserError(
                     f"{self.dataset}: the translation column has no {sorted(missing)}; check data.src_lang/tgt_lang"
                 )
-            return [p[src_lang].strip() for p in pairs], [p[tgt_lang].strip() for p in pairs]
+            return [visible_text(p[src_lang]) for p in pairs], [visible_text(p[tgt_lang]) for p in pairs]
         if {src_lang, tgt_lang} <= set(ds.column_names):
-            return [s.strip() for s in ds[src_lang]], [t.strip() for t in ds[tgt_lang]]
+            return [visible_text(s) for s in ds[src_lang]], [visible_text(t) for t in ds[tgt_lang]]
         raise UserError(
             f"{self.dataset}: no 'translation' column and no {src_lang!r}/{tgt_lang!r} columns (has {ds.column_names})"
         )
