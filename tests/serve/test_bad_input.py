@@ -1,5 +1,6 @@
 """Every bad request to the translation server is a one-line JSON error with its status, and
-the server answers the next request; the Host and token rules are the explorer's."""
+the server answers the next request; invisible characters are read as nothing; the Host and token
+rules are the explorer's."""
 
 import http.client
 import json
@@ -79,6 +80,13 @@ def test_what_is_not_a_json_post_to_translate_is_a_json_error_too(served, model)
     assert_error(answer.status, answer.read().decode(), 404, "GET /translate/")
     assert post(served, {"sentences": []}) == (200, '{"translations":[]}')
     assert_still_serving(served, model)
+
+
+def test_invisible_characters_are_read_as_nothing_and_a_sentence_of_them_as_an_empty_one(served, model):
+    clean = [SENTENCES[0], "", SENTENCES[1], ""]
+    hidden = ["\ufeff" + SENTENCES[0], "\x00\u200b", SENTENCES[1].replace("n", "n\u200b", 1), "\ufeff\u2060\u200d"]
+    status, text = post(served, {"sentences": hidden})
+    assert status == 200 and json.loads(text) == json.loads(post(served, {"sentences": clean})[1])
 
 
 def test_health_says_what_it_serves_and_its_limits(served):

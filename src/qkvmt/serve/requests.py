@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.setting_types import as_typed
+from qkvmt.text.visible import visible_text
 
 SHAPE = '{"sentences": ["...", ...]}'
 # What a request may change for itself, within the server's own settings (the command's decode.*)
@@ -65,6 +66,7 @@ def parse(body, limits: Limits, settings: DecodeConfig) -> tuple[list[str], Deco
 
 
 def sentences_of(sentences, limits: Limits) -> list[str]:
+    """The request's sentences, their visible text (one with none translates to "", as an empty one does)."""
     if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
         raise Refused(f"sentences must be a list of strings: send {SHAPE}")
     if len(sentences) > limits.sentences:
@@ -83,7 +85,7 @@ def sentences_of(sentences, limits: Limits) -> list[str]:
                 f"sentence {i} has {shown(sentence[e.start])} at character {e.start}, half a surrogate pair and no "
                 "character: send valid Unicode text"
             ) from None
-    return sentences
+    return [visible_text(s) for s in sentences]
 
 
 def overrides_of(body: dict, limits: Limits) -> dict:
