@@ -109,6 +109,11 @@ def test_without_a_reference_there_are_no_scores(explorer):
     assert explorer.sentence({"source": SOURCE, "reference": "  "})["scores"] is None
 
 
+def test_invisible_characters_are_read_as_nothing_and_a_reference_of_them_as_none(explorer):
+    hidden = {"source": "\ufeff" + SOURCE.replace(" ", "\u200b ", 1), "reference": "\x00\u200b\u2060"}
+    assert explorer.sentence(hidden) == explorer.sentence({"source": SOURCE})
+
+
 def test_another_policy_gives_the_apis_links_without_a_new_forced_pass(explorer, model, monkeypatch):
     explorer.sentence({"source": SOURCE})
     passes = []
@@ -214,6 +219,7 @@ def test_a_target_tokens_deletion_curves_are_one_per_reading_and_delete_what_the
         ("sentence", [SOURCE], "must be a JSON object"),
         ("sentence", {}, "no source given"),
         ("sentence", {"source": " \n "}, "source is empty"),
+        ("sentence", {"source": "\ufeff\u200b\x00"}, "source is empty"),
         ("sentence", {"source": 7}, "source: give text, not int"),
         ("sentence", {"source": SOURCE, "reference": ["x"]}, "reference: give text, not list"),
         ("sentence", {"source": SOURCE, "reference": "t9 \udfff"}, "reference is not valid UTF-8 text"),

@@ -37,6 +37,7 @@ from qkvmt.model.inputs import fits
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import encode, encode_target
+from qkvmt.text.visible import visible_text
 from qkvmt.views.html import escape, page, plain, texts_html
 from qkvmt.views.sentence_alignment import SentenceAlignment
 
@@ -299,6 +300,6 @@ def fields(body, *names: str) -> list[str | None]:
             raise UserError(f"{name}: give text, not {type(value).__name__}")
         if i == 0:
             out.append(required_text(value, name))
-        else:  # blank is absent; text that is there is checked as the first is (a lone surrogate: not UTF-8)
-            out.append(required_text(value, name) if value is not None and value.strip() else None)
+        else:  # blank or invisible is absent; text that is there is checked as the first is (a lone surrogate)
+            out.append(required_text(value, name) if value is not None and visible_text(value) else None)
     return out
