@@ -36,7 +36,7 @@ SENTENCES = [
     "Zwei Frauen unterhalten sich in einem Café .",
     "Ein Kind malt ein Bild mit bunten Farben .",
 ]
-LIMITS = Limits(body_bytes=4096, sentences=8, characters=300, beam_size=8)
+LIMITS = Limits(body_bytes=4096, sentences=8, characters=300, beam_size=8, head_seconds=10)
 
 
 def request_of(i: int) -> list[str]:
@@ -62,7 +62,8 @@ def serving(translate, settings, token: str | None = None, limits: Limits = LIMI
     port = sock.getsockname()[1]
     access = Access.of("127.0.0.1", port) if token is None else Access(port, frozenset({f"127.0.0.1:{port}"}), token)
     with Batcher(translate).in_thread() as batcher:
-        with in_thread(create_app(batcher, access, limits, settings, {"model": "multi30k-de-en"}), sock):
+        app = create_app(batcher, access, limits, settings, {"model": "multi30k-de-en"})
+        with in_thread(app, sock, limits.head_seconds):
             yield port, batcher
 
 
@@ -76,3 +77,8 @@ def post(port: int, body, path: str = "/translate", headers: dict | None = None)
         return answer.status, answer.read().decode()
     finally:
         conn.close()
+
+
+def assert_still_serving(port: int, model):
+    status, text = post(port, {"sentences": SENTENCES[:1]})
+    assert status == 200 and json.loads(text)["translations"] == list(model.translate(SENTENCES[:1]))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.serve.conftest import LIMITS, SENTENCES, post, serving
+from tests.serve.conftest import LIMITS, SENTENCES, assert_still_serving, post, serving
 
 TOKEN = "a-test-token"
 
@@ -22,11 +22,6 @@ def served(model, settings):
 def assert_error(status: int, text: str, wanted: int, words: str):
     assert status == wanted, text
     assert "\n" not in text.strip() and words in json.loads(text)["error"]
-
-
-def assert_still_serving(port: int, model):
-    status, text = post(port, {"sentences": SENTENCES[:1]})
-    assert status == 200 and json.loads(text)["translations"] == list(model.translate(SENTENCES[:1]))
 
 
 BAD = [

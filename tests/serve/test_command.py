@@ -1,11 +1,13 @@
-"""`qkvmt serve` as a user starts it, in a process of its own: the address it prints, concurrent
-clients each answered with their own translations (its main thread decodes, the HTTP server has
-a thread of its own), and Ctrl-C, which answers the requests already waiting, then ends in one line."""
+"""`qkvmt serve` as a user starts it, in a process of its own: the address it prints, a connection
+stalled mid-head closed after its limits.head_seconds, concurrent clients each answered with their
+own translations (its main thread decodes, the HTTP server has a thread of its own), and Ctrl-C,
+which answers the requests already waiting, then ends in one line."""
 
 import http.client
 import json
 import re
 import signal
+import socket
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -14,15 +16,22 @@ from tests.commandline import ROOT, server_process, user_environment
 from tests.serve.conftest import post, request_of
 
 CLIENTS = 8
+HEAD_SECONDS = 1  # well under the default, which the stalled connection below must not wait for
 
 
 def test_the_command_serves_concurrent_clients_and_stops_on_ctrl_c(tmp_path, model, settings):
     argv = [sys.executable, "-m", "qkvmt", "serve", "ckpt_path=multi30k-de-en", "port=0", "decode.beam_size=5"]
+    argv.append(f"limits.head_seconds={HEAD_SECONDS}")
     env = user_environment() | {"PYTHONPATH": str(ROOT / "src")}
     with server_process(argv, tmp_path, env) as (proc, line, stderr):
         match = re.search(r"POST JSON to http://127\.0\.0\.1:(\d+)/translate \(Ctrl-C stops it\)", line)
         assert match, f"{line!r}; stderr: {stderr()}"
         port = int(match.group(1))
+        # a connection stalled mid-head is closed after the command's limits.head_seconds, not the default
+        stalled = socket.create_connection(("127.0.0.1", port), timeout=HEAD_SECONDS + 5)
+        stalled.sendall(b"POST /translate HTTP/1.1\r\n")
+        assert stalled.recv(1) == b""
+        stalled.close()
         with ThreadPoolExecutor(CLIENTS) as pool:
             answers = list(pool.map(lambda i: post(port, {"sentences": request_of(i)}), range(CLIENTS)))
             for i, (status, text) in enumerate(answers):

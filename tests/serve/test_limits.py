@@ -9,7 +9,7 @@ from qkvmt.errors import UserError
 from qkvmt.serve.requests import Limits, limits_of
 from tests.commandline import run_script, user_error
 
-GOOD = {"body_bytes": 4096, "sentences": 8, "characters": 300, "beam_size": 8}
+GOOD = {"body_bytes": 4096, "sentences": 8, "characters": 300, "beam_size": 8, "head_seconds": 10}
 
 
 def test_good_limits_are_read_as_given():

@@ -22,7 +22,7 @@ from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of
 from qkvmt.serve.requests import Limits
 from qkvmt.web.guard import Access
-from qkvmt.web.json_api import bind, in_thread
+from qkvmt.web.json_api import HEAD_SECONDS, bind, in_thread
 
 
 def serving_speed(cfg, model, sources: list[str]) -> dict:
@@ -37,7 +37,13 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    limits = Limits(body_bytes=1 << 20, sentences=cfg.per_request, characters=10_000, beam_size=cfg.beam_size)
+    limits = Limits(
+        body_bytes=1 << 20,
+        sentences=cfg.per_request,
+        characters=10_000,
+        beam_size=cfg.beam_size,
+        head_seconds=HEAD_SECONDS,
+    )
     batcher = Batcher(counted, batching_of(cfg.batching, "serve.batching."))
     app = create_app(batcher, Access.of("127.0.0.1", port), limits, settings, {"model": cfg.ckpt_path})
     job = {"port": port, "sources": sources, "clients": cfg.clients, "per_request": cfg.per_request}

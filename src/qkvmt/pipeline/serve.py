@@ -31,7 +31,8 @@ def serve(cfg: DictConfig) -> dict:
     if access.warning(str(cfg.host)):
         print(access.warning(str(cfg.host)), file=sys.stderr)
     print(f"translation server of {served} ({cfg.engine}): POST JSON to {url} (Ctrl-C stops it)", flush=True)
-    with in_thread(app, sock) as running:  # HTTP on a thread of its own, decoding on this one (batcher says why)
+    # HTTP on a thread of its own, decoding on this one (batcher says why)
+    with in_thread(app, sock, limits.head_seconds) as running:
         try:
             batcher.run()
         except KeyboardInterrupt:

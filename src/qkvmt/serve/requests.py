@@ -30,6 +30,7 @@ class Limits:
     sentences: int  # per request
     characters: int  # per sentence
     beam_size: int  # the largest beam a request may ask for
+    head_seconds: int  # the longest wait for a request's line and headers: a connection stalled longer is closed
 
     def __post_init__(self):
         for name, value in vars(self).items():

@@ -13,6 +13,7 @@ from qkvmt.errors import UserError, optional_import
 
 INSTALL = "pip install starlette uvicorn (qkvmt's own dependencies: reinstall it with pip install -e .)"
 HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+HEAD_SECONDS = 10  # the explorer's wait for a request's head (qkvmt serve's: its limits.head_seconds)
 
 
 def error(message: str, status: int):
@@ -102,19 +103,30 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server(app):
-    """A uvicorn server of `app`, quiet (no access log, logging left as the command set it up);
-    run it with `.run(sockets=[bind(...)])`, stop it with `.should_exit = True`."""
+def server(app, head_seconds: float = HEAD_SECONDS):
+    """A uvicorn server of `app`, quiet (no access log, logging left as the command set it up), that
+    closes a connection whose request head has not all come within head_seconds (web.protocol); run
+    it with `.run(sockets=[bind(...)])`, stop it with `.should_exit = True`."""
     uvicorn = optional_import("uvicorn", INSTALL)
-    return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, log_level="warning"))
+    from qkvmt.web.protocol import HEAD_BYTES, protocol
+
+    config = uvicorn.Config(
+        app,
+        http=protocol(head_seconds),
+        h11_max_incomplete_event_size=HEAD_BYTES,
+        log_config=None,
+        access_log=False,
+        log_level="warning",
+    )
+    return uvicorn.Server(config)
 
 
 @contextmanager
-def in_thread(app, sock: socket.socket):
+def in_thread(app, sock: socket.socket, head_seconds: float = HEAD_SECONDS):
     """`app` served on `sock` by uvicorn in a thread of this process, until the block ends: for the
     translation server, whose main thread decodes, and for tests, the benchmark and screenshots,
     which talk to a real server without starting a process."""
-    running = server(app)
+    running = server(app, head_seconds)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not running.started and thread.is_alive():
