@@ -24,7 +24,7 @@ spm = pytest.importorskip("sentencepiece", reason="sentencepiece is not installe
 TEXTS = ["Ein Mann läuft über die Straße .", "the cat jumps", "Hund , rot ? blau!"]
 
 
-def m2m100_tokenizer_folder(folder):
+def m2m100_tokenizer_folder(folder, listed: bool = True):
     """sentencepiece.bpe.model and vocab.json as fairseq numbers them (<s>, <pad>, </s>, <unk>, pieces), saved
     by M2M100Tokenizer with wmt21's eight languages, which tokenizer_config.json lists as hub folders do
     (transformers 5 writes no list, and then does not skip the language tokens when it decodes)."""
@@ -50,23 +50,35 @@ def m2m100_tokenizer_folder(folder):
         language_codes="wmt21",
     )
     tok.save_pretrained(str(folder))
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["additional_special_tokens"] = [f"__{code}__" for code in tok.lang_code_to_id]
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    if listed:  # as hub folders list them; else as transformers 5 saves it, naming the table (wmt21) alone
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        config["additional_special_tokens"] = [f"__{code}__" for code in tok.lang_code_to_id]
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return transformers.M2M100Tokenizer.from_pretrained(str(folder))  # which reads the languages listed
 
 
-def test_ids_and_text_match_m2m100_tokenizer(tmp_path):
-    theirs = m2m100_tokenizer_folder(tmp_path / "tok")
+@pytest.mark.parametrize("listed", [True, False], ids=["languages listed", "as transformers 5 saves it"])
+def test_ids_and_text_match_m2m100_tokenizer(tmp_path, listed):
+    theirs = m2m100_tokenizer_folder(tmp_path / "tok", listed)
+    assert ("additional_special_tokens" in (tmp_path / "tok" / "tokenizer_config.json").read_text()) == listed
     ours = load_tokenizer(tmp_path / "tok")
     eos = theirs.eos_token_id
     assert [row + [eos] for row in encode(ours, TEXTS)] == theirs(TEXTS).input_ids  # __de__ first
     assert [row + [eos] for row in encode_target(ours, TEXTS)] == theirs(text_target=TEXTS).input_ids  # __en__
     ids = theirs(text_target=TEXTS).input_ids
-    assert decode(ours, ids) == theirs.batch_decode(ids, skip_special_tokens=True)
+    # the target's language token first, which transformers 5 keeps in the text where no list names it special
+    assert decode(ours, ids) == theirs.batch_decode([row[1:] for row in ids], skip_special_tokens=True)
     assert ours.with_languages("ru", "ja").language_id("ja") == theirs.get_lang_id("ja")
     with pytest.raises(UserError, match="tgt_lang='xx' is not one of its languages"):
         ours.with_languages(None, "xx")
+
+
+def test_a_folder_that_names_no_languages_and_no_table_of_them_is_one_line(tmp_path):
+    m2m100_tokenizer_folder(tmp_path / "tok", listed=False)
+    path = tmp_path / "tok" / "tokenizer_config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"language_codes": "wmt99"}))
+    with pytest.raises(UserError, match=r"tokenizer_config.json: no language tokens .* language_codes=\"wmt99\""):
+        load_tokenizer(tmp_path / "tok")
 
 
 def m2m100_folder(folder, num_beams: int = 1):
@@ -153,6 +165,20 @@ def test_nllb_tokenizer_json_with_its_languages_matches_nllb_tokenizer(tmp_path)
     assert [row + [eos] for row in encode_target(ours, TEXTS)] == theirs(text_target=TEXTS).input_ids  # eng_Latn
     ids = theirs(text_target=TEXTS).input_ids
     assert decode(ours, ids) == theirs.batch_decode(ids, skip_special_tokens=True)
+
+
+def test_a_tokenizer_json_saved_after_a_padded_call_encodes_as_transformers_does(tmp_path):
+    """transformers stores the padding (and truncation) of the last call in tokenizer.json; it pads a text
+    only when a call asks, so each source's ids are its own, whatever the batch."""
+    theirs = nllb_folder(tmp_path / "nllb")
+    theirs(TEXTS, padding=True, truncation=True, max_length=6)
+    theirs.save_pretrained(str(tmp_path / "padded"))
+    stored = json.loads((tmp_path / "padded" / "tokenizer.json").read_text())
+    assert stored["padding"] is not None and stored["truncation"] is not None  # what the folder holds
+    ours = load_tokenizer(tmp_path / "padded")
+    eos = theirs.eos_token_id
+    assert [row + [eos] for row in encode(ours, TEXTS)] == theirs(TEXTS).input_ids
+    assert [encode(ours, [text])[0] for text in TEXTS] == encode(ours, TEXTS)  # alone as in a batch
 
 
 def test_an_nllb_folder_translates_as_generate(tmp_path):

@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from qkvmt.errors import UserError
+from qkvmt.errors import UserError, optional_import
 from qkvmt.hf.json_files import read_json, shown, typed
 from qkvmt.hf.tokenizers import Encoding, PieceVocabulary, read_vocabulary, sentencepiece
 
@@ -72,12 +72,7 @@ class ManyToMany:
 def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
     """M2M100's tokenizer: sentencepiece.bpe.model, vocab.json, and the language tokens numbered after it."""
     vocab = read_vocabulary(folder / "vocab.json")
-    tokens = language_tokens(folder, config)
-    if not tokens:
-        raise UserError(
-            f"{folder}: tokenizer_config.json lists no language tokens (__de__, ...) among its additional special "
-            f"tokens (language_codes={config.get('language_codes')!r}); qkvmt numbers M2M100's languages from that list"
-        )
+    tokens = language_tokens(folder, config) or named_languages(folder, config)
     # fairseq pads its dictionary with made-up words after the languages (m2m100_418M's 128112 rows): the
     # model has rows for them, so they are named, as special tokens, which a translation leaves out.
     where = folder / "tokenizer_config.json"
@@ -91,6 +86,25 @@ def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
     files = (folder / "vocab.json",) * 2
     base = PieceVocabulary(spm, vocab, vocab, spm, SPECIALS, added, files)
     return ManyToMany(base, languages, config.get("src_lang"), config.get("tgt_lang"))
+
+
+def named_languages(folder: Path, config: dict) -> list[tuple[str, str]]:
+    """(code, __code__) of each language of the table tokenizer_config.json's language_codes names (m2m100,
+    wmt21), in M2M100Tokenizer's order: transformers 5 saves that name and no list of tokens."""
+    tables = optional_import(
+        "transformers.models.m2m_100.tokenization_m2m_100",
+        "pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds M2M100's tables",
+        "transformers",
+    )
+    codes = tables.FAIRSEQ_LANGUAGE_CODES
+    name = config.get("language_codes", "m2m100")  # M2M100Tokenizer's default
+    if name not in codes:
+        raise UserError(
+            f"{folder / 'tokenizer_config.json'}: no language tokens (__de__, ...) among its additional special "
+            f"tokens, and language_codes={shown(name)} names none of M2M100's tables "
+            f"({', '.join(codes)}): qkvmt numbers M2M100's languages from one of them"
+        )
+    return [(code, f"__{code}__") for code in codes[name]]
 
 
 def tokenizer_json_languages(tokenizer, folder: Path, config: dict):

@@ -133,6 +133,11 @@ def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     "<s>", "</s>" or "<pad>" is text, encoded piece by piece, never a control token.
     """
     tok.encode_special_tokens = True  # not saved with the tokenizer: set before every use
+    if getattr(tok, "padding", None) or getattr(tok, "truncation", None):
+        # a tokenizer.json saved after a padded or cut call keeps those settings (transformers saves it so);
+        # transformers pads and cuts only when a call asks, and sources are padded and cut in qkvmt.model.inputs
+        tok.no_padding()
+        tok.no_truncation()
     return [e.ids for e in tok.encode_batch([" ".join(t.split()) for t in texts], add_special_tokens=False)]
 
 
