@@ -58,13 +58,27 @@ def check_values(target: str, values: dict, prefix: str) -> None:
             raise UserError(f"{prefix}{key}={as_typed(value)}: give {WANTED[wanted]} ({wanted.__name__})")
 
 
-def whole_number(name: str, value, least: int = 1, most: int | None = None) -> int:
-    """`value`, setting `name`'s, if it is a whole number from `least` (up to `most`), else a
-    UserError naming the setting, its value and what it takes."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
-        span = f"of at least {least}" if most is None else f"from {least} to {most:,}"
-        raise UserError(f"{name}={as_typed(value)}: give a whole number {span}")
+def whole_number(name: str, value, least: int | None = 1, most: int | None = None) -> int:
+    """`value`, setting `name`'s, if it is a whole number from `least` (None: any, as a layer
+    counted from the end) up to `most`, else a UserError naming the setting, its value and what it
+    takes."""
+    if not is_whole(value, least, most):
+        span = (
+            ""
+            if least is None and most is None
+            else f" of at least {least}"
+            if most is None
+            else f" from {least} to {most:,}"
+        )
+        raise UserError(f"{name}={as_typed(value)}: give a whole number{span}")
     return value
+
+
+def is_whole(value, least: int | None = None, most: int | None = None) -> bool:
+    """Whether `value` is a whole number within `least` and `most` (None: unbounded); true is none."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return (least is None or value >= least) and (most is None or value <= most)
 
 
 def as_typed(value) -> str:

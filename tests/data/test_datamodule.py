@@ -93,7 +93,7 @@ def test_a_repeat_that_is_not_a_whole_number_of_at_least_one_is_refused(tmp_path
     cause = e.value
     while not isinstance(cause, UserError):
         cause = cause.__cause__
-    assert f"data.extra_train[0].repeat={repeat.replace('true', 'True')}" in str(cause)
+    assert f"data.extra_train[0].repeat={repeat}: give a whole number of at least 1" in str(cause)  # as typed
 
 
 def epoch_batches(tmp_path, multiple: int) -> list[dict]:

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
+from qkvmt.setting_types import is_whole, whole_number
 
 
 @dataclass(frozen=True)
@@ -39,22 +40,18 @@ def in_range(name: str, value: int, n: int, what: str) -> int:
     return value % n
 
 
-def _is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _typed(name: str, value, hint):
     """`value` as a field of type `hint` takes it (a list becomes a tuple), or a one-line
     UserError: a decimal, a string or a truth value where whole numbers belong is refused here,
     not split into characters or rounded later."""
-    if hint is int and not _is_whole(value):
-        raise UserError(f"{name}={value!r}: give a whole number")
+    if hint is int:
+        whole_number(name, value, least=None)
     if hint is str and not isinstance(value, str):
         raise UserError(f"{name}={value!r}: give text")
     if hint == tuple[int, ...] | None and value is not None:
-        if not (_is_whole(value) or isinstance(value, (list, tuple)) and all(map(_is_whole, value))):
+        if not (is_whole(value) or isinstance(value, (list, tuple)) and all(map(is_whole, value))):
             raise UserError(f"{name}={value!r}: give a whole number or a list of whole numbers (null: every one)")
-        return (value,) if _is_whole(value) else tuple(value)
+        return (value,) if is_whole(value) else tuple(value)
     return value
 
 

@@ -21,7 +21,7 @@ from qkvmt.errors import UserError
 from qkvmt.export.to_ctranslate2 import QUANTIZATIONS
 from qkvmt.model.kernels import SDPA_BACKENDS
 from qkvmt.serve.batcher import batching_of
-from qkvmt.setting_types import as_typed
+from qkvmt.setting_types import as_typed, is_whole
 from qkvmt.text.tokenizer import SPECIALS
 
 SYSTEMS = ("ours", "ours_align", "torch", "hf")
@@ -29,10 +29,6 @@ SYSTEMS = ("ours", "ours_align", "torch", "hf")
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "conf" / "experiment"
 
 Check = Callable[[object], str | None]  # what to give instead of a value, or None if it will do
-
-
-def is_whole(value, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least  # true is no number
 
 
 def whole(least: int, what: str, example: int | None = None) -> Check:

@@ -16,6 +16,7 @@ from qkvmt.data.texts import SplitTexts
 from qkvmt.data.vocabularies import MIN_FREQUENCY, JointBPE, TrainingText, check_min_frequency
 from qkvmt.errors import UserError
 from qkvmt.hf.tokenizer_files import digest, keep_in_run
+from qkvmt.setting_types import whole_number
 from qkvmt.text.tokenizer import SPECIALS, Specials, load_or_train
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,7 @@ class TranslationDataModule(L.LightningDataModule):
             ("length_multiple", length_multiple, 1),
             ("tokenizer_sample", tokenizer_sample, 1),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise UserError(f"data.{name}={value!r}: give a whole number of at least {least}")
+            whole_number(f"data.{name}", value, least)
         self.source = source(root)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.splits = dict(splits)

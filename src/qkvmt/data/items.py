@@ -9,6 +9,7 @@ import numpy as np
 from qkvmt.alignment.supervision import subword_links
 from qkvmt.data.batching import TokenizedCorpus
 from qkvmt.errors import UserError
+from qkvmt.setting_types import whole_number
 from qkvmt.text.tokenizer import target_side
 
 
@@ -47,8 +48,7 @@ def extra_files(i: int, entry) -> tuple[Path, Path, int]:
             "data.extra_train=[{src:PATH,tgt:PATH}], and may weight them up with repeat:N"
         )
     repeat = entry.get("repeat", 1)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise UserError(f"data.extra_train[{i}].repeat={repeat!r}: give a whole number of at least 1 (times per epoch)")
+    whole_number(f"data.extra_train[{i}].repeat", repeat)  # times per epoch
     return Path(str(entry["src"])), Path(str(entry["tgt"])), repeat
 
 
