@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from qkvmt import commands
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.setting_types import check_setting_types
 from qkvmt.subcommands import COMMANDS
 from tests.commandline import run_python, user_error
@@ -66,9 +67,15 @@ def test_the_shipped_configurations_hold_settings_of_their_types():
         (["inspect", "sentence=x", "kind=self"], "kind='self': use one of encoder, decoder, cross"),
         (["heads", "prune_points=abc"], "prune_points='abc': give a whole number of at least 0"),
         (["faithfulness", "seed=-1"], "seed=-1: give a whole number of at least 0"),
+        (["inspect", "sentence=x", "layer=true"], "layer=true: give a whole number"),
+        (["figures", "head.layer=true"], "head.layer=true: give a whole number"),
+        (["figures", "explorer.signal=abc"], "explorer.signal='abc': use one of " + ", ".join(SIGNALS)),
+        (["average", "average=5"], "average=5: use lastN (e.g. last5) or a list of checkpoint paths"),
     ],
 )
 def test_a_commands_bad_setting_is_refused_before_its_model_loads(args, line, tmp_path):
-    """A checkpoint that does not exist would be the error if the model loaded first."""
-    r = run_python("-m", "qkvmt", *args, f"ckpt_path={tmp_path / 'none.ckpt'}")
+    """A checkpoint that does not exist would be the error if the model loaded first; run where
+    a command writes by default (figures: docs/figures under it), it leaves nothing behind."""
+    r = run_python("-m", "qkvmt", *args, "ckpt_path=none.ckpt", cwd=tmp_path)
     assert user_error(r) == f"error: {line}"
+    assert not any(tmp_path.iterdir())

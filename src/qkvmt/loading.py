@@ -27,6 +27,7 @@ from qkvmt.model.checkpoint import (
 )
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weights_folder import is_weights_folder, read_weights_folder
+from qkvmt.setting_types import as_typed
 
 
 def load_checkpoint(path) -> dict:
@@ -88,10 +89,10 @@ def resolve_average(ckpt_path, average=None) -> list[Path]:
         if ckpt_path is None:
             raise UserError("no checkpoint given: set ckpt_path=<file.ckpt>")
         return [ckpt_path]
-    if isinstance(average, str):
+    if not isinstance(average, list | tuple):  # lastN; average=5 or average=true names no paths either
         n = last_n(average)
         if n is None:
-            raise UserError(f"average={average!r}: use lastN (e.g. last5) or a list of checkpoint paths")
+            raise UserError(f"average={as_typed(average)}: use lastN (e.g. last5) or a list of checkpoint paths")
         if ckpt_path is None:
             raise UserError("average=lastN needs ckpt_path=<a checkpoint in the run, or its checkpoints folder>")
         folder = ckpt_path if ckpt_path.is_dir() else ckpt_path.parent

@@ -28,6 +28,7 @@ from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
+from qkvmt.setting_types import as_typed
 
 
 @dataclass
@@ -89,10 +90,11 @@ class HeadPass:
         }
 
 
-def checked_kind(kind) -> str:
-    """`kind`, if it names a kind of attention (KINDS), else a UserError naming them."""
+def checked_kind(kind, name: str = "kind") -> str:
+    """`kind`, if it names a kind of attention (KINDS), else a UserError naming them and the
+    setting `name`."""
     if kind not in KINDS:
-        raise UserError(f"kind={kind!r}: use one of {', '.join(KINDS)}")
+        raise UserError(f"{name}={as_typed(kind)}: use one of {', '.join(KINDS)}")
     return kind
 
 

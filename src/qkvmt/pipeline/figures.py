@@ -8,17 +8,38 @@ or a view changes: on one machine it writes the same files. It also runs the tou
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from qkvmt.analysis.inspection import checked_kind
+from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline import tour
 from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks
+from qkvmt.setting_types import as_typed, whole_number
 from qkvmt.text.sources import required_text
 from qkvmt.views.tutorial import draw
 
 log = logging.getLogger(__name__)
+
+
+def check_places(cfg: DictConfig) -> None:
+    """The head, the tokens and the explorer's view the figures read, checked before the model
+    loads; a bad view would otherwise stall the browser after every other figure was drawn. Each
+    index may count from the end, but the view's selectors count from 0 (head: or mean); the
+    model and the sentence bound them once they load."""
+    checked_kind(cfg.head.kind, "head.kind")
+    for key in ("head.layer", "head.head", "patch.position", "swap.a", "swap.b"):
+        whole_number(key, OmegaConf.select(cfg, key), least=None)
+    if cfg.explorer:
+        view = cfg.explorer
+        checked_kind(view.kind, "explorer.kind")
+        if view.signal not in SIGNALS:
+            raise UserError(f"explorer.signal={as_typed(view.signal)}: use one of {', '.join(SIGNALS)}")
+        whole_number("explorer.layer", view.layer, least=0)
+        if view.head != "mean":
+            whole_number("explorer.head", view.head, least=0)
 
 
 def figures(cfg: DictConfig) -> dict:
@@ -26,9 +47,10 @@ def figures(cfg: DictConfig) -> dict:
     patch = {"donor": required_text(cfg.patch.donor, "patch.donor"), "position": cfg.patch.position}
     if not cfg.output_dir:
         raise UserError("output_dir is empty: give the folder for the figures, e.g. output_dir=docs/figures")
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_places(cfg)
     model = load_for_inference(cfg)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)  # once the model loads: a refused command leaves no folder
     files = draw(model, sentence, reference, out, dict(cfg.head), dict(cfg.swap), patch)
     left_out = {}
     if cfg.explorer:

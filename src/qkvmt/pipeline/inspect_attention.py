@@ -3,7 +3,6 @@
 from omegaconf import DictConfig
 
 from qkvmt.analysis.inspection import checked_kind
-from qkvmt.errors import UserError
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import required_text
@@ -12,9 +11,8 @@ from qkvmt.text.sources import required_text
 def inspect_attention(cfg: DictConfig) -> dict:
     sentence = required_text(cfg.sentence, "sentence")  # the settings first: loading is slow
     reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
-    for key in ("layer", "head"):  # negative layers count from the end
-        if not isinstance(cfg[key], int):
-            raise UserError(f"{key}={cfg[key]!r}: give a whole number")
+    for key in ("layer", "head"):  # negative ones count from the end
+        whole_number(key, cfg[key], least=None)
     whole_number("top_k", cfg.top_k)
     checked_kind(cfg.kind)
     check_output_dir(cfg)
