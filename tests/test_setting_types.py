@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from qkvmt import commands
-from qkvmt.analysis.signals import SIGNALS
+from qkvmt.analysis.signals import SIGNALS, cross_signals
 from qkvmt.setting_types import check_setting_types
 from qkvmt.subcommands import COMMANDS
 from tests.commandline import run_python, user_error
@@ -71,6 +71,18 @@ def test_the_shipped_configurations_hold_settings_of_their_types():
         (["figures", "head.layer=true"], "head.layer=true: give a whole number"),
         (["figures", "explorer.signal=abc"], "explorer.signal='abc': use one of " + ", ".join(SIGNALS)),
         (["average", "average=5"], "average=5: use lastN (e.g. last5) or a list of checkpoint paths"),
+        (
+            ["align", "sentence=x", "alignment.head=abc"],
+            "alignment.head='abc': use mean, best, or a head's number from 0",
+        ),
+        (
+            ["align", "sentence=x", "alignment.signal=true"],
+            "alignment.signal=true: use one of " + ", ".join(cross_signals()),
+        ),
+        (
+            ["align", "sentence=x", "alignment.drop=1e99"],
+            "alignment.drop=1e+99: name tokens to leave out, e.g. [</s>,punctuation], or []",
+        ),
     ],
 )
 def test_a_commands_bad_setting_is_refused_before_its_model_loads(args, line, tmp_path):

@@ -28,6 +28,7 @@ A policy names a decoder layer, a head (or the layer's head average), the rows a
 Subword weights are reduced to words first (qkvmt.alignment.links.word_matrix).
 """
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
@@ -39,10 +40,28 @@ from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.setting_types import as_typed, is_whole
 from qkvmt.text.sinks import renormalized_in_place, sink_columns
 
 DIRECTIONS = ("target_to_source", "source_to_target", "intersection")
 ROWS = ("predicting", "reading")
+
+
+def checked_choices(rows, direction, signal, drop) -> tuple[str, ...]:
+    """`drop` as a tuple, if `rows`, `direction` (None: the model's default), `signal` and `drop`
+    name what a policy can take: what needs no model of a policy's settings, checked before one
+    loads. Every bad value is a UserError naming the `alignment.*` setting and what it accepts."""
+    if direction is not None and direction not in DIRECTIONS:
+        raise UserError(f"alignment.direction={as_typed(direction)}: use one of {', '.join(DIRECTIONS)}")
+    if rows not in ROWS:
+        raise UserError(f"alignment.rows={as_typed(rows)}: use one of {', '.join(ROWS)}")
+    if signal not in cross_signals():
+        raise UserError(f"alignment.signal={as_typed(signal)}: use one of {', '.join(cross_signals())}")
+    drop = (drop,) if isinstance(drop, str) else () if drop is None else drop
+    if not isinstance(drop, Sequence) or not all(isinstance(d, str) and d for d in drop):  # drop=true: no tokens
+        given = list(drop) if isinstance(drop, Sequence) else as_typed(drop)
+        raise UserError(f"alignment.drop={given}: name tokens to leave out, e.g. [</s>,punctuation], or []")
+    return tuple(drop)
 
 
 def directed_links(matrix: np.ndarray, direction: str) -> set[Link]:
@@ -86,19 +105,11 @@ class AlignmentPolicy:
         head = str(head)
         if not (head == "mean" or head.isdigit() and int(head) < n_heads):
             raise UserError(f"alignment.head={head}: use mean, best, or a head 0..{n_heads - 1}")
-        if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers <= layer < n_layers:
+        if not is_whole(layer) or not -n_layers <= layer < n_layers:
             raise UserError(
                 f"alignment.layer={layer!r}: the decoder has {n_layers} layers (0..{n_layers - 1}, -1 the last)"
             )
-        if direction not in DIRECTIONS:
-            raise UserError(f"alignment.direction={direction!r}: use one of {', '.join(DIRECTIONS)}")
-        if rows not in ROWS:
-            raise UserError(f"alignment.rows={rows!r}: use one of {', '.join(ROWS)}")
-        if signal not in cross_signals():
-            raise UserError(f"alignment.signal={signal!r}: use one of {', '.join(cross_signals())}")
-        drop = (drop,) if isinstance(drop, str) else tuple(drop or ())
-        if not all(isinstance(d, str) and d for d in drop):
-            raise UserError(f"alignment.drop={list(drop)!r}: name tokens to leave out, e.g. [</s>,punctuation], or []")
+        drop = checked_choices(rows, direction, signal, drop)
         return cls(layer % n_layers, "mean" if head == "mean" else int(head), rows, direction, signal, drop)
 
     @classmethod

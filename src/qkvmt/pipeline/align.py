@@ -15,6 +15,7 @@ from qkvmt.files import write_json
 from qkvmt.pipeline.align_settings import (
     best_file,
     check_gold_settings,
+    check_policy_settings,
     corpus_files,
     one_model_settings,
     policy,
@@ -37,6 +38,7 @@ def align(cfg: DictConfig) -> dict:
     sentence = None if cfg.gold_dir or corpus else required_text(cfg.sentence, "sentence")
     reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
     check_gold_settings(cfg, corpus is not None)
+    check_policy_settings(cfg)
     check_output_dir(cfg)
     reverse = reverse_checkpoint(cfg, checkpoint_paths(cfg), one_model_settings(cfg))
     model = load_for_inference(cfg)

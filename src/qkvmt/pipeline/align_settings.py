@@ -10,14 +10,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.alignment.directions import AUTO, check_unpaired, checked_method
-from qkvmt.alignment.policy import AlignmentPolicy
+from qkvmt.alignment.policy import AlignmentPolicy, checked_choices
 from qkvmt.alignment.reference import reference_aligner
 from qkvmt.api import Model
 from qkvmt.bundled import resolve, reverse_of
 from qkvmt.errors import UserError
 from qkvmt.pipeline.runs import beside_checkpoint
 from qkvmt.run_folder import run_data, run_folder
-from qkvmt.setting_types import whole_number
+from qkvmt.setting_types import as_typed, is_whole, whole_number
 from qkvmt.text.sources import LineFile, checked_file, stream_lines
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,17 @@ def check_gold_settings(cfg: DictConfig, corpus: bool) -> None:
             f"{given[0]} belongs to scoring against gold links: add gold_dir=<folder>, or drop it"
             + ("" if corpus else " (reference_aligner= also aligns a corpus, src_file= tgt_file=, beside)")
         )
+
+
+def check_policy_settings(cfg: DictConfig) -> None:
+    """alignment.*, as far as no model is needed to check them (the model bounds layer and head
+    once it loads): a whole layer (negative: from the end), a head's number from 0, mean or best."""
+    a = cfg.alignment
+    if a.layer is not None:
+        whole_number("alignment.layer", a.layer, least=None)
+    if a.head is not None and a.head not in ("mean", "best") and not is_whole(a.head, 0):
+        raise UserError(f"alignment.head={as_typed(a.head)}: use mean, best, or a head's number from 0")
+    checked_choices(a.rows, a.direction, a.signal, a.drop)
 
 
 def one_model_settings(cfg: DictConfig) -> list[str]:
