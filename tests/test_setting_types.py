@@ -72,6 +72,10 @@ def test_the_shipped_configurations_hold_settings_of_their_types():
         (["figures", "explorer.signal=abc"], "explorer.signal='abc': use one of " + ", ".join(SIGNALS)),
         (["average", "average=5"], "average=5: use lastN (e.g. last5) or a list of checkpoint paths"),
         (
+            ["evaluate", "attention.signals=true"],
+            "attention.signals=true: list some of " + ", ".join(SIGNALS) + ", or null for all",
+        ),
+        (
             ["align", "sentence=x", "alignment.head=abc"],
             "alignment.head='abc': use mean, best, or a head's number from 0",
         ),

@@ -3,12 +3,13 @@ before its model loads, so that a bad setting is refused at once. Their words na
 settings."""
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from qkvmt.analysis.faithfulness import cross_signals
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
-from qkvmt.setting_types import whole_number
+from qkvmt.setting_types import as_typed, whole_number
 
 STUDIES = {"swap": ("swap",), "patch": ("patch",), "both": ("swap", "patch")}  # of keys and values: what each runs
 
@@ -120,7 +121,9 @@ def report_signals(names) -> set[str]:
     ones listed, each checked by name before anything runs."""
     if names is None:
         return set(SIGNALS)
-    names = [names] if isinstance(names, str) else list(names)
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, Sequence):  # attention.signals=true names none
+        raise UserError(f"attention.signals={as_typed(names)}: list some of {', '.join(SIGNALS)}, or null for all")
     unknown = [n for n in names if n not in SIGNALS]
     if unknown:
         raise UserError(f"attention.signals: {unknown[0]} is no signal; list some of {', '.join(SIGNALS)}")
