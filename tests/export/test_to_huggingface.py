@@ -6,7 +6,8 @@ import torch
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
-from qkvmt.export.to_huggingface import check_exportable, export_huggingface, residual_permutation
+from qkvmt.export.hf_weights import residual_permutation
+from qkvmt.export.to_huggingface import check_exportable, export_huggingface
 from qkvmt.loading import load_model
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig

@@ -63,3 +63,31 @@ def test_safetensors_of_an_opened_hugging_face_model_is_refused(tmp_path):
     with pytest.raises(UserError, match=opened):
         export(compose_inference("export", f"ckpt_path={folder}", "format=safetensors", f"output_dir={out}"))
     assert not out.exists()
+
+
+@pytest.mark.parametrize("num_beams", [1, 5], ids=["greedy", "beam"])
+def test_an_m2m100_folder_opened_in_qkvmt_exports_back_as_it_came(tmp_path, num_beams):
+    """qkvmt export format=huggingface of an imported M2M100 model (pre-LN): an M2M100 folder with its own
+    tokenizer files, whose logits and generate outputs, target language forced, are the original's."""
+    from tests.hf.test_languages import TEXTS, m2m100_folder
+
+    folder = tmp_path / "m2m100"
+    tok, original = m2m100_folder(folder, num_beams)
+    out = tmp_path / "out"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=huggingface", f"output_dir={out}"))
+    for name in ("sentencepiece.bpe.model", "vocab.json", "tokenizer_config.json"):
+        assert (out / name).read_bytes() == (folder / name).read_bytes()
+    back = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, local_files_only=True).eval()
+    assert back.config.model_type == "m2m_100" and back.generation_config.num_beams == num_beams
+    tok = transformers.M2M100Tokenizer.from_pretrained(str(out))
+    tok.src_lang, tok.tgt_lang = "de", "ru"
+    batch = tok(TEXTS, text_target=TEXTS, return_tensors="pt", padding=True)
+    labels = batch.pop("labels")
+    start = torch.full_like(labels[:, :1], original.config.decoder_start_token_id)
+    decoder_input_ids = torch.cat([start, labels[:, :-1]], dim=1)
+    ru = tok.get_lang_id("ru")
+    with torch.no_grad():
+        logits = [m(**batch, decoder_input_ids=decoder_input_ids).logits for m in (back, original)]
+        torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=0)
+        generated = [m.generate(**batch, forced_bos_token_id=ru).tolist() for m in (back, original)]
+    assert generated[0] == generated[1]

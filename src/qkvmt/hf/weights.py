@@ -1,9 +1,7 @@
 """A Hugging Face model's weights under qkvmt's names, each checked against the ModelConfig it must fit.
 
-Marian and M2M100 name their modules alike (BART's layout): per layer self_attn, encoder_attn (the
-cross-attention), fc1, fc2 and a LayerNorm after (Marian) or before (M2M100) each sub-layer. Their
-separate q_proj, k_proj and v_proj become the rows of our one w_qkv, in that order. Weights that do not
-fit, hold NaN or infinity, are missing or are left over (a module qkvmt has no place for) are a
+Where each of our layers sits in their files is qkvmt.hf.names's table, which the export writes by.
+Weights that do not fit, hold NaN or infinity, are missing or are left over (a module qkvmt has no place for) are a
 UserError naming the tensor, before anything runs.
 """
 
@@ -17,6 +15,17 @@ import torch
 from torch import Tensor
 
 from qkvmt.errors import UserError
+from qkvmt.hf.names import (
+    ATTENTION,
+    DECODER_EMBED,
+    ENCODER_EMBED,
+    OUTPUT,
+    OUTPUT_BIAS,
+    REBUILT,
+    SHARED,
+    layer_names,
+    projections,
+)
 from qkvmt.model.checkpoint import load_plain
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.finite import non_finite
@@ -24,8 +33,6 @@ from qkvmt.model.transformer import Transformer
 
 SAFETENSORS, BIN = "model.safetensors", "pytorch_model.bin"
 WEIGHT_FILES = (SAFETENSORS, f"{SAFETENSORS}.index.json", BIN, f"{BIN}.index.json")
-# Tables transformers rebuilds from the config when it loads (Marian may have saved them): never weights.
-REBUILT = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 
 
 def weight_file(folder: Path) -> Path | None:
@@ -109,12 +116,8 @@ class Renamed:
 
     def attention(self, ours: str, theirs: str) -> None:
         for kind in ("weight", "bias"):
-            self.take(f"{ours}.w_qkv.{kind}", "+".join(f"{theirs}.{p}_proj.{kind}" for p in "qkv"))
+            self.take(f"{ours}.w_qkv.{kind}", "+".join(f"{name}.{kind}" for name in projections(theirs)))
         self.linear(f"{ours}.w_o", f"{theirs}.out_proj")
-
-
-SHARED = "model.shared.weight"
-ENCODER_EMBED, DECODER_EMBED = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
 
 
 LAYER = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
@@ -137,21 +140,8 @@ def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> 
     (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
     r = Renamed(tensors, cfg, where)
     embeddings(r, cfg)
-    for i in range(cfg.encoder_layers):
-        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
-        r.attention(f"{ours}.self_attn", f"{theirs}.self_attn")
-        r.linear(f"{ours}.attn_block.norm", f"{theirs}.self_attn_layer_norm")
-        feed_forward(r, ours, theirs)
-    for i in range(cfg.decoder_layers):
-        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
-        r.attention(f"{ours}.self_attn", f"{theirs}.self_attn")
-        r.linear(f"{ours}.self_block.norm", f"{theirs}.self_attn_layer_norm")
-        r.attention(f"{ours}.cross_attn", f"{theirs}.encoder_attn")
-        r.linear(f"{ours}.cross_block.norm", f"{theirs}.encoder_attn_layer_norm")
-        feed_forward(r, ours, theirs)
-    if cfg.norm_first:  # pre-LN: each stack ends with a LayerNorm
-        r.linear("encoder_norm", "model.encoder.layer_norm")
-        r.linear("decoder_norm", "model.decoder.layer_norm")
+    for ours, theirs, kind in layer_names(cfg):
+        (r.attention if kind == ATTENTION else r.linear)(ours, theirs)
     tied = check_tied_copies(r, cfg)
     unused = {SHARED} if not cfg.tie_embeddings else set()  # `shared` is unused when the embeddings are untied
     left = sorted(set(r.held) - r.used - set(tied) - set(REBUILT) - unused)
@@ -169,20 +159,14 @@ def embeddings(r: Renamed, cfg: ModelConfig) -> None:
         r.take("src_embed.tokens.weight", ENCODER_EMBED, SHARED)
         r.take("tgt_embed.tokens.weight", DECODER_EMBED, SHARED)
     if not cfg.output_tied:
-        r.take("output.weight", "lm_head.weight")
+        r.take("output.weight", OUTPUT)
     if cfg.tie_embeddings:
         r.out["tgt_embed.tokens.weight"] = r.out["src_embed.tokens.weight"]
     if cfg.output_tied:
         r.out["output.weight"] = r.out["tgt_embed.tokens.weight"]
     if cfg.output_bias:  # transformers fills a missing final_logits_bias with zeros, so may we
-        r.take("output.bias", "final_logits_bias", optional=True)
+        r.take("output.bias", OUTPUT_BIAS, optional=True)
         r.out.setdefault("output.bias", torch.zeros(cfg.target_vocab_size))
-
-
-def feed_forward(r: Renamed, ours: str, theirs: str) -> None:
-    r.linear(f"{ours}.ffn.fc1", f"{theirs}.fc1")
-    r.linear(f"{ours}.ffn.fc2", f"{theirs}.fc2")
-    r.linear(f"{ours}.ffn_block.norm", f"{theirs}.final_layer_norm")
 
 
 def check_tied_copies(r: Renamed, cfg: ModelConfig) -> dict[str, str]:
@@ -190,7 +174,7 @@ def check_tied_copies(r: Renamed, cfg: ModelConfig) -> dict[str, str]:
     names of such copies -> ours."""
     tied = {ENCODER_EMBED: "src_embed.tokens.weight", DECODER_EMBED: "src_embed.tokens.weight"}
     tied = tied if cfg.tie_embeddings else {}
-    tied |= {"lm_head.weight": "output.weight"} if cfg.output_tied else {}
+    tied |= {OUTPUT: "output.weight"} if cfg.output_tied else {}
     for name, ours in tied.items():
         if name in r.held and not torch.equal(r.tensors[r.held[name]].float(), r.out[ours]):
             raise UserError(f"{r.where}: {name} differs from the matrix config.json ties it to (tie_word_embeddings)")
