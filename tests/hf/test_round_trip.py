@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import qkvmt
-from qkvmt.errors import UserError
 from qkvmt.export.to_huggingface import export_huggingface
 from qkvmt.pipeline.export import export
 from tests.conftest import compose_inference
@@ -54,15 +53,31 @@ def test_a_marian_folder_opened_in_qkvmt_exports_back_as_it_came(tmp_path, separ
         assert back.generate(**batch).tolist() == original.generate(**batch).tolist()
 
 
-def test_safetensors_of_an_opened_hugging_face_model_is_refused(tmp_path):
-    from tests.hf.test_tokenizers import whole_marian_folder
+def opened_folder(kind: str, folder):
+    """A Hugging Face folder of `kind` (Marian's or M2M100's) and texts it tokenizes."""
+    from tests.hf import test_languages, test_tokenizers
 
-    folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en")
+    if kind == "marian":
+        test_tokenizers.whole_marian_folder(folder)
+        return test_tokenizers.TEXTS
+    test_languages.m2m100_folder(folder, num_beams=5)
+    return test_languages.TEXTS
+
+
+@pytest.mark.parametrize("kind", ["marian", "m2m100"])
+def test_safetensors_of_an_opened_hugging_face_model_translates_as_the_folder_without_it(tmp_path, kind):
+    """format=safetensors keeps the folder's tokenizer files in qkvmt.json: the model folder loads and
+    translates as the Hugging Face folder does (a many-to-many one with its pair), once that folder is gone."""
+    folder = tmp_path / kind
+    texts = opened_folder(kind, folder)
     out = tmp_path / "out"
-    opened = r"^format=safetensors: .* is a Hugging Face model opened in qkvmt \(or fine-tuned from one\) or a run"
-    with pytest.raises(UserError, match=opened):
-        export(compose_inference("export", f"ckpt_path={folder}", "format=safetensors", f"output_dir={out}"))
-    assert not out.exists()
+    export(compose_inference("export", f"ckpt_path={folder}", "format=safetensors", f"output_dir={out}"))
+    expected = qkvmt.load(folder, device="cpu").translate(texts)
+    folder.rename(tmp_path / "gone")
+    back = qkvmt.load(out, device="cpu")
+    translated = back.translate(texts)
+    assert translated.ids == expected.ids and list(translated) == list(expected)
+    assert not (out / "tokenizer.json").exists()
 
 
 @pytest.mark.parametrize("num_beams", [1, 5], ids=["greedy", "beam"])

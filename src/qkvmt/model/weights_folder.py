@@ -2,7 +2,9 @@
 
 The same thing a checkpoint holds, minus the training state, in formats that load without
 pickle: safetensors for the weights (optionally in half precision, half the size), the
-tokenizer's own JSON, and the checkpoint's metadata as JSON. `scripts/export.py
+tokenizer's own JSON, and the checkpoint's metadata as JSON. A tokenizer that is a set of files
+(a model opened from Hugging Face, or a run's SentencePiece vocabulary) is kept in qkvmt.json
+instead, as a checkpoint keeps it (`tokenizer_files`), and there is no tokenizer.json. `scripts/export.py
 format=safetensors` writes one; `qkvmt.load(folder)` and every command's `ckpt_path=` read it;
 the models that ship with qkvmt (qkvmt.pretrained) are such folders.
 
@@ -35,7 +37,17 @@ def is_weights_folder(folder) -> bool:
 
 def missing_files(folder) -> list[str]:
     """The files of a model folder that `folder` lacks."""
-    return [n for n in (WEIGHTS, TOKENIZER, METADATA) if not (Path(folder) / n).is_file()]
+    folder = Path(folder)
+    needed = (WEIGHTS, METADATA) if keeps_tokenizer_files(folder) else (WEIGHTS, TOKENIZER, METADATA)
+    return [n for n in needed if not (folder / n).is_file()]
+
+
+def keeps_tokenizer_files(folder: Path) -> bool:
+    """Whether the folder's qkvmt.json keeps its tokenizer's files (so it has no tokenizer.json)."""
+    try:
+        return "tokenizer_files" in json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):  # no, or no readable, qkvmt.json: read_weights_folder names it
+        return False
 
 
 def write_weights_folder(
@@ -57,7 +69,8 @@ def write_weights_folder(
         seen[key] = name
         weights[name] = tensor.detach().to("cpu", DTYPES[dtype]).contiguous()
     atomic_write(out / WEIGHTS, lambda f: f.write(save(weights)))
-    write_text(out / TOKENIZER, tokenizer.to_str())
+    if meta.tokenizer_files is None:  # else the files are the tokenizer, kept in qkvmt.json
+        write_text(out / TOKENIZER, tokenizer.to_str())
     stored = {k: v for k, v in meta.to_dict().items() if k != "tokenizer"}
     write_json(out / METADATA, {"format": FORMAT, "dtype": dtype, "aliases": aliases, **stored})
 
@@ -77,7 +90,7 @@ def read_weights_folder(folder) -> dict:
             )
         weights = load_file(folder / WEIGHTS)
         weights |= {name: weights[stored] for name, stored in meta.get("aliases", {}).items()}
-        tokenizer = (folder / TOKENIZER).read_text(encoding="utf-8")
+        tokenizer = "" if "tokenizer_files" in meta else (folder / TOKENIZER).read_text(encoding="utf-8")
     except (
         OSError,
         ValueError,

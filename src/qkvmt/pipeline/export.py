@@ -3,9 +3,7 @@
 
 from omegaconf import DictConfig
 
-from qkvmt.errors import UserError
 from qkvmt.export.formats import export_format
-from qkvmt.hf.tokenizer_files import files_of
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference
 
 
@@ -16,12 +14,6 @@ def export(cfg: DictConfig) -> dict:
     check_output_dir(cfg)
     # The weights are copied out on the CPU.
     model = load_for_inference(cfg, accelerator="cpu", devices=1, precision="32-true")
-    if cfg.format == "safetensors" and files_of(model.meta) is not None:  # those files are its tokenizer
-        raise UserError(
-            f"format=safetensors: {model.paths[0]} is a Hugging Face model opened in qkvmt (or fine-tuned from one) or "
-            "a run with a SentencePiece vocabulary, whose tokenizer is a set of files; use format=huggingface or "
-            "format=ctranslate2, which write them with the model"
-        )
     fmt.check(model.transformer)
     staged = StagedOutput(cfg, model.paths, cfg.format, kind="exports")
     with staged as out:
