@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 import qkvmt
 from qkvmt.errors import UserError
@@ -57,3 +58,38 @@ def test_early_stopping_false_is_refused_in_one_line_not_ignored(tmp_path):
     )
     assert r.returncode == 2 and r.stderr.splitlines() == [r.stderr.strip()] and "early_stopping=false" in r.stderr
     assert list(engine.translate(TEXTS, beam_size=1, early_stopping=False))  # greedy has no stopping rule to differ
+
+
+def many_to_many_folder(kind: str, folder):
+    """An M2M100 folder (fairseq's made-up words among its tokens), or an NLLB one whose model has two rows
+    past its tokenizer's tokens, as NLLB-200's has; texts they tokenize."""
+    from tests.hf import test_languages
+    from tests.hf.folders import SMALL, randomized, saved
+
+    if kind == "m2m100":
+        test_languages.m2m100_folder(folder)
+        return test_languages.TEXTS
+    tok = test_languages.nllb_folder(folder)
+    transformers = pytest.importorskip("transformers")
+    config = transformers.M2M100Config(vocab_size=len(tok) + 2, activation_function="relu", **SMALL)
+    hf = randomized(transformers.M2M100ForConditionalGeneration(config))
+    saved(hf, folder, bad_words_ids=[[1]], forced_eos_token_id=2, max_length=12)
+    return test_languages.TEXTS
+
+
+@pytest.mark.parametrize("kind", ["m2m100", "nllb"])
+def test_translate_with_an_exported_many_to_many_model_forces_its_target_language(tmp_path, kind):
+    """qkvmt translate engine=ctranslate2 of an M2M100 or NLLB export, its vocabulary padded to the model's rows
+    as CTranslate2's converter pads it, translates as qkvmt does with the folder: the target language first."""
+    folder = tmp_path / kind
+    texts = many_to_many_folder(kind, folder)
+    out = tmp_path / "ct2"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=ctranslate2", f"output_dir={out}"))
+    greedy = "decode.beam_size=1"  # a beam that reaches the length limit may rank otherwise (README, "Deploying")
+    r = run_script("translate", "engine=ctranslate2", f"model_dir={out}", greedy, stdin="\n".join(texts).encode())
+    assert r.returncode == 0, r.stderr
+    model = qkvmt.load(folder, device="cpu")
+    settings = instantiate(compose_inference("translate", f"ckpt_path={folder}", greedy).decode)
+    expected = model.translate(texts, settings=settings)
+    assert {row[0] for row in expected.ids} == {model.tokenizer.language_id(model.meta.tgt_lang)}
+    assert r.stdout.splitlines() == list(expected) and all(expected)

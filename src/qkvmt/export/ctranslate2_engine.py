@@ -29,7 +29,7 @@ from qkvmt.decoding.lines import encode_sources
 from qkvmt.decoding.search import DecodeConfig, max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
-from qkvmt.export.to_ctranslate2 import require_ctranslate2
+from qkvmt.export.to_ctranslate2 import require_ctranslate2, vocabulary
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import decode, target_side
 from qkvmt.views.translations import Translations
@@ -130,7 +130,10 @@ def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg:
     src = [[tok.id_to_token(i) for i in x[: engine.meta.max_positions - 1]] for x in ids]
     limits = max_lengths(torch.tensor([len(x) + 1 for x in src]), cfg, engine.meta.max_positions).numpy()
     target = target_side(tok)
-    options = search_options(cfg, ModelConfig.from_dict(engine.meta.model_config), target)
+    model = ModelConfig.from_dict(engine.meta.model_config)
+    options = search_options(cfg, model, target)
+    # the ids of the target vocabulary the export registered, rows the tokenizer does not name included
+    target_ids = {token: i for i, token in enumerate(vocabulary(target, model.target_vocab_size))}
     if cfg.forced_first_id is not None:  # a many-to-many model's target language comes first
         options["target_prefix"] = [[target.id_to_token(cfg.forced_first_id)]] * len(lines)
     out: list[list[int]] = [[] for _ in lines]
@@ -143,5 +146,5 @@ def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg:
             [src[i] for i in rows], max_decoding_length=int(limit) - 1, **(options | prefix)
         )
         for i, r in zip(rows, results):
-            out[i] = [target.token_to_id(t) for t in r.hypotheses[0]]
+            out[i] = [target_ids[t] for t in r.hypotheses[0]]
     return decode(tok, out)

@@ -52,14 +52,15 @@ def check_quantization(quantization: str) -> None:
 
 
 def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
-    """The token of every id, in id order: `size` of them, as the model's embedding has rows."""
+    """The token of every id, in id order: `size` of them, as the model's embedding has rows. Rows past the
+    tokenizer's tokens (NLLB's, fairseq's padding) are named as CTranslate2's own converter names them."""
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     tokens = sorted(vocab, key=vocab.get)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
         raise UserError("the checkpoint's tokenizer has gaps in its ids; CTranslate2 needs one token per id")
-    if len(tokens) != size:
+    if len(tokens) > size:
         raise UserError(f"the tokenizer has {len(tokens)} tokens but the model {size}: the checkpoint is inconsistent")
-    return tokens
+    return tokens + [f"madeupword{i}" for i in range(size - len(tokens))]
 
 
 def check_exportable(model: Transformer) -> None:
