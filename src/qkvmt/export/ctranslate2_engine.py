@@ -46,11 +46,16 @@ class CTranslate2Model:
     tokenizer: Tokenizer
     meta: ExportMetadata  # qkvmt.json: languages, the run's decoding settings, the model config
 
+    def decoding(self, settings: DecodeConfig | None = None, **decode) -> DecodeConfig:
+        """As `qkvmt.api.Model.decoding`: `settings` (default: the run's own) with the fields given as
+        keywords taking precedence, a many-to-many model's target language forced unless they force another."""
+        return DecodeConfig.of_model(self.meta.decode, settings, decode)
+
     def translate(self, sentences, settings: DecodeConfig | None = None, **decode) -> Translations:
         """As `qkvmt.api.Model.translate`: `settings` (default: the run's own) with any
         DecodeConfig field given as a keyword overriding it."""
         lines = [sentences] if isinstance(sentences, str) else list(sentences)
-        cfg = DecodeConfig.of_model(self.meta.decode, settings, decode)
+        cfg = self.decoding(settings, **decode)
         return Translations(translate_lines_ctranslate2(self, lines, cfg), lines, settings=asdict(cfg))
 
     def _checkpoint_only(self, *args, **kwargs):

@@ -39,6 +39,7 @@ def align(cfg: DictConfig) -> dict:
     reference = None if cfg.reference is None else required_text(cfg.reference, "reference")
     check_gold_settings(cfg, corpus is not None)
     check_policy_settings(cfg)
+    decode = decode_overrides(cfg.decode)
     check_output_dir(cfg)
     reverse = reverse_checkpoint(cfg, checkpoint_paths(cfg), one_model_settings(cfg))
     model = load_for_inference(cfg)
@@ -46,7 +47,7 @@ def align(cfg: DictConfig) -> dict:
         return align_corpus(cfg, model, corpus, reverse)
     if cfg.gold_dir:
         return align_gold(cfg, model, reverse)
-    a, decode = cfg.alignment, decode_overrides(cfg.decode)
+    a = cfg.alignment
     if reverse:
         two = {"rows": a.rows, "signal": a.signal, "symmetrize": cfg.symmetrize, "threshold": cfg.symmetrize_threshold}
         result = model.align_both(sentence, reverse, reference, **two, **decode)

@@ -19,6 +19,7 @@ from qkvmt.pipeline.runs import (
     beside_checkpoint,
     check_output_dir,
     checkpoint_paths,
+    decode_overrides,
     load_for_inference,
     results_home,
     save_result,
@@ -133,6 +134,7 @@ def evaluate(cfg: DictConfig) -> dict:
     signals = report_signals(cfg.attention.signals)
     whole_number("attention.num_samples", cfg.attention.num_samples, least=0)  # -1 would slice off the last
     bleu_metric(cfg.metrics.bleu_tokenize)
+    decode = decode_overrides(cfg.decode)
     baseline_ckpt, baseline_hyps = baseline_of(cfg)
     significance = check_significance(cfg, compared=bool(baseline_ckpt or baseline_hyps))
     check_outputs(cfg)  # after the settings: the default folder's place needs the checkpoint found (or fetched)
@@ -163,7 +165,7 @@ def evaluate(cfg: DictConfig) -> dict:
     run = {"name": name, "progress": True, "precision": str(cfg.fabric.precision)}
     compared = {"bleu_tokenize": cfg.metrics.bleu_tokenize, "baseline": baseline, "significance": significance}
     compared["baseline_name"] = str(baseline_hyps or "baseline")
-    result = model.evaluate(src, refs, ref_tok, settings=instantiate(cfg.decode), **report, **run, **compared)
+    result = model.evaluate(src, refs, ref_tok, **decode, **report, **run, **compared)
     result.metrics["wall_s"] = round(time.time() - start, 2)  # the whole command's, loading included
     final = save_result(cfg, paths, result, name, "evaluations")
     print(result.summary() + f"; wrote {final}")

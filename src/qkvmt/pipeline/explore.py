@@ -18,13 +18,12 @@ from qkvmt.web.json_api import bind, server
 def explore(cfg: DictConfig) -> dict:
     sock = bind(str(cfg.host), cfg.port)  # before the slow load: a port in use fails at once
     partner = reverse_checkpoint(cfg, checkpoint_paths(cfg))
+    decode = decode_overrides(cfg.decode)
     model = load_for_inference(cfg)
     reverse = Model.from_checkpoints([partner], model.fabric) if partner else None
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)
-    app = create_app(
-        Explorer(model, reverse, cfg.symmetrize, decode_overrides(cfg.decode), cfg.symmetrize_threshold), access
-    )
+    app = create_app(Explorer(model, reverse, cfg.symmetrize, decode, cfg.symmetrize_threshold), access)
     url = access.url(str(cfg.host) or host)  # as given: a host name is what the Host check expects
     if access.warning(str(cfg.host)):
         print(access.warning(str(cfg.host)), file=sys.stderr)

@@ -5,13 +5,12 @@ import logging
 import time
 from pathlib import Path
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from qkvmt.alignment.links import read_gold
 from qkvmt.files import write_json
 from qkvmt.pipeline.evaluate import read_inputs
-from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, load_for_inference, save_result
+from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, decode_overrides, load_for_inference, save_result
 from qkvmt.studies.checks import check_references, checked_heads
 
 log = logging.getLogger(__name__)
@@ -20,6 +19,7 @@ log = logging.getLogger(__name__)
 def heads(cfg: DictConfig) -> dict:
     start = time.time()
     checked_heads(cfg.prune_points, cfg.profile_sentences)  # before the slow load and the slower masking
+    decode = decode_overrides(cfg.decode)
     check_output_dir(cfg)
     model = load_for_inference(cfg)
     meta = model.meta
@@ -27,7 +27,7 @@ def heads(cfg: DictConfig) -> dict:
     src, refs, name = read_inputs(cfg, meta, model.paths[0])
     check_references(src, refs, name)  # before the decoding settings, as the model checks them
     settings = {"prune_points": cfg.prune_points, "profile_sentences": cfg.profile_sentences, "name": name}
-    report = model.heads(src, refs, gold, settings=instantiate(cfg.decode), **settings)
+    report = model.heads(src, refs, gold, **settings, **decode)
     report.wall_s = round(time.time() - start, 1)  # the whole command's, loading included
     final = save_result(cfg, model.paths, report, name, "heads")
     try:  # evaluate's report.html of this checkpoint shows it

@@ -15,11 +15,10 @@ def inspect_attention(cfg: DictConfig) -> dict:
         whole_number(key, cfg[key], least=None)
     whole_number("top_k", cfg.top_k)
     checked_kind(cfg.kind)
+    decode = decode_overrides(cfg.decode)
     check_output_dir(cfg)
     model = load_for_inference(cfg)
-    result = model.inspect(
-        sentence, reference, cfg.kind, cfg.layer, cfg.head, cfg.top_k, **decode_overrides(cfg.decode)
-    )
+    result = model.inspect(sentence, reference, cfg.kind, cfg.layer, cfg.head, cfg.top_k, **decode)
     staged = StagedOutput(cfg, model.paths, f"{cfg.kind}_l{cfg.layer}_h{cfg.head}", kind="inspections")
     with staged as out:
         for name, write in result.files().items():

@@ -40,9 +40,10 @@ def intervene(cfg: DictConfig) -> dict:
         return lens_study(cfg) if cfg.study == "lens" else study(cfg)
     sentence = required_text(cfg.sentence, "sentence")  # the settings first: loading is slow
     edits = edits_of(OmegaConf.to_container(cfg.edits) if OmegaConf.is_config(cfg.edits) else cfg.edits)
+    decode = decode_overrides(cfg.decode)
     check_output_dir(cfg)
     model = load_for_inference(cfg)
-    result = model.intervene(sentence, *edits, **decode_overrides(cfg.decode))
+    result = model.intervene(sentence, *edits, **decode)
     staged = StagedOutput(cfg, model.paths, "_".join(type(e).__name__.lower() for e in edits), kind="interventions")
     with staged as out:
         for name, write in result.files().items():

@@ -25,10 +25,11 @@ def sources(cfg: DictConfig, model) -> tuple[list[str], str]:
 def study(cfg: DictConfig) -> dict:
     start = time.time()
     checked_study(cfg.study, cfg.n, cfg.substitutes)  # before the slow load
+    decode = decode_overrides(cfg.decode)
     check_output_dir(cfg)
     model = load_for_inference(cfg)
     lines, name = sources(cfg, model)
-    found = model.study(lines, cfg.study, cfg.n, cfg.substitutes, name, **decode_overrides(cfg.decode))
+    found = model.study(lines, cfg.study, cfg.n, cfg.substitutes, name, **decode)
     found.result["wall_s"] = round(time.time() - start, 1)  # the whole command's, loading included
     final = save_result(cfg, model.paths, found, name, "kv_study")
     print(found.summary() + f"; wrote {final}")

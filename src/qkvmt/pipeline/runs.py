@@ -4,6 +4,7 @@ on the command line, run folders and output folders."""
 
 import hashlib
 import time
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.api import Model
 from qkvmt.bundled import bundled_name
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
@@ -34,9 +36,13 @@ def load_for_inference(cfg: DictConfig, **fabric_settings) -> Model:
 
 
 def decode_overrides(cfg_decode: DictConfig) -> dict:
-    """The decoding settings the command line gives (non-null in `decode`, conf/decode/checkpoint.yaml):
-    they take precedence over the checkpoint's own."""
-    return {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
+    """The decoding settings a command's `decode` gives, as keywords over the checkpoint's own (every
+    command passes them to the model: Model.decoding): each field of decode=default
+    (conf/decode/default.yaml), or those typed beside decode=checkpoint (all null there). Checked
+    here, before any model loads, as DecodeConfig checks them: decode=checkpoint builds nothing early."""
+    given = {k: v for k, v in OmegaConf.to_container(cfg_decode).items() if v is not None and k != "_target_"}
+    DecodeConfig.merged(asdict(DecodeConfig()), given)
+    return given
 
 
 def beside_checkpoint(cfg: DictConfig, paths: list[Path], name: str) -> Path:

@@ -4,9 +4,9 @@ engine=ctranslate2) until Ctrl-C; qkvmt.serve does the work, translating through
 
 import sys
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from qkvmt.pipeline.runs import decode_overrides
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of
@@ -20,9 +20,11 @@ def serve(cfg: DictConfig) -> dict:
     # checked, with the port, before the slow load
     limits, batching = limits_of(cfg.limits, "limits."), batching_of(cfg.batching, "batching.")
     sock = bind(str(cfg.host), cfg.port)
-    settings = instantiate(cfg.decode)
+    given = decode_overrides(cfg.decode)
     keep_freed_host_memory()  # call after call allocates the same large buffers: reuse them, not fresh pages
-    batcher = Batcher(translator(cfg, settings), batching)
+    engine = translator(cfg)
+    settings = engine.decoding(**given)  # the server's own, which /health shows and a request changes
+    batcher = Batcher(engine.translate, batching)
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)
     served = cfg.model_dir if cfg.engine == "ctranslate2" else cfg.ckpt_path

@@ -4,13 +4,12 @@ import itertools
 import sys
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from qkvmt.decoding.search import DecodeConfig
+from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.export.ctranslate2_engine import load_ctranslate2
-from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.export.ctranslate2_engine import CTranslate2Model, load_ctranslate2
+from qkvmt.pipeline.runs import decode_overrides, load_for_inference
 from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import decode_line, required_text
 from qkvmt.text.visible import visible_text
@@ -27,9 +26,10 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
     stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout
     sentence = None if cfg.sentence is None else required_text(cfg.sentence, "sentence")  # before the slow load
     whole_number("batch_lines", cfg.batch_lines)  # 0 would end stdin's first chunk empty, translating nothing
-    decode_cfg = instantiate(cfg.decode)
+    given = decode_overrides(cfg.decode)
     keep_freed_host_memory()  # chunk after chunk allocates the same large buffers: reuse them, not fresh pages
-    translate_chunk = translator(cfg, decode_cfg)
+    engine = translator(cfg)
+    settings = engine.decoding(**given)
     if sentence is not None:
         chunks = iter([[sentence]])
     else:
@@ -37,16 +37,16 @@ def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:
         chunks = iter(lambda: list(itertools.islice(lines, cfg.batch_lines)), [])
     n = 0
     for chunk in chunks:
-        out = translate_chunk(chunk)
+        out = engine.translate(chunk, settings)
         stdout.write("".join(t + "\n" for t in out))
         stdout.flush()
         n += len(chunk)
     return {"sentences": n}
 
 
-def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
-    """(lines, settings=decode_cfg) -> translations with the chosen engine: our model from
-    ckpt_path, or an exported CTranslate2 folder from model_dir."""
+def translator(cfg: DictConfig) -> Model | CTranslate2Model:
+    """The chosen engine: our model from ckpt_path, or an exported CTranslate2 folder from model_dir;
+    each decodes by its own settings (`decoding`) and translates (`translate(lines, settings)`)."""
     if cfg.engine == "ctranslate2":
         if cfg.ckpt_path or cfg.average:
             raise UserError(
@@ -58,8 +58,7 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
                 f"fabric.precision={cfg.fabric.precision} is for engine=qkvmt; engine=ctranslate2 computes in "
                 "compute_type= (int8, float16, ...)"
             )
-        engine = load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
-        return lambda lines, settings=decode_cfg: engine.translate(lines, settings)
+        return load_ctranslate2(cfg.model_dir, compute_type=cfg.compute_type, threads=torch.get_num_threads())
     if cfg.engine != "qkvmt":
         raise UserError(f"engine={cfg.engine!r}: use engine=qkvmt (ckpt_path=) or engine=ctranslate2 (model_dir=)")
     if cfg.model_dir:
@@ -69,8 +68,7 @@ def translator(cfg: DictConfig, decode_cfg: DecodeConfig):
             f"compute_type={cfg.compute_type} is for engine=ctranslate2; engine=qkvmt computes in "
             "fabric.precision= (32-true, bf16-mixed, ...)"
         )
-    model = load_for_inference(cfg)
-    return lambda lines, settings=decode_cfg: model.translate(lines, settings)
+    return load_for_inference(cfg)
 
 
 def text_line(line: bytes | str, number: int) -> str:
