@@ -326,6 +326,22 @@ def test_length_limit_is_reached_exactly(beam_size, a, b, max_positions):
         assert math.isfinite(h.score)
 
 
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_cut_at_limit_ends_on_the_last_token_without_eos(beam_size):
+    """cut_at_limit: an output at the limit holds as many tokens as the limit, none of them EOS, and its score
+    leaves out EOS's log-probability (transformers' generate without forced_eos_token_id)."""
+    model = TableModel({}, default=NEVER_ENDS)
+    cfg = DecodeConfig(beam_size=beam_size, max_len_a=0, max_len_b=4, len_penalty=0.0, cut_at_limit=True)
+    h = generate(model, torch.tensor([[5, EOS]]), cfg)[0]
+    assert len(h.tokens) == 4 and EOS not in h.tokens
+    assert h.score == pytest.approx(model.logprob(h.tokens) - math.log(NEVER_ENDS[EOS]), abs=1e-5)
+
+
+def test_decode_config_refuses_a_free_eos_and_a_cut_at_once():
+    with pytest.raises(ValueError, match="decode.free_eos_at_limit=true and decode.cut_at_limit=true"):
+        DecodeConfig(free_eos_at_limit=True, cut_at_limit=True)
+
+
 @pytest.mark.parametrize("beam_size", [1, 4])
 @pytest.mark.parametrize("a,b", [(0.5, 1), (1.0, 0), (0.0, 4)])
 def test_length_limit_real_model(beam_size, a, b):

@@ -27,20 +27,33 @@ SMALL = dict(
 )
 
 
-def randomized(model, seed: int = 0, eos_bias: float = 0.0):
+def randomized(model, seed: int = 0, eos_bias: float = 0.0, steer: float = 1.0):
     """`model` with every parameter random, in eval mode: N(0, 0.3²), LayerNorm weights N(1, 0.3²) (so no
     norm is at 1 and 0, and the network still depends on its input); not Marian's position tables, which
-    it keeps as frozen parameters and rebuilds when it loads. Marian's final_logits_bias is random too,
-    and `eos_bias` more for </s>, so outputs end at several lengths, not only at the length limit."""
+    it keeps as frozen parameters and rebuilds when it loads. Marian's final_logits_bias is random too;
+    `eos_bias` is added to the logit of </s>, so outputs end at several lengths, not only at the length limit.
+    `steer` scales the token embeddings up and the decoder's last LayerNorm down as much (the logits as spread):
+    the tokens a search chose, not only their positions, then steer the next step, so beam search can differ
+    from greedy."""
     torch.manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "embed_positions" not in name:
                 std = 0.05 if name.endswith("bias") else 0.1 if "embed_tokens" in name or "shared" in name else 0.3
                 torch.nn.init.normal_(p, mean=1.0 if "norm.weight" in name else 0.0, std=std)
+            if any(table in name for table in ("embed_tokens", "shared", "lm_head")):
+                p.mul_(steer)
+        decoder = model.get_decoder()
+        last_norm = getattr(decoder, "layer_norm", None) or decoder.layers[-1].final_layer_norm  # M2M100's or Marian's
+        last_norm.weight.div_(steer)
+        last_norm.bias.div_(steer)
+        eos = model.config.eos_token_id
         if hasattr(model, "final_logits_bias"):
             torch.nn.init.normal_(model.final_logits_bias, std=0.05)
-            model.final_logits_bias[0, model.config.eos_token_id] += eos_bias
+            model.final_logits_bias[0, eos] += eos_bias
+        else:  # M2M100 has no output bias: its decoder's last LayerNorm moves along the </s> row instead
+            row = model.get_output_embeddings().weight[eos]
+            last_norm.bias += eos_bias * row / row.dot(row)
     return model.eval()
 
 

@@ -6,9 +6,10 @@ generated token."""
 import pytest
 import torch
 
-from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.inputs import build_inputs
 from tests.hf.folders import SMALL, ours, randomized, saved
+from tests.hf.searches import MAX_LENGTH, check_telling, generated, sources, tokens
+from tests.hf.searches import ours as searched
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
@@ -17,10 +18,11 @@ DE, EN, FR = 41, 42, 43
 SOURCES = [[DE, 5, 6, 7, 8, 9, 10, 11], [DE, 12, 4], [DE, 30, 31, 32, 33, 34]]  # a source starts with its language
 TARGETS = [[EN, 7, 8, 9], [EN, 1 + 4, 6], [FR, 20]]  # a target too: the token forced first
 # transformers would go on after a generated <pad>; qkvmt's search never generates one, so neither does generate here.
-GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=14, early_stopping=False)
+GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=MAX_LENGTH, early_stopping=False)
+STEER, EOS_BIAS = 10.0, 0.8  # a model that tells searches apart (tests.hf.searches)
 
 
-def m2m100(tmp_path, activation: str = "relu", tied: bool = True, **generation):
+def m2m100(tmp_path, activation: str = "relu", tied: bool = True, steer: float = 1.0, **generation):
     config = transformers.M2M100Config(
         vocab_size=VOCAB,
         bos_token_id=BOS,
@@ -31,7 +33,10 @@ def m2m100(tmp_path, activation: str = "relu", tied: bool = True, **generation):
         tie_word_embeddings=tied,
         **SMALL,
     )
-    hf = randomized(transformers.M2M100ForConditionalGeneration(config))
+    # with steer, some outputs reach the length limit, some end before, and beam search differs from greedy
+    hf = randomized(
+        transformers.M2M100ForConditionalGeneration(config), eos_bias=EOS_BIAS if steer != 1 else 0.0, steer=steer
+    )
     return hf, saved(hf, tmp_path / "m2m100", **(GENERATION | generation))
 
 
@@ -50,28 +55,24 @@ def test_logits_match_transformers(tmp_path, activation, tied):
     assert diff < 1e-4, diff
 
 
+@pytest.mark.parametrize("forced_eos", [EOS, None], ids=["forced-eos", "no-forced-eos"])
 @pytest.mark.parametrize(
     "search",
     [dict(num_beams=1), dict(num_beams=5), dict(num_beams=5, early_stopping=True)],
     ids=["greedy", "beam5", "beam5-early"],
 )
-@pytest.mark.parametrize("language", [EN, FR])
-def test_search_with_a_forced_language_matches_generate(tmp_path, search, language):
-    hf, folder = m2m100(tmp_path, **search)
+def test_search_with_a_forced_language_matches_generate(tmp_path, search, forced_eos):
+    """Token for token, and beam search's scores, with and without forced_eos_token_id (hub folders often
+    have none), on a model where some outputs reach the length limit and beam search differs from greedy
+    (checked first)."""
+    hf, folder = m2m100(tmp_path, steer=STEER, forced_eos_token_id=forced_eos, **search)
+    src = sources(4, DE - 1, start=[DE])
+    expected, scores = generated(hf, src, PAD, EOS, forced_bos_token_id=EN)
+    greedy, _ = generated(hf, src, PAD, EOS, forced_bos_token_id=EN, num_beams=1)
+    check_telling(greedy, generated(hf, src, PAD, EOS, forced_bos_token_id=EN, num_beams=5)[0], expected)
     model, decode = ours(folder)
-    width = max(map(len, SOURCES)) + 1
-    src = torch.tensor([s + [EOS] + [PAD] * (width - len(s) - 1) for s in SOURCES])
-    with torch.no_grad():
-        out = hf.generate(input_ids=src, attention_mask=src != PAD, forced_bos_token_id=language)
-    expected = [[t for t in row[1:] if t != PAD] for row in out.tolist()]
-    expected = [row[: row.index(EOS)] if EOS in row else row for row in expected]
-    got = [
-        h.tokens
-        for h in generate(
-            model,
-            build_inputs(SOURCES, None, model.cfg.specials).src,
-            DecodeConfig(**(decode | {"forced_first_id": language})),
-        )
-    ]
-    assert all(row[0] == language for row in got)
-    assert got == expected
+    got, got_scores = searched(model, src, decode | {"forced_first_id": EN})
+    assert all(row[0] == EN for row in got)
+    assert got == tokens(expected, EOS)
+    if scores is not None:
+        assert got_scores == pytest.approx(scores, abs=1e-5)

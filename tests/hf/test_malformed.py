@@ -118,6 +118,15 @@ MALFORMED = {
         setting("generation_config.json", bad_words_ids=[5]),
         r"generation_config.json: bad_words_ids=\[5\] is not a list of lists of ids",
     ),
+    "generation forced_eos_token_id": (
+        setting("generation_config.json", forced_eos_token_id=5),
+        r"generation_config.json: forced_eos_token_id=5 is not eos_token_id=0; qkvmt's search ends an output with "
+        r"</s>: give 0 or null",
+    ),
+    "generation renormalize_logits": (
+        setting("generation_config.json", renormalize_logits="yes"),
+        r'generation_config.json: renormalize_logits="yes" is not true or false',
+    ),
     "source.spm noise": (write("source.spm", noise()), "source.spm is not a SentencePiece model"),
     "target.spm noise": (write("target.spm", noise()), "target.spm is not a SentencePiece model"),
     "vocab.json invalid": (write("vocab.json", b'{"</s>": 0,'), r"vocab.json is not readable JSON \(JSONDecodeError"),

@@ -4,16 +4,18 @@ weights: the logits of a forced pass, and greedy and beam search token for token
 import pytest
 import torch
 
-from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.inputs import build_inputs
 from tests.hf.folders import SMALL, ours, randomized, saved
+from tests.hf.searches import MAX_LENGTH, check_telling, generated, sources, tokens
+from tests.hf.searches import ours as searched
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 VOCAB, PAD, EOS = 40, 39, 0  # Marian's layout: </s> is 0, <pad> last and the decoder's first token
 SOURCES = [[5, 6, 7, 8, 9, 10, 11], [12, 3], [30, 31, 32, 33, 34]]
 TARGETS = [[7, 8, 9], [1, 2, 3, 4, 5, 6], [20]]
-GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=14, early_stopping=False)
+GENERATION = dict(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, max_length=MAX_LENGTH, early_stopping=False)
+STEER, EOS_BIAS = 10.0, 1.1  # a model that tells searches apart (tests.hf.searches)
 SHAPES = {
     "swish": dict(activation_function="swish"),
     "relu": dict(activation_function="relu", scale_embedding=True),
@@ -24,7 +26,7 @@ SHAPES = {
 }
 
 
-def marian(tmp_path, shape: str, **generation):
+def marian(tmp_path, shape: str, steer: float = 1.0, **generation):
     config = transformers.MarianConfig(
         vocab_size=VOCAB,
         pad_token_id=PAD,
@@ -34,7 +36,8 @@ def marian(tmp_path, shape: str, **generation):
         **SMALL,
         **SHAPES[shape],
     )
-    hf = randomized(transformers.MarianMTModel(config), eos_bias=1.0)  # some outputs end before the limit
+    # some outputs end before the limit; with steer, some reach it and beam search differs from greedy
+    hf = randomized(transformers.MarianMTModel(config), eos_bias=1.0 if steer == 1 else EOS_BIAS, steer=steer)
     return hf, saved(hf, tmp_path / "marian", **(GENERATION | generation))
 
 
@@ -75,7 +78,7 @@ def test_logits_match_transformers_at_d_model_1024_to_position_511(tmp_path):
     assert (logits - expected).abs().max().item() < 1e-9
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("forced_eos", [EOS, None], ids=["forced-eos", "no-forced-eos"])
 @pytest.mark.parametrize(
     "search",
     [
@@ -86,14 +89,29 @@ def test_logits_match_transformers_at_d_model_1024_to_position_511(tmp_path):
     ],
     ids=["greedy", "beam5", "beam5-early", "beam5-lp0.6"],
 )
-def test_search_matches_generate(tmp_path, shape, search):
-    hf, folder = marian(tmp_path, shape, **search)
+def test_search_matches_generate(tmp_path, search, forced_eos):
+    """Token for token, and beam search's scores, with and without forced_eos_token_id, on a model where some
+    outputs reach the length limit and beam search differs from greedy (checked first)."""
+    hf, folder = marian(tmp_path, "swish", steer=STEER, forced_eos_token_id=forced_eos, **search)
+    src = sources(1, PAD - 1)
+    expected, scores = generated(hf, src, PAD, EOS)
+    check_telling(generated(hf, src, PAD, EOS, num_beams=1)[0], generated(hf, src, PAD, EOS, num_beams=5)[0], expected)
     model, decode = ours(folder)
-    src, mask = hf_inputs(model.cfg.pad_id)
-    with torch.no_grad():
-        out = hf.generate(input_ids=src, attention_mask=mask)
-    expected = [[t for t in row[1:] if t != model.cfg.pad_id] for row in out.tolist()]
-    expected = [row[: row.index(EOS)] if EOS in row else row for row in expected]
-    src = build_inputs(SOURCES, None, model.cfg.specials).src
-    got = [h.tokens for h in generate(model, src, DecodeConfig(**decode))]
-    assert got == expected
+    got, got_scores = searched(model, src, decode)
+    assert got == tokens(expected, EOS)
+    if scores is not None:
+        assert got_scores == pytest.approx(scores, abs=1e-5)
+
+
+def test_renormalized_beam_search_matches_generate(tmp_path):
+    """renormalize_logits=true: generate normalises the scores again once bad_words_ids has taken <pad>'s share,
+    which changes beam search's scores (checked against generate without it); qkvmt's search does the same."""
+    hf, folder = marian(tmp_path, "swish", steer=STEER, num_beams=5, renormalize_logits=True)
+    src = sources(1, PAD - 1)
+    expected, scores = generated(hf, src, PAD, EOS)
+    plain = generated(hf, src, PAD, EOS, renormalize_logits=False)[1]
+    assert min(abs(a - b) for a, b in zip(scores, plain)) > 1e-4
+    model, decode = ours(folder)
+    got, got_scores = searched(model, src, decode)
+    assert got == tokens(expected, EOS)
+    assert got_scores == pytest.approx(scores, abs=1e-5)

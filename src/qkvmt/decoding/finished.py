@@ -27,8 +27,9 @@ class Finished:
         self.first_k = torch.arange(2 * k, device=device) < k
 
     def add(self, eos: Tensor, normed: Tensor, tokens: Tensor) -> None:
-        """Finalise the EOS candidates (B, 2K) that rank among the top K of their sentence, while
-        slots last: their length-normalised scores (B, 2K) and their tokens (B, 2K, t)."""
+        """Finalise the ending candidates `eos` (B, 2K) that rank among the top K of their sentence,
+        while slots last: their length-normalised scores (B, 2K) and their tokens (B, 2K, t), each
+        read up to its EOS, if any."""
         k, t = self.k, tokens.size(2)
         take = eos & self.first_k
         rank = take.long().cumsum(dim=1) - 1 + self.count[:, None]  # (B, 2K) slot of each candidate

@@ -33,6 +33,10 @@ class DecodeConfig:
     # language of a many-to-many model (transformers' forced_bos_token_id)
     free_eos_at_limit: bool = False  # at the length limit </s> is forced at log-probability 0, as transformers'
     # forced_eos_token_id does, instead of keeping its own
+    cut_at_limit: bool = False  # at the length limit an output ends on the best token there, whatever it is, without
+    # </s> or its probability, as transformers' generate does without forced_eos_token_id
+    renormalize: bool = False  # log-probabilities normalised again after the bans and forced tokens, as
+    # transformers' renormalize_logits
     early_stopping: bool = True  # a sentence stops at beam_size finished hypotheses; False: transformers'
     # early_stopping=False, which goes on while the best live beam, scored at its length now, beats the worst finished
 
@@ -44,6 +48,11 @@ class DecodeConfig:
             raise UserError(f"decode.min_len must be at least 1 (EOS counts), got {self.min_len}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+        if self.free_eos_at_limit and self.cut_at_limit:
+            raise UserError(
+                "decode.free_eos_at_limit=true and decode.cut_at_limit=true: an output at the length limit ends "
+                "either with a free </s> or without one; set one of them to false"
+            )
 
     @classmethod
     def merged(cls, stored: dict, given: dict) -> "DecodeConfig":
@@ -82,6 +91,7 @@ class Stepper:
         self.state = model.new_state() if cfg.use_cache else None
         self.min_len = cfg.min_len
         self.forced_first, self.free_eos = cfg.forced_first_id, cfg.free_eos_at_limit
+        self.cut, self.renormalize = cfg.cut_at_limit, cfg.renormalize
         c = model.cfg
         self.banned = torch.tensor(c.banned_ids, device=limit.device)
 
@@ -92,7 +102,9 @@ class Stepper:
         reads the row four times. <pad> and <s> never appear inside an output
         (ModelConfig.banned_ids); forced_first_id, where set, is the only first token; EOS waits
         for min_len; a row at its length limit can only end (EOS keeps its own probability, so
-        scores stay comparable, or costs nothing with free_eos_at_limit).
+        scores stay comparable, or costs nothing with free_eos_at_limit), or with cut_at_limit
+        chooses as at any step and the search ends it there. With renormalize, the scores left
+        are normalised again (what the bans and forced tokens took is shared out).
         """
         c = self.model.cfg
         ids = prefix[:, -1:] if self.state is not None else prefix
@@ -103,7 +115,7 @@ class Stepper:
         if self.forced_first is not None and n_out == 1:  # only the forced token, at log-probability 0
             logp = torch.full_like(logp, float("-inf"))
             logp[:, self.forced_first] = 0.0
-        near_limit = n_out >= self.first_limit
+        near_limit = n_out >= self.first_limit and not self.cut
         if near_limit:
             eos = torch.zeros_like(logp[:, 0]) if self.free_eos else logp[:, c.eos_id].clone()
         if n_out < self.min_len:
@@ -112,7 +124,7 @@ class Stepper:
             at_limit = n_out >= self.limit  # (N,)
             logp.masked_fill_(at_limit[:, None], float("-inf"))
             logp[:, c.eos_id] = torch.where(at_limit, eos, logp[:, c.eos_id])
-        return logp
+        return logp.log_softmax(dim=-1) if self.renormalize else logp
 
     def reorder_beams(self, index: Tensor) -> None:
         """Row i continues row index[i], a beam of the same sentence (the number of rows may
@@ -152,7 +164,7 @@ def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hy
         token = token.masked_fill(done, c.pad_id)
         scores += best.masked_fill(done, 0.0)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
-        done |= token == c.eos_id
+        done |= (token == c.eos_id) | (prefix.size(1) > limit)  # a row ends at </s> or its limit
         if done.all():
             break
     return [Hypothesis(until_end(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
@@ -191,7 +203,8 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
 
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
-    has K of them, or when it reaches its length limit, and the stopped ones leave the batch.
+    has K of them, or when it reaches its length limit, where every candidate ends (with EOS,
+    or, with cut_at_limit, on its last token), and the stopped ones leave the batch.
     All bookkeeping is tensor operations, with no Python work per hypothesis; each step reads
     back only how many sentences are still active and which cache rows move.
     """
@@ -212,15 +225,16 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     prunable = not hooked(model)
     for t in range(max_t):
         top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
-        is_eos = (token == c.eos_id) & torch.isfinite(top_scores)
+        ends = ((token == c.eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)
         normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
+        ended = torch.cat([prefixes, token[:, :, None]], dim=2)  # its last token too (until_end drops an EOS)
         if cfg.early_stopping:
-            finished.add(is_eos & active[:, None], normed, prefixes)
+            finished.add(ends & active[:, None], normed, ended)
             active &= (finished.count < k) & (t + 1 < limit)
         else:
-            finished.merge(is_eos & active[:, None], normed, prefixes)
-        # Continue with the best K non-EOS candidates of each sentence.
-        keep_scores, keep = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=-1)  # (B, K)
+            finished.merge(ends & active[:, None], normed, ended)
+        # Continue with the best K candidates of each sentence that do not end.
+        keep_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=-1)  # (B, K)
         if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
             best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
             active &= (best_live > finished.worst()) & (t + 1 < limit)

@@ -55,6 +55,7 @@ GENERATION_DEFAULTS = {
     "forced_eos_token_id": None,
     "forced_bos_token_id": None,
     "bad_words_ids": None,
+    "renormalize_logits": False,
 }
 # Settings of `generate` that qkvmt's search does not have, at the values that leave generate as it is:
 # a folder that sets another is refused rather than decoded otherwise.
@@ -71,7 +72,6 @@ NEUTRAL = {
     "forced_decoder_ids": None,
     "sequence_bias": None,
     "exponential_decay_length_penalty": None,
-    "renormalize_logits": False,
 }
 
 
@@ -178,6 +178,12 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
     for ids in bad_words:
         if len(ids) != 1 or ids[0] not in cfg.banned_ids:
             raise UserError(f"{where}: bad_words_ids holds {shown(ids)}; qkvmt's search bans only {cfg.banned_ids}")
+    forced_eos = target_id("forced_eos_token_id")
+    if forced_eos not in (None, cfg.eos_id):  # generate would end an output at the limit on that token
+        raise UserError(
+            f"{where}: forced_eos_token_id={forced_eos} is not eos_token_id={cfg.eos_id}; qkvmt's search ends an "
+            f"output with </s>: give {cfg.eos_id} or null"
+        )
     max_new = whole("max_new_tokens", null=True)
     # max_length counts the decoder's start token
     new_tokens = max_new or whole("max_length", "a whole number of at least 2", lambda v: v >= 2) - 1
@@ -189,7 +195,10 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
         "max_len_b": new_tokens,
         # transformers' min_length counts the start token, ours </s>
         "min_len": max(1, whole("min_length", "a whole number, 0 or more", lambda v: v >= 0)),
-        "free_eos_at_limit": target_id("forced_eos_token_id") == cfg.eos_id,
+        # At the limit generate forces </s> at no cost, or without forced_eos_token_id stops on whatever came
+        "free_eos_at_limit": forced_eos is not None,
+        "cut_at_limit": forced_eos is None,
+        "renormalize": typed(where, "renormalize_logits", get("renormalize_logits"), bool, "true or false"),
         "early_stopping": get("early_stopping"),
         "forced_first_id": target_id("forced_bos_token_id"),  # a one-direction many-to-many model's target language
     }
