@@ -93,3 +93,12 @@ def test_translate_with_an_exported_many_to_many_model_forces_its_target_languag
     expected = model.translate(texts, settings=settings)
     assert {row[0] for row in expected.ids} == {model.tokenizer.language_id(model.meta.tgt_lang)}
     assert r.stdout.splitlines() == list(expected) and all(expected)
+
+
+@pytest.mark.parametrize("setting", ["cut_at_limit", "renormalize"])
+def test_generates_settings_that_ctranslate2_lacks_are_refused_in_one_line(tmp_path, setting):
+    folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en")
+    out = tmp_path / "ct2"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=ctranslate2", f"output_dir={out}"))
+    with pytest.raises(UserError, match=rf"decode.{setting}=true .* is not a setting CTranslate2 has"):
+        load_ctranslate2(out).translate(TEXTS, early_stopping=True, free_eos_at_limit=False, **{setting: True})

@@ -112,6 +112,12 @@ def search_options(cfg: DecodeConfig, model: ModelConfig, target) -> dict:
             "decode.early_stopping=false: CTranslate2 stops a sentence at beam_size finished hypotheses, as "
             "decode.early_stopping=true does; give decode.early_stopping=true, or translate with engine=qkvmt"
         )
+    for name in ("cut_at_limit", "renormalize"):  # generate's ways at the limit and after the bans, not CTranslate2's
+        if getattr(cfg, name):
+            raise UserError(
+                f"decode.{name}=true (a Hugging Face folder's generation settings) is not a setting CTranslate2 "
+                f"has; give decode.{name}=false, or translate with engine=qkvmt"
+            )
     if cfg.len_penalty_style != "fairseq" and cfg.len_penalty != 0:
         raise UserError(
             f"decode.len_penalty_style={cfg.len_penalty_style}: CTranslate2 normalises by length^alpha only; "
