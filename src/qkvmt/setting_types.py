@@ -74,6 +74,14 @@ def whole_number(name: str, value, least: int | None = 1, most: int | None = Non
     return value
 
 
+def true_or_false(name: str, value) -> bool:
+    """`value`, setting `name`'s, if it is true or false, else a UserError naming the setting: a plain
+    setting's `check=abc` would otherwise count as true."""
+    if not isinstance(value, bool):
+        raise UserError(f"{name}={as_typed(value)}: give true or false")
+    return value
+
+
 def is_whole(value, least: int | None = None, most: int | None = None) -> bool:
     """Whether `value` is a whole number within `least` and `most` (None: unbounded); true is none."""
     if isinstance(value, bool) or not isinstance(value, int):

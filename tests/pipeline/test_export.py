@@ -85,3 +85,18 @@ def test_export_script_error_is_one_line(tmp_path):
     assert (
         r.returncode == 2 and r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: checkpoint not found")
     )
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["dtype=float16"], "dtype=float16 is for format=safetensors; format=ctranslate2 cannot take it"),
+        (["format=safetensors", "quantization=int8"], "quantization=int8 is for format=ctranslate2; format=safe"),
+        (["format=huggingface", "dtype=bfloat16"], "dtype=bfloat16 is for format=safetensors; format=huggingface"),
+    ],
+)
+def test_another_formats_option_is_refused_before_the_model_loads(tmp_path, overrides, message):
+    """An option the chosen format cannot take would be ignored: it is refused, before the checkpoint is read."""
+    r = run_script("export", f"ckpt_path={tmp_path / 'none.ckpt'}", *overrides)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]

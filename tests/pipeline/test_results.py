@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 from qkvmt.errors import UserError
 from qkvmt.pipeline.results import results, this_machine
+from tests.commandline import run_script
 from tests.conftest import CONF, compose_inference, compose_train
 from tests.record.conftest import RECORD
 from tests.record.test_kv_study_table import study_run
@@ -139,3 +140,12 @@ def test_a_studys_folder_is_recorded_as_a_measurement_and_its_page_gets_its_tabl
     threads = "OMP_NUM_THREADS=1 " if this_machine()["cores"] > 1 else ""
     assert entry["command"] == f"{threads}qkvmt intervene study=swap ckpt_path=multi30k-de-en split=test n=10"
     assert "| keys | every layer | 25% |" in page.read_text() and "2 min 05 s in all" in page.read_text()
+
+
+@pytest.mark.parametrize("setting", ["check=abc", "disturbed=1"])
+def test_a_flag_that_is_not_true_or_false_is_one_line_and_writes_nothing(tmp_path, setting):
+    """check=abc had counted as true; disturbed=1 as a disturbed run."""
+    r = run_script("results", setting, f"record={tmp_path / 'runs.json'}", f"readme={tmp_path / 'README.md'}")
+    shown = {"check=abc": "check='abc'", "disturbed=1": "disturbed=1"}[setting]
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {shown}: give true or false"
+    assert not list(tmp_path.iterdir())

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
 from qkvmt.record import from_analysis, from_folder, from_study, pages, runs, settings
+from qkvmt.setting_types import true_or_false
 from qkvmt.training.machine import this_machine
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
@@ -56,6 +57,8 @@ def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
 
 
 def results(cfg: DictConfig) -> dict:
+    for key in ("check", "disturbed"):
+        true_or_false(key, cfg[key])
     if cfg.check and cfg.add:
         raise UserError("check=true writes nothing, so it cannot add a run: give add= or check=true, not both")
     record_path = Path(cfg.record)
