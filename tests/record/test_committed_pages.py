@@ -5,7 +5,7 @@ tables of signals, kinds and alignment settings are what the registries give, ch
 import pytest
 
 from qkvmt.record import pages, runs, settings
-from qkvmt.record.summary import counted
+from qkvmt.studies.recorded import counted
 from tests.conftest import CONF, ROOT
 
 RECORD = ROOT / "docs" / "runs.json"

@@ -1,7 +1,8 @@
 """Only runs at the recipe's current settings that nothing disturbed are counted, grouped by
 recipe, overrides and hardware; a group's figure is its mean, range and count."""
 
-from qkvmt.record.summary import counted, groups, stat, why_not_counted
+from qkvmt.record.summary import groups, stat, why_not_counted
+from qkvmt.studies.recorded import counted
 from tests.record.conftest import figure_run
 
 

@@ -40,6 +40,7 @@ from qkvmt.analysis.signals import SIGNALS, Context, cross_signals
 from qkvmt.analysis.trace import trace
 from qkvmt.model.inputs import Inputs, build_inputs
 from qkvmt.model.transformer import Transformer
+from qkvmt.text.significance import interval
 from qkvmt.text.sinks import renormalized_in_place, sink_columns
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
@@ -228,17 +229,6 @@ def deletion_curves(
         "curves": {reading.label: s.drops["deletion"][reading][0].tolist() for reading in maps},
         "random": s.random[0].mean(0).tolist() if draws else None,
     }
-
-
-def interval(values) -> dict:
-    """Mean of per-sentence values and its 95% interval by the normal approximation
-    (mean ± 1.96·s/√n, s the sample standard deviation); no interval for fewer than 2."""
-    v = np.asarray(values, dtype=np.float64)
-    mean = float(v.mean())
-    if len(v) < 2:
-        return {"mean": mean, "ci95": None, "n": len(v)}
-    half = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v))
-    return {"mean": mean, "ci95": [mean - half, mean + half], "n": len(v)}
 
 
 def summarize(sentences: list[SentenceScores]) -> dict:

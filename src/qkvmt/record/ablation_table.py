@@ -12,9 +12,9 @@ listed variant; the rest of its overrides are its budget (steps, warmup), shared
 table. A budget gets a table where its baseline and a variant have runs at it, on the same class of
 hardware."""
 
-from qkvmt.record.markdown import code, command, hardware, spread, train_command
+from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
-from qkvmt.views.markdown import table
+from qkvmt.views.markdown import code, command, table
 
 RECIPE = "multi30k_de_en_cpu"
 BASELINE = "model.positions=sinusoidal"

@@ -3,10 +3,9 @@ their ranks, and how alike two models rank them (Spearman's rho)."""
 
 import statistics
 
-from qkvmt.record.markdown import command, duration, optional
 from qkvmt.record.runs import DELETION
-from qkvmt.record.summary import counted
-from qkvmt.views.markdown import table
+from qkvmt.studies.recorded import counted
+from qkvmt.views.markdown import command, duration, optional, table
 
 SUFFICIENCY = "sufficiency, "  # as DELETION: a faithfulness figure's label is this, then the reading
 RANDOM = "random order"

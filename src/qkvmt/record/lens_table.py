@@ -3,8 +3,7 @@ current settings (`qkvmt intervene study=lens`, Model.lens_study): BLEU and chrF
 translations the decoder makes from each encoder depth, against the references and against the
 model's own, drawn as study.md draws them (views.study's `depth_table`)."""
 
-from qkvmt.record.kv_study_table import study_line
-from qkvmt.record.runs import latest_studies
+from qkvmt.studies.recorded import latest_studies, study_line
 from qkvmt.views.study import depth_table
 
 

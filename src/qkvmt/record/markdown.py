@@ -1,34 +1,10 @@
-"""Markdown pieces the record's tables are made of (the table itself: qkvmt.views.markdown): code,
-a command, a duration, an optional value, a figure over runs, a class of hardware; and the
-command that trains a recipe."""
+"""Markdown pieces the record's own tables are made of (the table, code, a command, a duration and an
+optional value: qkvmt.views.markdown, which the studies' tables use too): an override as the shell
+needs it, a figure over runs, a class of hardware; and the command that trains a recipe."""
 
 import re
 
 from qkvmt.record.summary import Stat
-from qkvmt.subcommands import COMMANDS
-
-
-def code(text: str) -> str:
-    return f"`{text}`"
-
-
-def duration(seconds: float) -> str:
-    m, s = divmod(round(seconds), 60)
-    return f"{m} min {s:02d} s" if m else f"{s} s"
-
-
-def optional(value, fmt=lambda x: f"{x:.2f}", missing: str = "—") -> str:
-    return missing if value is None else fmt(value)
-
-
-SCRIPT = re.compile(r"\bpython3? scripts/(\w+)\.py\b")
-SUBCOMMAND = {c.config: c.name for c in COMMANDS.values()}  # scripts/<config>.py is qkvmt <name>'s alias
-
-
-def command(text: str) -> str:
-    """A recorded command as code, written as it is typed now: `python scripts/<name>.py` ran the
-    alias of `qkvmt <subcommand>`, the same program."""
-    return code(SCRIPT.sub(lambda m: f"qkvmt {SUBCOMMAND.get(m.group(1), m.group(1))}", text))
 
 
 def quoted(override: str) -> str:

@@ -102,12 +102,6 @@ def check(record: dict, where: str) -> None:
                 raise UserError(f"{where}, run {run['id']}: alignment with_run {other!r} is not a run of the record")
 
 
-def latest_studies(record: dict, key: str) -> dict[str, dict]:
-    """{model: its latest entry of the study under `key` (one of STUDIES) at the current settings}.
-    What shared the machine bears on the time only, so a disturbed study still counts: its line says so."""
-    return {r[f"{key}_of"]: r for r in record["runs"] if f"{key}_of" in r and r["settings_current"]}
-
-
 def add(record: dict, entry: dict, classes: dict | None = None) -> dict:
     """A new record with `entry` appended (and any hardware class it introduces), checked."""
     if any(r["id"] == entry["id"] for r in record["runs"]):

@@ -4,8 +4,7 @@ share on `</s>`, on punctuation and on both, forced on the references and over t
 translations, drawn as sinks.md draws it (views.sinks' `layer_table`), and, where the study measured
 it, each self-attention layer's share on the query's own position (`self_section`)."""
 
-from qkvmt.record.kv_study_table import study_line
-from qkvmt.record.runs import latest_studies
+from qkvmt.studies.recorded import latest_studies, study_line
 from qkvmt.views.sinks import layer_table, self_section
 
 

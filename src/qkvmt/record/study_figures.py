@@ -1,10 +1,11 @@
 """The figures drawn from the record of runs rather than from a model: each model's latest study of
-one kind under the current settings (qkvmt.record.runs.latest_studies), for `qkvmt figures`."""
+one kind under the current settings (qkvmt.studies.recorded.latest_studies), for `qkvmt figures`."""
 
 from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.record import runs
+from qkvmt.studies.recorded import latest_studies
 from qkvmt.views.figures import depth_plot
 from qkvmt.views.sinks import self_plot, sink_plot
 
@@ -13,7 +14,7 @@ def recorded(record_path: Path, setting: str, key: str, what: str, command: str)
     """{model: the figures of its latest study under `key`} from the record `setting` names."""
     if not record_path.is_file():
         raise UserError(f"{setting}={record_path}: no such file; give the record of runs (docs/runs.json) or null")
-    studies = {model: r[key] for model, r in runs.latest_studies(runs.load(record_path), key).items()}
+    studies = {model: r[key] for model, r in latest_studies(runs.load(record_path), key).items()}
     if not studies:
         raise UserError(f"{record_path} records no {what}: run {command}, then add it")
     return studies

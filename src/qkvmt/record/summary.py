@@ -8,9 +8,7 @@ cores trains fewer steps than it would alone. Such runs stay in the record and a
 
 from dataclasses import dataclass, field
 
-
-def counted(run: dict) -> bool:
-    return bool(run["settings_current"]) and not run["disturbed"]
+from qkvmt.studies.recorded import counted
 
 
 def why_not_counted(run: dict) -> str:

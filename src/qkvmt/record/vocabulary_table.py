@@ -6,9 +6,9 @@ its table. A budget gets a table where the joint BPE and another choice have run
 same class of hardware."""
 
 from qkvmt.record.ablation_table import runs_of
-from qkvmt.record.markdown import code, command, hardware, spread, train_command
+from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
-from qkvmt.views.markdown import table
+from qkvmt.views.markdown import code, command, table
 
 RECIPE = "multi30k_de_en_cpu"
 # The overrides that choose each vocabulary (sorted), its name and what it is. The command line's

@@ -5,8 +5,10 @@ system's true mean and 95% confidence interval, and approximate randomization (R
 (or `--paired-ar`) with the same seed."""
 
 import contextlib
+import math
 import os
 
+import numpy as np
 import sacrebleu
 from sacrebleu.significance import PairedTest
 
@@ -117,3 +119,14 @@ def paired_tests(
             )
         out[test] = result | {"signatures": {NAMES[k]: str(v) for k, v in signatures.items()}}
     return out
+
+
+def interval(values) -> dict:
+    """Mean of per-sentence values and its 95% interval by the normal approximation
+    (mean ± 1.96·s/√n, s the sample standard deviation); no interval for fewer than 2."""
+    v = np.asarray(values, dtype=np.float64)
+    mean = float(v.mean())
+    if len(v) < 2:
+        return {"mean": mean, "ci95": None, "n": len(v)}
+    half = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return {"mean": mean, "ci95": [mean - half, mean + half], "n": len(v)}

@@ -4,16 +4,16 @@ translation's tokens lost in log-probability, and where the rows that wrote word
 translation looked, before and after.
 
 Means are over sentences (a long sentence counts once, like a short one), with the 95% interval
-of qkvmt.analysis.faithfulness.interval.
+of qkvmt.text.significance.interval.
 """
 
 from collections.abc import Callable
 
 import numpy as np
 
-from qkvmt.analysis.faithfulness import interval
 from qkvmt.analysis.kv_study.passes import Pass, Sentence
 from qkvmt.text.metrics import score
+from qkvmt.text.significance import interval
 from qkvmt.text.tokenizer import decode
 
 
