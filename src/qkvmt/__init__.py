@@ -32,7 +32,7 @@ _EXPORTS = {
     "AERReport": "qkvmt.views.aer",
     "Evaluation": "qkvmt.views.evaluation",
     "HeadsReport": "qkvmt.views.heads",
-    "Faithfulness": "qkvmt.views.faithfulness",
+    "Faithfulness": "qkvmt.studies.faithfulness.result",
     "KeyValueStudy": "qkvmt.views.study",
     "LensStudy": "qkvmt.views.study",
     "Swap": "qkvmt.analysis.edits",

@@ -11,7 +11,6 @@ import torch
 
 import qkvmt
 from qkvmt.alignment.policy import cross_signals
-from qkvmt.analysis.faithfulness import FRACTIONS, cuts, forced_inputs
 from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
@@ -19,6 +18,7 @@ from qkvmt.errors import UserError
 from qkvmt.explore import deletion, later, session
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align import align
+from qkvmt.studies.faithfulness.curves import FRACTIONS, cuts, forced_inputs
 from qkvmt.text.metrics import sentence_scores
 from tests.analysis.throwaway import PER_LAYER, SLOW, WHOLE, throwaway_signals
 from tests.conftest import compose_inference

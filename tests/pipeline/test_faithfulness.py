@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 
-from qkvmt.analysis.faithfulness import cross_signals
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
@@ -17,6 +16,7 @@ from qkvmt.pipeline import faithfulness as command
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.faithfulness import faithfulness
 from qkvmt.record import from_analysis, runs, tables
+from qkvmt.studies.faithfulness.curves import cross_signals
 from qkvmt.text.tokenizer import Specials, train_bpe
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference, write_corpus

@@ -1,15 +1,15 @@
 """The explorer's deletion curves: for one target token of a sentence, each signal's curve (the
 drop of the token's log p as the source tokens it ranks highest are deleted) beside random
-orders, by qkvmt.analysis.faithfulness.deletion_curves, as the JSON the page draws.
+orders, by qkvmt.studies.faithfulness.curves.deletion_curves, as the JSON the page draws.
 
 A request (POST /api/curves) is {"source": text, "row": the target token's position}.
 """
 
-from qkvmt.analysis.faithfulness import Reading, deletion_curves
 from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.studies.faithfulness.curves import Reading, deletion_curves
 from qkvmt.views.html import plain
 
 DRAWS = 10  # random deletion orders whose mean is a curve's baseline

@@ -9,11 +9,11 @@ adds it."""
 
 from pathlib import Path
 
-from qkvmt.analysis.faithfulness import Reading
 from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
 from qkvmt.record.from_folder import free_id, read_json
 from qkvmt.record.from_study import measured_on, rounded, slug, threads_env
+from qkvmt.studies.faithfulness.curves import Reading
 from qkvmt.training.machine import recorded_with
 
 NATS = " nats"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_json
+from qkvmt.studies.faithfulness.table import DELETION
 
 COMMON = (
     "id",
@@ -37,7 +38,6 @@ COMMON = (
 )
 # A study's figures and its model: under the key and the key with "_of" (qkvmt.record.from_study)
 STUDIES = {"kv_study": "a study of keys and values", "lens": "a DecoderLens study", "sinks": "a study of the sinks"}
-DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading
 BY_KIND = {
     "train": ("experiment", "overrides", "settings", "steps", "test"),
     "benchmark": ("what", "figures"),

@@ -6,8 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from qkvmt.analysis.faithfulness import cross_signals
-from qkvmt.analysis.signals import SIGNALS
+from qkvmt.analysis.signals import SIGNALS, cross_signals
 from qkvmt.errors import UserError
 from qkvmt.setting_types import as_typed, whole_number
 

@@ -17,7 +17,8 @@ from qkvmt.studies.checks import report_signals, sentences
 from qkvmt.studies.corpus import align_corpus
 from qkvmt.studies.depths import lens_study
 from qkvmt.studies.evaluation import Comparison, evaluate
-from qkvmt.studies.faithfulness import faithfulness
+from qkvmt.studies.faithfulness.corpus import faithfulness
+from qkvmt.studies.faithfulness.result import Faithfulness
 from qkvmt.studies.heads import heads
 from qkvmt.studies.kv import kv_study
 from qkvmt.studies.sinks import sinks
@@ -28,7 +29,6 @@ from qkvmt.text.sources import required_text
 from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
 from qkvmt.views.evaluation import Evaluation
-from qkvmt.views.faithfulness import Faithfulness
 from qkvmt.views.heads import HeadsReport
 from qkvmt.views.sinks import SinkMass
 from qkvmt.views.study import KeyValueStudy, LensStudy

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from qkvmt.analysis.faithfulness import (
+from qkvmt.model.config import ModelConfig
+from qkvmt.model.transformer import Transformer
+from qkvmt.studies.faithfulness.curves import (
     FRACTIONS,
     Reading,
     SentenceScores,
@@ -23,8 +25,6 @@ from qkvmt.analysis.faithfulness import (
     score,
     summarize,
 )
-from qkvmt.model.config import ModelConfig
-from qkvmt.model.transformer import Transformer
 from qkvmt.text.sinks import SINKS
 
 DECISIVE = 15  # the token that decides every prediction

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from qkvmt.record import tables
-from qkvmt.record.faithfulness_table import faithfulness, spearman
+from qkvmt.studies.faithfulness.table import faithfulness, spearman
 from tests.record.conftest import figure_run, rows
 
 

@@ -1,5 +1,5 @@
 """Every signal's cross-attention readings scored on a corpus by deleting, and keeping only, the
-source tokens each ranks highest for a target token (qkvmt.analysis.faithfulness), with the AER
+source tokens each ranks highest for a target token (qkvmt.studies.faithfulness.curves), with the AER
 of an align leaderboard beside them: `Model.faithfulness`, `qkvmt faithfulness`. The pass is
 forced on the references (teacher forcing) or on the model's own translations (`target`)."""
 
@@ -10,15 +10,15 @@ from collections import Counter
 import numpy as np
 from tqdm import tqdm
 
-from qkvmt.analysis.faithfulness import forced_inputs, readings, score, summarize
 from qkvmt.analysis.forced import token_names
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import fits
 from qkvmt.studies.checks import checked_faithfulness, checked_target, read_leaderboard
+from qkvmt.studies.faithfulness.curves import forced_inputs, readings, score, summarize
+from qkvmt.studies.faithfulness.result import INTERVAL, Faithfulness
 from qkvmt.studies.model_like import ModelLike, identity
 from qkvmt.text.tokenizer import encode
 from qkvmt.training.machine import recorded_with
-from qkvmt.views.faithfulness import INTERVAL, Faithfulness
 
 BASELINE = (
     "a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "

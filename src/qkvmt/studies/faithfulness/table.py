@@ -3,11 +3,11 @@ their ranks, and how alike two models rank them (Spearman's rho)."""
 
 import statistics
 
-from qkvmt.record.runs import DELETION
 from qkvmt.studies.recorded import counted
 from qkvmt.views.markdown import command, duration, optional, table
 
-SUFFICIENCY = "sufficiency, "  # as DELETION: a faithfulness figure's label is this, then the reading
+DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading (the record checks it)
+SUFFICIENCY = "sufficiency, "  # likewise
 RANDOM = "random order"
 WALL = "whole command, every signal"
 
