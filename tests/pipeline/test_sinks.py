@@ -6,7 +6,7 @@ import json
 import pytest
 
 import qkvmt
-import qkvmt.views.sinks
+import qkvmt.studies.sinks.result
 from qkvmt.errors import UserError
 from qkvmt.pipeline.sinks import sinks
 from qkvmt.record import from_study, runs, tables
@@ -14,7 +14,7 @@ from qkvmt.record.study_figures import draw_self, draw_sinks
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.record.conftest import RECORD
-from tests.studies.test_sinks import REFERENCES, SOURCES
+from tests.studies.sinks.test_corpus import REFERENCES, SOURCES
 
 
 def run(tmp_path, *overrides):
@@ -40,7 +40,7 @@ def test_nothing_is_left_when_a_file_cannot_be_written(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(qkvmt.views.sinks, "sink_plot", broken)
+    monkeypatch.setattr(qkvmt.studies.sinks.result, "sink_plot", broken)
     with pytest.raises(OSError, match="disk full"):
         run(tmp_path, f"output_dir={tmp_path / 'parent' / 'out'}", "n=1")
     assert not (tmp_path / "parent").exists() or not any((tmp_path / "parent").iterdir())
@@ -108,8 +108,8 @@ def test_models_of_different_depths_are_drawn_each_at_its_own_layers(tmp_path, m
 
     deep, shallow = study([0.1, 0.2, 0.3], [0.4, 0.5]), study([0.6], [0.7, 0.8])
     drawn = {}
-    monkeypatch.setattr(qkvmt.views.sinks, "_save", lambda fig, path, title: drawn.update(fig=fig))
-    qkvmt.views.sinks.self_plot({"deep": deep, "shallow": shallow}, tmp_path / "self.png")
+    monkeypatch.setattr(qkvmt.studies.sinks.result, "_save", lambda fig, path, title: drawn.update(fig=fig))
+    qkvmt.studies.sinks.result.self_plot({"deep": deep, "shallow": shallow}, tmp_path / "self.png")
     (ax,) = drawn["fig"].axes
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["encoder 0", "encoder 1", "encoder 2", "decoder 0", "decoder 1"]

@@ -21,7 +21,8 @@ from qkvmt.studies.faithfulness.corpus import faithfulness
 from qkvmt.studies.faithfulness.result import Faithfulness
 from qkvmt.studies.heads import heads
 from qkvmt.studies.kv import kv_study
-from qkvmt.studies.sinks import sinks
+from qkvmt.studies.sinks.corpus import sinks
+from qkvmt.studies.sinks.result import SinkMass
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
 from qkvmt.text.metrics import DEFAULT_TOKENIZE, bleu_metric
 from qkvmt.text.significance import checked_settings
@@ -30,7 +31,6 @@ from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
 from qkvmt.views.evaluation import Evaluation
 from qkvmt.views.heads import HeadsReport
-from qkvmt.views.sinks import SinkMass
 from qkvmt.views.study import KeyValueStudy, LensStudy
 from qkvmt.views.two_way_alignment import TwoWayAlignment
 

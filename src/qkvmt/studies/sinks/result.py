@@ -1,6 +1,6 @@
 """Where cross-attention's mass goes, as a result (`Model.sinks`, `qkvmt sinks`): sinks.json,
 sinks.md (a table of layers, one of heads) and sinks.png (every head's share on the sinks, both
-readings). The tables are drawn here for the record's table too (qkvmt.record.sinks_table).
+readings). The tables are drawn here for the record's table too (qkvmt.studies.sinks.table).
 
 A result is the dict sinks.json holds, or the part of it the record keeps: `readings` maps
 "forced" and "free" to one entry a layer, with each PARTS' head average and its `heads`' shares;

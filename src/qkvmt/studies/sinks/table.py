@@ -1,11 +1,11 @@
 """The table of where cross-attention's mass goes, generated from the record: for each model, its
 latest study under the current settings (`qkvmt sinks`, Model.sinks): each layer's heads' average
 share on `</s>`, on punctuation and on both, forced on the references and over the model's own
-translations, drawn as sinks.md draws it (views.sinks' `layer_table`), and, where the study measured
+translations, drawn as sinks.md draws it (result's `layer_table`), and, where the study measured
 it, each self-attention layer's share on the query's own position (`self_section`)."""
 
 from qkvmt.studies.recorded import latest_studies, study_line
-from qkvmt.views.sinks import layer_table, self_section
+from qkvmt.studies.sinks.result import layer_table, self_section
 
 
 def sinks(record: dict) -> str:
