@@ -19,7 +19,7 @@ from qkvmt.studies.depths import lens_study
 from qkvmt.studies.evaluation import Comparison, evaluate
 from qkvmt.studies.faithfulness.corpus import faithfulness
 from qkvmt.studies.faithfulness.result import Faithfulness
-from qkvmt.studies.heads import heads
+from qkvmt.studies.heads.corpus import heads
 from qkvmt.studies.kv import kv_study
 from qkvmt.studies.sinks.corpus import sinks
 from qkvmt.studies.sinks.result import SinkMass

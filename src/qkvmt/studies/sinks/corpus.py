@@ -8,7 +8,7 @@ Self-attention's mass is measured beside it: each encoder and decoder self-atten
 on the query's own position. A model that cannot learn its comparison (no W_Q and no W_K) is
 expected to look at itself there: no vector of the same length has a larger dot product with it.
 
-Every target row counts once, as the heads' profiles count (qkvmt.analysis.heads): a share is the
+Every target row counts once, as the heads' profiles count (qkvmt.studies.heads.masking): a share is the
 weight a head puts on those columns, summed over every row of every sentence, over the rows."""
 
 import sys

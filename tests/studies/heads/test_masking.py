@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.analysis.trace import attention_modules
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
+from qkvmt.studies.heads.masking import every_head, masked, profile
 
 
 @pytest.mark.parametrize("head", [("encoder", 0, 1), ("decoder", 1, 3), ("cross", 1, 0)])

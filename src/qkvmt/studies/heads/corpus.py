@@ -1,6 +1,6 @@
 """Each attention head's effect on the translation, masked one at a time (Michel et al. 2019), the
 pruning curve, and what each head looks at (Voita et al. 2019): `Model.heads`, `qkvmt heads`.
-The masking and the profiles are qkvmt.analysis.heads; this module runs them over a corpus."""
+The masking and the profiles are qkvmt.studies.heads.masking; this module runs them over a corpus."""
 
 import logging
 import sys
@@ -11,10 +11,10 @@ from tqdm import tqdm
 from qkvmt.alignment.directions import Direction
 from qkvmt.alignment.links import GoldAlignments, alignment_scores
 from qkvmt.analysis.forced import forced_attention
-from qkvmt.analysis.heads import every_head, masked, profile
 from qkvmt.analysis.trace import KINDS
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.studies.checks import check_references, checked_heads
+from qkvmt.studies.heads.masking import every_head, masked, profile
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.text.metrics import score
 from qkvmt.views.heads import HeadsReport
