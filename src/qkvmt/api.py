@@ -37,7 +37,6 @@ from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.intervention import intervene
-from qkvmt.analysis.lens import lens
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -47,12 +46,13 @@ from qkvmt.hf.languages import for_pair
 from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.studies.lens.passes import lens
+from qkvmt.studies.lens.result import Lens
 from qkvmt.studies.methods import StudyMethods
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
 from qkvmt.views.inspection import HeadInspection
 from qkvmt.views.intervention import Intervention
-from qkvmt.views.lens import Lens
 from qkvmt.views.sentence_alignment import SentenceAlignment
 from qkvmt.views.sentence_attention import SentenceAttention
 from qkvmt.views.translations import Translations

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from qkvmt.analysis.lens import encoder_depth
 from qkvmt.analysis.trace import KINDS, edited, trace
+from qkvmt.studies.lens.passes import encoder_depth
 from tests.analysis.test_trace import EXPLICIT_EDITS, close, no_hooks, noisy_model, pair, search_logits
 
 

@@ -5,7 +5,7 @@ A request (POST /api/lens, anything a browser or an attacker can send) is
 
     {"source": text, "top_k": how many tokens each decoder layer's cell lists (optional: TOP_K)}
 
-and its answer is lens.json (`qkvmt.views.lens.Lens.to_dict`) with the model's translation and,
+and its answer is lens.json (`qkvmt.studies.lens.result.Lens.to_dict`) with the model's translation and,
 for each encoder depth's translation, its words and which of them the model's translation lacks
 (the page marks them):
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.record import runs
+from qkvmt.studies.lens.study import depth_plot
 from qkvmt.studies.recorded import latest_studies
 from qkvmt.studies.sinks.result import self_plot, sink_plot
-from qkvmt.views.figures import depth_plot
 
 
 def recorded(record_path: Path, setting: str, key: str, what: str, command: str) -> dict[str, dict]:

@@ -15,12 +15,13 @@ from qkvmt.errors import UserError
 from qkvmt.studies.aer import Pairs, aer
 from qkvmt.studies.checks import report_signals, sentences
 from qkvmt.studies.corpus import align_corpus
-from qkvmt.studies.depths import lens_study
 from qkvmt.studies.evaluation import Comparison, evaluate
 from qkvmt.studies.faithfulness.corpus import faithfulness
 from qkvmt.studies.faithfulness.result import Faithfulness
 from qkvmt.studies.heads.corpus import heads
 from qkvmt.studies.kv import kv_study
+from qkvmt.studies.lens.corpus import lens_study
+from qkvmt.studies.lens.study import LensStudy
 from qkvmt.studies.sinks.corpus import sinks
 from qkvmt.studies.sinks.result import SinkMass
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
@@ -31,7 +32,7 @@ from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
 from qkvmt.views.evaluation import Evaluation
 from qkvmt.views.heads import HeadsReport
-from qkvmt.views.study import KeyValueStudy, LensStudy
+from qkvmt.views.study import KeyValueStudy
 from qkvmt.views.two_way_alignment import TwoWayAlignment
 
 FIVE_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5)

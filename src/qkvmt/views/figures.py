@@ -97,31 +97,6 @@ def colours(n: int) -> list:
     return [palette[i % len(palette)] for i in range(n)]
 
 
-def depth_plot(studies: dict[str, dict], path, title: str = "") -> None:
-    """DecoderLens: chrF against the references (solid) and against the model's own translation
-    (dashed) for each encoder depth the decoder reads, one colour per model (studies: {model:
-    the record's `lens`})."""
-    fig = _figure((6, 3.5))
-    ax = fig.subplots()
-    for colour, (model, lens) in zip(colours(len(studies)), studies.items()):
-        depths = [r["encoder_layers"] for r in lens["depths"]]
-        ax.plot(depths, [r["chrf"] for r in lens["depths"]], marker="o", color=colour, label=f"{model}, vs references")
-        ax.plot(
-            depths,
-            [r["chrf_vs_model"] for r in lens["depths"]],
-            "--",
-            marker="s",
-            color=colour,
-            label=f"{model}, vs its own",
-        )
-        ax.set_xticks(depths, [f"1..{d}" for d in depths])
-    ax.set_xlabel("encoder layers the decoder reads")
-    ax.set_ylabel("chrF")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    _save(fig, path, title)
-
-
 def _figure(size) -> Figure:
     """A figure on its own Agg canvas: no pyplot registry, so nothing to close or leak."""
     fig = Figure(figsize=size, layout="constrained")

@@ -1,6 +1,5 @@
-"""The corpus studies as results: what keys and values are for (`Model.study`: study.json,
-study.md, sentences.jsonl) and what each encoder depth already knows (`Model.lens_study`:
-study.json, study.md, translations.txt), as `qkvmt intervene study=...` writes them."""
+"""The study of keys and values as a result: what keys and values are for (`Model.study`:
+study.json, study.md, sentences.jsonl), as `qkvmt intervene study=...` writes it."""
 
 import json
 from dataclasses import dataclass
@@ -34,46 +33,3 @@ class KeyValueStudy(Result):
             "study.md": lambda path: write_text(Path(path), self.markdown()),
             "sentences.jsonl": lambda path: write_text(Path(path), lines),
         }
-
-
-@dataclass
-class LensStudy(Result):
-    result: dict  # what study.json holds
-    translations: list[list[str]]  # [depth - 1][sentence]: the translation from encoder layers 1..depth
-
-    def markdown(self) -> str:
-        return depth_table(self.result) + "\n"
-
-    def summary(self) -> str:
-        return self.markdown() + f"{self.result['n']} sentences in {self.result['wall_s']:.0f} s"
-
-    def html(self) -> str:
-        return page("What each encoder depth knows", f"<pre>{escape(self.summary())}</pre>", {"page": "text"})
-
-    def files(self) -> dict:
-        lines = "".join(f"{d + 1}\t{t}\n" for d, ts in enumerate(self.translations) for t in ts)
-        return {
-            "study.json": lambda path: write_json(Path(path), self.result),
-            "study.md": lambda path: write_text(Path(path), self.markdown()),
-            "translations.txt": lambda path: write_text(Path(path), lines),
-        }
-
-
-def depth_table(lens: dict) -> str:
-    rows = [
-        f"| 1..{r['encoder_layers']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['chrf_vs_model']:.1f} | "
-        f"{100 * r['same_as_model']:.0f}% |"
-        for r in lens["depths"]
-    ]
-    sig = lens["signatures"]
-    return "\n".join(
-        [
-            f"DecoderLens, {lens['n']} sentences of {lens['split']}:",
-            "",
-            "| the decoder reads encoder layers | BLEU | chrF | chrF against the model's own | same as the model |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            f"sacreBLEU `{sig['bleu']}`, chrF `{sig['chrf']}`.",
-        ]
-    )

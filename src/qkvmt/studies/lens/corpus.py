@@ -1,18 +1,18 @@
 """What each encoder layer already knows, on a corpus (`Model.lens_study`, `qkvmt intervene
 study=lens`): the sentences translated with the decoder reading each encoder depth in turn
-(DecoderLens, qkvmt.analysis.lens), each depth's translations scored against the references and
+(DecoderLens, qkvmt.studies.lens.passes), each depth's translations scored against the references and
 against the model's own (the last depth)."""
 
 import time
 
 import torch
 
-from qkvmt.analysis.lens import depth_translations
 from qkvmt.studies.checks import whole_numbers
+from qkvmt.studies.lens.passes import depth_translations
+from qkvmt.studies.lens.study import LensStudy
 from qkvmt.studies.model_like import ModelLike, identity
 from qkvmt.text.metrics import score
 from qkvmt.training.machine import recorded_with
-from qkvmt.views.study import LensStudy
 
 
 def depth_scores(translations: list[list[str]], references: list[str]) -> list[dict]:

@@ -1,6 +1,6 @@
 """What `Model.lens` returns: what each layer already knows, shown and saved (lens.html, lens.json).
 
-The numbers are qkvmt.analysis.lens's (LensPass); this module only draws and saves them: the
+The numbers are qkvmt.studies.lens.passes's (LensPass); this module only draws and saves them: the
 translation the decoder makes from each encoder depth (DecoderLens), and for each decoder layer
 the tokens it would already predict at each position of the model's translation (logit lens),
 the model's own token marked where that layer already ranks it first.
@@ -8,8 +8,8 @@ the model's own token marked where that layer already ranks it first.
 
 from pathlib import Path
 
-from qkvmt.analysis.lens import LensPass
 from qkvmt.files import write_json, write_text
+from qkvmt.studies.lens.passes import LensPass
 from qkvmt.views.html import escape, page, texts_html
 from qkvmt.views.result import Result
 

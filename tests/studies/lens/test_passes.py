@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import qkvmt
-from qkvmt.analysis.lens import decoder_layer_outputs, encoder_depth
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
+from qkvmt.studies.lens.passes import decoder_layer_outputs, encoder_depth
 from qkvmt.text.tokenizer import encode
 from tests.analysis.test_trace import close, no_hooks, noisy_model, pair
 
