@@ -33,7 +33,7 @@ _EXPORTS = {
     "Evaluation": "qkvmt.views.evaluation",
     "HeadsReport": "qkvmt.views.heads",
     "Faithfulness": "qkvmt.studies.faithfulness.result",
-    "KeyValueStudy": "qkvmt.views.study",
+    "KeyValueStudy": "qkvmt.studies.kv.result",
     "LensStudy": "qkvmt.studies.lens.study",
     "Swap": "qkvmt.analysis.edits",
     "Zero": "qkvmt.analysis.edits",

@@ -13,9 +13,9 @@ from qkvmt.pipeline.intervene import intervene
 from qkvmt.record import from_study, runs, tables
 from qkvmt.record.study_figures import draw_lens
 from qkvmt.studies.lens.passes import encoder_depth
-from tests.analysis.test_kv_study import SENTENCES
 from tests.conftest import compose_inference
 from tests.record.conftest import RECORD
+from tests.studies.kv.test_study import SENTENCES
 
 REFERENCES = [
     "A dog runs across a green meadow .",

@@ -12,7 +12,7 @@ from qkvmt.pipeline.results import results, this_machine
 from tests.commandline import run_script
 from tests.conftest import CONF, compose_inference, compose_train
 from tests.record.conftest import RECORD
-from tests.record.test_kv_study_table import study_run
+from tests.studies.kv.test_table import study_run
 
 
 def setup(tmp_path, readme="# R\n<!-- results:begin -->\n<!-- results:end -->\n", *overrides):

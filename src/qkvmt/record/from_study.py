@@ -1,9 +1,9 @@
 """A record entry from the output folder of a study: of keys and values (`qkvmt intervene
-study=...`, Model.study, qkvmt.studies.kv), DecoderLens's (study=lens, Model.lens_study,
+study=...`, Model.study, qkvmt.studies.kv.corpus), DecoderLens's (study=lens, Model.lens_study,
 qkvmt.studies.lens.corpus), or of where cross-attention's mass goes (`qkvmt sinks`, Model.sinks,
 qkvmt.studies.sinks.corpus). Its study.json (sinks.json) holds the model, the sentences, the machine it
 ran on, the date and the time; the entry keeps the figures docs/analysis.md shows under the study's key
-(`kv_study`, read by qkvmt.record.kv_study_table; `lens`, by qkvmt.studies.lens.table; `sinks`, by
+(`kv_study`, read by qkvmt.studies.kv.table; `lens`, by qkvmt.studies.lens.table; `sinks`, by
 qkvmt.studies.sinks.table) and names its model in that key with `_of` (`kv_study_of`, ...)."""
 
 import re

@@ -6,11 +6,11 @@ README's `<!-- results:begin -->`)."""
 from qkvmt.record import registry
 from qkvmt.record.ablation_table import ablations
 from qkvmt.record.aer_table import aer_readings
-from qkvmt.record.kv_study_table import kv_study
 from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, Stat, groups, recipe_of, why_not_counted
 from qkvmt.record.vocabulary_table import vocabularies
 from qkvmt.studies.faithfulness.table import faithfulness
+from qkvmt.studies.kv.table import kv_study
 from qkvmt.studies.lens.table import lens
 from qkvmt.studies.recorded import counted
 from qkvmt.studies.sinks.table import sinks

@@ -19,7 +19,8 @@ from qkvmt.studies.evaluation import Comparison, evaluate
 from qkvmt.studies.faithfulness.corpus import faithfulness
 from qkvmt.studies.faithfulness.result import Faithfulness
 from qkvmt.studies.heads.corpus import heads
-from qkvmt.studies.kv import kv_study
+from qkvmt.studies.kv.corpus import kv_study
+from qkvmt.studies.kv.result import KeyValueStudy
 from qkvmt.studies.lens.corpus import lens_study
 from qkvmt.studies.lens.study import LensStudy
 from qkvmt.studies.sinks.corpus import sinks
@@ -32,7 +33,6 @@ from qkvmt.views.aer import AERReport
 from qkvmt.views.corpus_alignment import CorpusAlignment
 from qkvmt.views.evaluation import Evaluation
 from qkvmt.views.heads import HeadsReport
-from qkvmt.views.study import KeyValueStudy
 from qkvmt.views.two_way_alignment import TwoWayAlignment
 
 FIVE_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5)

@@ -1,4 +1,4 @@
-"""A Markdown table: how results are tabulated as text, in a study's study.md (kv_study) and in
+"""A Markdown table: how results are tabulated as text, in a study's study.md and in
 the record's tables (qkvmt.record), which are written with this one function; and the pieces of
 their cells: code, a duration, an optional value, a recorded command as it is typed now."""
 

@@ -1,4 +1,4 @@
-"""What keys and values are for, measured on a corpus (qkvmt.analysis.kv_study): the swap study,
+"""What keys and values are for, measured on a corpus: the swap study,
 the patch study or both (`Model.study`, `qkvmt intervene study=swap|patch|both`)."""
 
 import sys
@@ -8,15 +8,15 @@ from dataclasses import asdict
 
 import torch
 
-from qkvmt.analysis.kv_study.passes import batches, study_sentences
-from qkvmt.analysis.kv_study.patch import patch_study
-from qkvmt.analysis.kv_study.swap import swap_study
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.studies.checks import checked_study
+from qkvmt.studies.kv.passes import batches, study_sentences
+from qkvmt.studies.kv.patch import patch_study
+from qkvmt.studies.kv.result import KeyValueStudy
+from qkvmt.studies.kv.swap import swap_study
 from qkvmt.studies.model_like import ModelLike, identity
 from qkvmt.training.machine import recorded_with
-from qkvmt.views.study import KeyValueStudy
 
 
 def progress(start: float) -> Callable[[str], None]:

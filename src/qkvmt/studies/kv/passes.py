@@ -1,6 +1,6 @@
 """The sentences of a study and the passes over them: each sentence translated and aligned once,
 then, batch by batch, one search and one forced pass per edit, every sentence of a batch edited
-at its own words (qkvmt.analysis.kv_study.row_edits).
+at its own words (qkvmt.studies.kv.row_edits).
 
 The forced pass runs over the original translation, with and without the edit, so that the two
 are compared row for row: each original token's log-probability, and the cross-attention of
@@ -16,11 +16,11 @@ import torch
 from torch import Tensor
 
 from qkvmt.analysis.forced import forced_attention
-from qkvmt.analysis.kv_study.words import Word, first_pair, translated_words
 from qkvmt.analysis.trace import Where, edited
 from qkvmt.decoding.search import DecodeConfig, generate
 from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import WeightRequest
+from qkvmt.studies.kv.words import Word, first_pair, translated_words
 from qkvmt.text.tokenizer import decode, encode
 
 

@@ -9,11 +9,11 @@ the keys swapped, the rows that looked at A look at B's position, and with the v
 they look where they did.
 """
 
-from qkvmt.analysis.kv_study import summary
-from qkvmt.analysis.kv_study.passes import Batch, Pass, Sentence, positions, run
-from qkvmt.analysis.kv_study.row_edits import at_sites, swap_rows
-from qkvmt.analysis.kv_study.words import SWAP_OUTCOMES, swap_outcome
 from qkvmt.decoding.search import DecodeConfig
+from qkvmt.studies.kv import summary
+from qkvmt.studies.kv.passes import Batch, Pass, Sentence, positions, run
+from qkvmt.studies.kv.row_edits import at_sites, swap_rows
+from qkvmt.studies.kv.words import SWAP_OUTCOMES, swap_outcome
 from qkvmt.text.tokenizer import decode
 
 PARTS = ("keys", "values", "both")

@@ -16,11 +16,6 @@ import pytest
 import torch
 
 from qkvmt.analysis.edits import Patch, Swap
-from qkvmt.analysis.kv_study.passes import Sentence, batches, run
-from qkvmt.analysis.kv_study.patch import Donor, patch_sites
-from qkvmt.analysis.kv_study.row_edits import patch_rows, swap_rows
-from qkvmt.analysis.kv_study.swap import PARTS, swap_sites
-from qkvmt.analysis.kv_study.words import Word, first_pair, normal, patch_outcome, swap_outcome, translated_words
 from qkvmt.analysis.trace import edited
 from qkvmt.api import Model
 from qkvmt.errors import UserError
@@ -29,6 +24,11 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline.intervene import intervene
 from qkvmt.record import from_study, runs, tables
+from qkvmt.studies.kv.passes import Sentence, batches, run
+from qkvmt.studies.kv.patch import Donor, patch_sites
+from qkvmt.studies.kv.row_edits import patch_rows, swap_rows
+from qkvmt.studies.kv.swap import PARTS, swap_sites
+from qkvmt.studies.kv.words import Word, first_pair, normal, patch_outcome, swap_outcome, translated_words
 from qkvmt.text.tokenizer import Specials, decode, encode, train_bpe
 from tests.conftest import MULTI30K, compose_inference, requires_multi30k, write_corpus
 from tests.record.conftest import RECORD

@@ -1,10 +1,10 @@
 """The tables of the study of keys and values generated from the record: for each model, its
 latest study under the current settings (qkvmt.record.from_study), where and how it ran (what else ran beside it
 bears on the time, not on the figures), and its tables as study.md draws them
-(qkvmt.views.kv_study)."""
+(qkvmt.studies.kv.result)."""
 
+from qkvmt.studies.kv.result import tables
 from qkvmt.studies.recorded import latest_studies, study_line
-from qkvmt.views.kv_study import tables
 
 
 def kv_study(record: dict) -> str:

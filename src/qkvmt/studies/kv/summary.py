@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from qkvmt.analysis.kv_study.passes import Pass, Sentence
+from qkvmt.studies.kv.passes import Pass, Sentence
 from qkvmt.text.metrics import score
 from qkvmt.text.significance import interval
 from qkvmt.text.tokenizer import decode

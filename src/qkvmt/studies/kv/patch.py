@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from qkvmt.analysis.kv_study import summary
-from qkvmt.analysis.kv_study.passes import Batch, Sentence, aligned, batches, positions, run
-from qkvmt.analysis.kv_study.row_edits import at_sites, patch_rows
-from qkvmt.analysis.kv_study.words import PATCH_OUTCOMES, content, patch_outcome, translated_words, where
 from qkvmt.analysis.trace import trace
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs
+from qkvmt.studies.kv import summary
+from qkvmt.studies.kv.passes import Batch, Sentence, aligned, batches, positions, run
+from qkvmt.studies.kv.row_edits import at_sites, patch_rows
+from qkvmt.studies.kv.words import PATCH_OUTCOMES, content, patch_outcome, translated_words, where
 from qkvmt.text.tokenizer import decode, encode
 
 PARTS = ("keys", "values", "both")

@@ -1,10 +1,18 @@
-"""What the study of keys and values looks like in Markdown: study.md, and the same tables where
-docs/analysis.md shows the recorded runs (qkvmt.record.kv_study_table).
+"""The study of keys and values as a result: its tables in Markdown (study.md, and the same tables
+where docs/analysis.md shows the recorded runs: table), and KeyValueStudy (`Model.study`), which
+shows itself and saves study.json, study.md and sentences.jsonl.
 
 A study's result is the dict `qkvmt intervene study=...` writes to study.json, or the part of it
 the record keeps."""
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from qkvmt.files import write_json, write_text
+from qkvmt.views.html import escape, page
 from qkvmt.views.markdown import table
+from qkvmt.views.result import Result, timed
 
 
 def percent(x: float) -> str:
@@ -130,3 +138,27 @@ def markdown(result: dict) -> str:
         "the edit, mean [95% interval] over sentences.\n"
     )
     return head + "\n" + tables(result) + "\n"
+
+
+@dataclass
+class KeyValueStudy(Result):
+    result: dict  # what study.json holds
+    sentences: list[dict]  # per sentence: its line, source, translation, and what each study did to it
+
+    def markdown(self) -> str:
+        return markdown(self.result)
+
+    def summary(self) -> str:
+        """study.md, and how long each study took."""
+        return self.markdown() + timed(self.result)
+
+    def html(self) -> str:
+        return page("Keys and values", f"<pre>{escape(self.summary())}</pre>", {"page": "text"})
+
+    def files(self) -> dict:
+        lines = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in self.sentences)
+        return {
+            "study.json": lambda path: write_json(Path(path), self.result),
+            "study.md": lambda path: write_text(Path(path), self.markdown()),
+            "sentences.jsonl": lambda path: write_text(Path(path), lines),
+        }

@@ -6,7 +6,7 @@ import pytest
 
 from qkvmt.errors import UserError
 from qkvmt.record import runs, tables
-from qkvmt.record.kv_study_table import kv_study
+from qkvmt.studies.kv.table import kv_study
 from tests.record.conftest import RECORD, figure_run, rows
 
 
