@@ -117,7 +117,7 @@ def test_settings_that_cannot_run_are_one_line_errors(kwargs, message):
         ({"samples": 5}, "significance.samples=5: give a count per test"),
         ({"tests": None}, "significance.tests=None"),
         ({"seed": "abc"}, "significance.seed='abc'"),
-        ({"seed": True}, "significance.seed=True"),
+        ({"seed": True}, "significance.seed=true"),  # as it is typed
         ({"rounds": 3}, "significance.rounds is no setting"),
     ],
 )

@@ -2,9 +2,9 @@
 
 from omegaconf import DictConfig
 
-from qkvmt.analysis.inspection import checked_kind
 from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.setting_types import whole_number
+from qkvmt.studies.checks import checked_kind
 from qkvmt.text.sources import required_text
 
 

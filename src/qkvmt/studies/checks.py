@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from qkvmt.analysis.inspection import checked_kind  # noqa: F401  (inspect's, run before its model loads)
 from qkvmt.analysis.signals import SIGNALS, cross_signals
 from qkvmt.errors import UserError
 from qkvmt.setting_types import as_typed, whole_number
