@@ -6,11 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qkvmt.analysis.trace import KINDS, attention_modules, edited, trace
+from qkvmt.analysis.trace import KINDS, SiteEdit, attention_modules, edited, then, trace
+from qkvmt.decoding.search import beam_search
 from qkvmt.errors import UserError
 from qkvmt.model.attention import attention_scores
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
+from tests.decoding.test_search import assert_same_hyps, rows_per_step, sentences_finishing_apart
 
 ATOL = 1e-5
 
@@ -193,16 +195,20 @@ def test_an_edit_of_an_explicit_path_site_switches_search_to_that_path_and_takes
     assert no_hooks(model)
 
 
-def test_an_edit_of_query_positions_is_refused_under_the_cache_and_taken_without_it():
+def knock_out(mask):  # query 2 may not read key 3
+    mask = mask.clone()
+    mask[..., 2, 3] = False
+    return mask
+
+
+@pytest.mark.parametrize(
+    "knockout",
+    [SiteEdit(knock_out, indexes_queries=True), then(SiteEdit(knock_out, indexes_queries=True), lambda mask: mask)],
+    ids=["alone", "then-a-plain-function"],
+)
+def test_an_edit_of_query_positions_is_refused_under_the_cache_and_taken_without_it(knockout):
     model = noisy_model()
     src, tgt = pair(model)
-
-    def knockout(mask):  # query 2 may not read key 3
-        mask = mask.clone()
-        mask[..., 2, 3] = False
-        return mask
-
-    knockout.query_positions = True
     where = ("cross", 1, "mask")
     forced = trace(model, src, tgt, edits={where: knockout})
     with edited(model, {where: knockout}):
@@ -213,6 +219,24 @@ def test_an_edit_of_query_positions_is_refused_under_the_cache_and_taken_without
             close(model.decode(tgt, memory, src_mask)[0], forced.logits)
     assert not torch.allclose(forced.logits[:, 2], trace(model, src, tgt).logits[:, 2], atol=1e-3)
     close(forced.logits[:, :2], trace(model, src, tgt).logits[:, :2])  # earlier queries are untouched
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize(
+    "edit,kept",
+    [
+        (lambda t: t, True),  # a plain function may read rows by their place
+        (SiteEdit(lambda t: t, keeps_rows=False), False),
+        (then(SiteEdit(lambda t: t, keeps_rows=False), lambda t: t), True),
+    ],
+    ids=["plain-function", "rows-may-leave", "then-a-plain-function"],
+)
+def test_a_search_under_an_edit_that_keeps_rows_keeps_every_sentence_in_the_batch(edit, kept):
+    model, src, cfg, single = sentences_finishing_apart(early_stopping=True, use_cache=True)
+    with edited(model, {("cross", 1, "heads"): edit}):
+        seen = rows_per_step(model, lambda: assert_same_hyps(beam_search(model, src, cfg), single))
+    assert (set(seen[1:]) == {seen[1]}) == kept
+    assert min(rows_per_step(model, lambda: beam_search(model, src, cfg))[1:]) < seen[1]  # closed: rows leave
     assert no_hooks(model)
 
 

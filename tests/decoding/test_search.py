@@ -10,10 +10,12 @@ Two kinds of model are used:
 """
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
+from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS
@@ -245,30 +247,48 @@ def test_batch_equals_one_sentence_at_a_time(beam_size, use_cache):
     assert len({tuple(h.tokens) for h in single}) > 1  # sentences actually differ
 
 
-@pytest.mark.parametrize("early_stopping", [True, False])
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_done_sentences_leave_the_batch_unless_a_hook_reads_its_rows(early_stopping, use_cache):
-    model = tiny_model(5, layers=2)
-    # a = 1: each source length its own limit, so sentences finish at different steps
-    src, rows = padded_batch([2, 9, 3, 8, 2, 7, 4, 6], model.cfg.vocab_size, seed=11)
-    cfg = DecodeConfig(beam_size=3, max_len_a=1.0, max_len_b=2, use_cache=use_cache, early_stopping=early_stopping)
-    single = [beam_search(model, row[None], cfg)[0] for row in rows]
+def rows_per_step(model, search) -> list[int]:
+    """The decoder's rows at each step of search(), a function of no arguments."""
     seen, decode = [], model.decode
 
-    def counted(ids, *args, **kwargs):  # an attribute of the instance, not a hook: rows may leave
+    def counted(ids, *args, **kwargs):  # an attribute of the instance, not a hook
         seen.append(ids.size(0))
         return decode(ids, *args, **kwargs)
 
     model.decode = counted
-    assert_same_hyps(beam_search(model, src, cfg), single)
-    assert seen[1] == 8 * 3 and min(seen[1:]) < seen[1]  # every beam at the second step, fewer rows later
-    seen.clear()
-    handle = model.decoder_layers[0].register_forward_hook(lambda module, args, out: None)
     try:
-        assert_same_hyps(beam_search(model, src, cfg), single)
+        search()
+    finally:
+        del model.decode
+    return seen
+
+
+def sentences_finishing_apart(early_stopping: bool, use_cache: bool):
+    """A model, 8 sentences that finish at different steps, their beam search config, and each
+    one searched alone."""
+    model = tiny_model(5, layers=2)
+    # a = 1: each source length its own limit, so sentences finish at different steps
+    src, rows = padded_batch([2, 9, 3, 8, 2, 7, 4, 6], model.cfg.vocab_size, seed=11)
+    cfg = DecodeConfig(beam_size=3, max_len_a=1.0, max_len_b=2, use_cache=use_cache, early_stopping=early_stopping)
+    return model, src, cfg, [beam_search(model, row[None], cfg)[0] for row in rows]
+
+
+@pytest.mark.parametrize("early_stopping", [True, False])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_done_sentences_leave_the_batch_unless_rows_are_kept(early_stopping, use_cache):
+    model, src, cfg, single = sentences_finishing_apart(early_stopping, use_cache)
+    seen = rows_per_step(model, lambda: assert_same_hyps(beam_search(model, src, cfg), single))
+    assert seen[1] == 8 * 3 and min(seen[1:]) < seen[1]  # every beam at the second step, fewer rows later
+    handle = model.decoder_layers[0].register_forward_hook(lambda module, args, out: None)  # one's own hook
+    try:
+        with rows_kept():
+            seen = rows_per_step(model, lambda: assert_same_hyps(beam_search(model, src, cfg), single))
+            with ThreadPoolExecutor(1) as other:  # another thread's search is not within the block
+                theirs = other.submit(rows_per_step, model, lambda: beam_search(model, src, cfg)).result()
     finally:
         handle.remove()
-    assert set(seen[1:]) == {8 * 3}  # a hook sees every row where it was, to the end
+    assert set(seen[1:]) == {8 * 3}  # the hook sees every row where it was, to the end
+    assert min(theirs[1:]) < theirs[1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ qkvmt.model.sites (qkvmt.analysis.trace.edited writes them, in forced passes and
                            source sentence's pass (activation patching)
     Knockout(query, key)   one query may not attend to one key (attention knockout)
 
+Each site function is a SiteEdit that does the same to every row of the batch, so a search under
+it lets the sentences that are done leave (keeps_rows=False); a Knockout names queries by position.
+
 Positions are token positions, as the attention maps label them: source tokens x_1 .. x_n </s>
 for keys; for a decoder or cross-attention query, the row that predicts output token `query`.
 `layers` and `heads` are tuples (None: every one; one number is a tuple of one); negative layers
@@ -21,7 +24,6 @@ what-if request), is read into these dataclasses by `edit_of` below: one parser 
 so they accept and refuse alike, and one set of checks, the dataclasses' own.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
@@ -29,7 +31,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from qkvmt.analysis.edit_scope import Scope, Shape, choice, in_range
-from qkvmt.analysis.trace import Where, then, trace
+from qkvmt.analysis.trace import SiteEdit, Where, then, trace
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
@@ -67,7 +69,7 @@ class Swap(Scope):
         if self.a == self.b:  # refused before any model loads; a and -1 naming one token, as it compiles
             raise UserError(f"Swap.a=Swap.b={self.a}: pick two different source tokens to swap")
 
-    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, SiteEdit]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
         a, b = self.position("a", "key", shape), self.position("b", "key", shape)
         if a == b:
@@ -78,7 +80,11 @@ class Swap(Scope):
         def swap(t: Tensor) -> Tensor:  # (B, H, T_k, d_k)
             return exchanged(t, a, b, heads)
 
-        return {(self.kind, i, s): swap for i in layers for s in SITES_OF[choice("Swap.what", self.what, PARTS)]}
+        return {
+            (self.kind, i, s): SiteEdit(swap, keeps_rows=False)
+            for i in layers
+            for s in SITES_OF[choice("Swap.what", self.what, PARTS)]
+        }
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ class Zero(Scope):
 
     what: str = "output"
 
-    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, SiteEdit]:
         layers, heads = self.chosen(shape)
         if choice("Zero.what", self.what, ZERO_PARTS) == "values":
 
@@ -97,14 +103,14 @@ class Zero(Scope):
                 t[:, heads] = 0
                 return t
 
-            return {(self.kind, i, "v"): zero for i in layers}
+            return {(self.kind, i, "v"): SiteEdit(zero, keeps_rows=False) for i in layers}
         keep = torch.ones(shape.heads, shape.d_k)
         keep[heads] = 0
 
         def silence(t: Tensor) -> Tensor:  # (B, T_q, D)
             return t * keep.flatten().to(t.device, t.dtype)
 
-        return {(self.kind, i, "heads"): silence for i in layers}
+        return {(self.kind, i, "heads"): SiteEdit(silence, keeps_rows=False) for i in layers}
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ class Patch(Scope):
         }
         return Donor(sites, [p for p, (a, b) in enumerate(zip(ids, src_ids)) if a != b])
 
-    def compile(self, shape: Shape, donor: "Donor") -> dict[Where, Callable]:
+    def compile(self, shape: Shape, donor: "Donor") -> dict[Where, SiteEdit]:
         layers, heads = self.chosen(shape, SOURCE_KINDS)
         choice("Patch.what", self.what, PARTS)
         if self.positions is None and not donor.differs:
@@ -159,7 +165,7 @@ class Patch(Scope):
                 t[:, h, p] = donor[:, h, p].to(t.dtype).expand(t.size(0), -1, -1, -1)
                 return t
 
-            return patch
+            return SiteEdit(patch, keeps_rows=False)
 
         return {w: patched(w) for i in layers for w in [(self.kind, i, s) for s in SITES_OF[self.what]]}
 
@@ -173,7 +179,7 @@ class Knockout(Scope):
     query: int = 0
     key: int = 0
 
-    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, Callable]:
+    def compile(self, shape: Shape, prepared: None = None) -> dict[Where, SiteEdit]:
         layers, _ = self.chosen(shape)
         if self.heads is not None:
             raise UserError("Knockout acts on every head of a layer (they share one mask): leave heads unset")
@@ -186,8 +192,8 @@ class Knockout(Scope):
             mask[..., q, k] = False
             return mask
 
-        knockout.query_positions = True  # cached search sees one query at a time: edited() refuses it there
-        return {(self.kind, i, "mask"): knockout for i in layers}
+        # cached search sees one query at a time: edited() refuses it there
+        return {(self.kind, i, "mask"): SiteEdit(knockout, indexes_queries=True, keeps_rows=False) for i in layers}
 
 
 @dataclass(frozen=True)
@@ -208,10 +214,10 @@ def prepared(edits, model: Transformer, tokenizer: Tokenizer, src_ids: list[int]
     return {id(edit): edit.prepare(model, tokenizer, src_ids) for edit in edits if isinstance(edit, EDITS)}
 
 
-def compiled(edits, shape: Shape, ready: dict | None = None) -> dict[Where, Callable]:
+def compiled(edits, shape: Shape, ready: dict | None = None) -> dict[Where, SiteEdit]:
     """The site functions of `edits`, in order; two edits of one site apply one after the other.
     ready: what each edit's `prepare` gave (a Patch's Donor), by id(), as `prepared` makes it."""
-    out: dict[Where, Callable] = {}
+    out: dict[Where, SiteEdit] = {}
     for edit in edits:
         if not isinstance(edit, EDITS):
             raise UserError(f"{edit!r} is not an edit: give {', '.join(e.__name__ for e in EDITS)} objects")

@@ -13,6 +13,11 @@ under search's fused kernel too; `_paths` alone makes that choice. Every site is
 (`site_modules`), read and written alike by a forward hook on it, removed before the function
 returns: nothing stays on the model, and the hooks fire in the calling thread only
 (qkvmt.analysis.hooks), so another thread using the model meanwhile sees it unedited.
+
+An edit is a SiteEdit (a plain function stands for one with its defaults): the function, and
+what a search must know of it, said as fields, not read off the model: whether it names queries
+by position (cached search, one query a step, refuses it) and whether it keeps rows (while it is
+open no sentence leaves a search's batch, qkvmt.decoding.rows).
 """
 
 import contextlib
@@ -23,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from qkvmt.analysis.hooks import after, before
+from qkvmt.decoding.rows import rows_kept
 from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.layers import Residual
@@ -31,7 +37,20 @@ from qkvmt.model.transformer import AttentionWeights, Transformer
 
 KINDS = ("encoder", "decoder", "cross")
 
-Edit = Callable[[Tensor], Tensor]  # may set `query_positions = True`: it indexes the queries by position
+
+@dataclass(frozen=True)
+class SiteEdit:
+    """An edit of one site: a function of its tensor, and what a search must know of it."""
+
+    fn: Callable[[Tensor], Tensor]
+    indexes_queries: bool = False  # it names queries by position: cached search, one query a step, refuses it
+    keeps_rows: bool = True  # it may read row i as sentence i: no sentence leaves a search's batch while it is open
+
+    def __call__(self, t: Tensor) -> Tensor:
+        return self.fn(t)
+
+
+Edit = SiteEdit | Callable[[Tensor], Tensor]  # a plain function f is SiteEdit(f): it keeps rows, as is safe
 Where = tuple[str, int, str] | str  # (kind, layer, site), or a model site
 
 
@@ -93,22 +112,27 @@ def site_modules(model: Transformer) -> dict[Where, nn.Module]:
     return modules | {"src_embedded": model.src_embed, "tgt_embedded": model.tgt_embed}
 
 
-def then(first: Edit, second: Edit) -> Edit:
-    """Two edits of one site, one after the other."""
+def site_edit(edit: Edit) -> SiteEdit:
+    """`edit` as a SiteEdit: a plain function with SiteEdit's defaults."""
+    return edit if isinstance(edit, SiteEdit) else SiteEdit(edit)
+
+
+def then(first: Edit, second: Edit) -> SiteEdit:
+    """Two edits of one site, one after the other: what either says of a search, both say."""
+    first, second = site_edit(first), site_edit(second)
 
     def both(t: Tensor) -> Tensor:
         return second(first(t))
 
-    both.query_positions = query_positional([first, second])
-    return both
+    return SiteEdit(both, first.indexes_queries or second.indexes_queries, first.keeps_rows or second.keeps_rows)
 
 
 def query_positional(edits: Iterable[Edit]) -> bool:
     """Whether any of `edits` indexes the queries by position (search must then run uncached)."""
-    return any(getattr(edit, "query_positions", False) for edit in edits)
+    return any(site_edit(edit).indexes_queries for edit in edits)
 
 
-def _paths(model: Transformer, edits: dict[Where, Edit]) -> list:
+def _paths(model: Transformer, edits: dict[Where, SiteEdit]) -> list:
     """The one place that picks an attention layer's path while edits are open: a layer with an
     edit at a site of the explicit path only (SITES' explicit_only) runs that path, which the fused
     kernel would skip; every other layer runs the path its caller asked for."""
@@ -133,7 +157,7 @@ def _explicit(where: tuple[str, int], positional: bool):
     return hook
 
 
-def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edits: dict[Where, Edit]) -> list:
+def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edits: dict[Where, SiteEdit]) -> list:
     """Hooks that replace each edited site's tensor by its edit and report every site's to `read`
     (None: only the edited sites are hooked), and those that pick the edited layers' path."""
 
@@ -153,7 +177,8 @@ def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edi
     return hooks + _paths(model, edits)
 
 
-def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:
+def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, SiteEdit]:
+    """`edits` as SiteEdits, each site checked and its layer counted from the start."""
     for where in edits:
         if isinstance(where, str):
             if where not in MODEL_SITES:
@@ -169,7 +194,7 @@ def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:
                 f"no writable site {where!r}: a kind of {KINDS}, a layer of it, and one of {', '.join(WRITABLE)}"
             )
     return {
-        (w if isinstance(w, str) else (w[0], w[1] % len(attention_modules(model, w[0])), w[2])): f
+        (w if isinstance(w, str) else (w[0], w[1] % len(attention_modules(model, w[0])), w[2])): site_edit(f)
         for w, f in edits.items()
     }
 
@@ -177,10 +202,13 @@ def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, Edit]:
 @contextlib.contextmanager
 def edited(model: Transformer, edits: dict[Where, Edit]):
     """Within the block, each site's tensor is replaced by edit(tensor), on every path, search
-    included: a layer whose explicit-path sites (SITES' explicit_only) are edited runs that path."""
-    hooks = _hooks(model, None, _checked(model, edits))
+    included: a layer whose explicit-path sites (SITES' explicit_only) are edited runs that path,
+    and while any edit keeps rows, no sentence leaves a search's batch."""
+    checked = _checked(model, edits)
+    hooks = _hooks(model, None, checked)
     try:
-        yield
+        with rows_kept() if any(e.keeps_rows for e in checked.values()) else contextlib.nullcontext():
+            yield
     finally:
         for h in hooks:
             h.remove()

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from qkvmt.decoding.finished import Finished, Hypothesis, until_end
+from qkvmt.decoding.rows import are_rows_kept
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weight_casts import cast_once
@@ -190,13 +191,6 @@ def candidates(step: Stepper, prefix: Tensor, scores: Tensor, width: int, k: int
     return top_scores, beam, token, prefixes
 
 
-def hooked(model) -> bool:
-    """Whether a hook reads or edits the model's tensors (a trace, an intervention): its per-row
-    tensors must keep every row where it was, so no sentence leaves the batch early. A duck-typed
-    model (no nn.Module) counts as hooked."""
-    return not isinstance(model, nn.Module) or any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
-
-
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
     """Batched beam search: B sentences × K beams advance together as B*K decoder rows.
@@ -204,7 +198,8 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
     has K of them, or when it reaches its length limit, where every candidate ends (with EOS,
-    or, with cut_at_limit, on its last token), and the stopped ones leave the batch.
+    or, with cut_at_limit, on its last token), and the stopped ones leave the batch (not within
+    qkvmt.decoding.rows.rows_kept, where every row stays the sentence it was).
     All bookkeeping is tensor operations, with no Python work per hypothesis; each step reads
     back only how many sentences are still active and which cache rows move.
     """
@@ -222,7 +217,8 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     width = 1  # live rows per sentence: 1 at the first step, K after
     finished = Finished(b, k, max_t, c.pad_id, dev)
     active = torch.ones(b, dtype=torch.bool, device=dev)
-    prunable = not hooked(model)
+    # Only an nn.Module's state drops sentences (keep_sentences); a duck-typed model keeps them all.
+    prunable = isinstance(model, nn.Module) and not are_rows_kept()
     for t in range(max_t):
         top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
         ends = ((token == c.eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)

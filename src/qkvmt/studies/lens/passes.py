@@ -24,6 +24,7 @@ from torch import Tensor
 from qkvmt.analysis.forced import target_names
 from qkvmt.analysis.hooks import after
 from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
@@ -41,7 +42,8 @@ def encoder_depth(model: Transformer, depth: int):
         raise UserError(f"encoder depth {depth!r}: the model has encoder layers 1..{n}")
     hooks = [after(layer, lambda m, args, out: (args[0], out[1])) for layer in model.encoder_layers[depth:]]
     try:
-        yield
+        with rows_kept():  # each depth's search keeps every sentence's rows, as an edit's does
+            yield
     finally:
         for h in hooks:
             h.remove()
