@@ -8,9 +8,12 @@ import torch
 
 from qkvmt.analysis.edits import Donor, Knockout, Patch, Shape, Swap, Zero, compiled
 from qkvmt.analysis.intervention import shape_of
-from qkvmt.analysis.trace import trace
+from qkvmt.analysis.trace import edited, trace
+from qkvmt.decoding.rows import rows_kept
+from qkvmt.decoding.search import beam_search
 from qkvmt.errors import UserError
 from tests.analysis.test_trace import close, noisy_model, pair
+from tests.decoding.test_search import assert_same_hyps, rows_per_step, sentences_finishing_apart
 
 
 def run(model, src, tgt, *edits, donors=None):
@@ -166,3 +169,13 @@ def test_a_swap_of_one_token_with_itself_is_refused_however_it_is_named():
     with pytest.raises(UserError, match=r"^Swap\.a=6 and Swap\.b=-1 are the same source token \(6\): pick two"):
         compiled([Swap(6, -1)], shape)
     assert compiled([Swap(5, -1)], shape)  # the last two tokens: a swap
+
+
+@pytest.mark.parametrize("edit", [Swap(0, 1), Zero(layers=0, heads=1), Knockout(1, 0, layers=0)], ids=repr)
+def test_a_search_under_a_typed_edit_lets_done_sentences_leave_the_batch(edit):
+    model, src, cfg, _ = sentences_finishing_apart(early_stopping=True, use_cache=False)
+    with edited(model, compiled([edit], shape_of(model, src.size(1), None))):
+        with rows_kept():
+            kept = beam_search(model, src, cfg)
+        seen = rows_per_step(model, lambda: assert_same_hyps(beam_search(model, src, cfg), kept))
+    assert min(seen[1:]) < seen[1]  # the same edit does the same to every row: rows may leave
