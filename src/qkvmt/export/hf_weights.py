@@ -16,6 +16,7 @@ the feed-forward inner units are not renamed.
 
 import torch
 
+from qkvmt.hf.families import written_as
 from qkvmt.hf.names import (
     ATTENTION,
     DECODER_EMBED,
@@ -67,7 +68,7 @@ def hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     if c.tie_embeddings:  # one shared matrix; separate vocabularies have none
         sd[SHARED] = src
     sd[OUTPUT] = model.output.weight[:, p]
-    if not c.norm_first:  # Marian's final_logits_bias (M2M100 has none)
+    if written_as(c).output_bias:  # final_logits_bias (Marian's; M2M100 has none)
         bias = model.output.bias
         sd[OUTPUT_BIAS] = torch.zeros(1, c.target_vocab_size) if bias is None else bias[None]
     return {k: v.detach().float().contiguous().clone() for k, v in sd.items()}

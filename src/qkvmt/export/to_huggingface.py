@@ -17,6 +17,8 @@ from tokenizers import Regex, Tokenizer, normalizers, processors
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.hf_weights import hf_state_dict
 from qkvmt.export.metadata import ExportMetadata
+from qkvmt.hf.families import FAMILIES, written_as
+from qkvmt.hf.family import Family
 from qkvmt.hf.names import REBUILT
 from qkvmt.hf.tokenizer_files import files_of
 from qkvmt.model.checkpoint import CheckpointMeta
@@ -24,40 +26,29 @@ from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import BOS, EOS, PAD, UNK
 
-# The position tables each architecture builds when it loads (qkvmt.model.positions.SINUSOIDAL_LAYOUTS):
-# Marian's is ours with the residual renamed, or its own.
-LAYOUTS = {"marian": ("interleaved", "halves"), "m2m_100": ("fairseq",)}
-
 
 def require_transformers():
     return optional_import("transformers", "pip install transformers (or pip install -e '.[deploy]' in qkvmt's folder)")
-
-
-def architecture(c: ModelConfig) -> str:
-    """The Hugging Face model_type a model of `c` is written as."""
-    return "m2m_100" if c.norm_first else "marian"
 
 
 def check_exportable(model: Transformer) -> None:
     c = model.cfg
     if c.positions != "sinusoidal":
         raise UserError(
-            "format=huggingface: Marian and M2M100 have only sinusoidal positions, "
+            f"format=huggingface: {' and '.join(f.title for f in FAMILIES.values())} have only sinusoidal positions, "
             f"this model has model.positions={c.positions}; use format=ctranslate2"
         )
-    kind = architecture(c)
-    if c.sinusoidal_layout not in LAYOUTS[kind]:
-        what = "a pre-LN model (model.norm_first=true) as M2M100" if c.norm_first else "a post-LN model as Marian"
+    family = written_as(c)
+    stack = "a pre-LN model" if c.norm_first else "a post-LN model"
+    if c.sinusoidal_layout not in family.layouts:
+        what = f"{stack} (model.norm_first=true)" if c.norm_first else stack
         raise UserError(
-            f"format=huggingface writes {what}, whose position table this model's (model.sinusoidal_layout="
-            f"{c.sinusoidal_layout}) is not; use format=ctranslate2"
+            f"format=huggingface writes {what} as {family.title}, whose position table this model's "
+            f"(model.sinusoidal_layout={c.sinusoidal_layout}) is not; use format=ctranslate2"
         )
-    if kind == "m2m_100" and (c.output_bias or c.tgt_vocab_size is not None or c.tie_embeddings != c.output_tied):
-        raise UserError(
-            "format=huggingface writes a pre-LN model as M2M100, which has one vocabulary, no output bias and ties "
-            "its embeddings and output layer all or none (model.output_bias, model.tie_embeddings, "
-            "model.tie_output); use format=ctranslate2"
-        )
+    why = family.refuses(c)
+    if why is not None:
+        raise UserError(f"format=huggingface writes {stack} as {family.title}, which {why}; use format=ctranslate2")
     if c.d_model % 2:
         raise UserError(f"format=huggingface needs an even model.d_model for its position table, got {c.d_model}")
     if c.ablations():
@@ -68,7 +59,7 @@ def check_exportable(model: Transformer) -> None:
 
 
 def shape(c: ModelConfig) -> dict:
-    """The config keys Marian and M2M100 share, for our model's shape. It forces </s> at the length limit,
+    """The config keys every family shares, for our model's shape. It forces </s> at the length limit,
     as our search does; init_std is our embeddings' scale, for a peer that starts from random weights."""
     return dict(
         d_model=c.d_model,
@@ -93,27 +84,20 @@ def shape(c: ModelConfig) -> dict:
     )
 
 
+def hf_config(family: Family, c: ModelConfig):
+    """The transformers config of `family` for our model's shape."""
+    return getattr(require_transformers(), family.config_class)(**family.config_keys(c), **shape(c))
+
+
 def marian_config(c: ModelConfig):
     """The MarianConfig of our model's shape: the export's, and the benchmark's Hugging Face peer."""
-    transformers = require_transformers()
-    return transformers.MarianConfig(
-        vocab_size=c.vocab_size,
-        decoder_vocab_size=c.target_vocab_size,
-        share_encoder_decoder_embeddings=c.tie_embeddings,
-        bos_token_id=c.bos_id,
-        **shape(c),
-    )
+    return hf_config(FAMILIES["marian"], c)
 
 
 def hf_model(c: ModelConfig):
-    """A Hugging Face model of our model's shape: Marian, or M2M100 (no layer dropped in training, as ours)."""
-    transformers = require_transformers()
-    if architecture(c) == "marian":
-        return transformers.MarianMTModel(marian_config(c))
-    config = transformers.M2M100Config(
-        vocab_size=c.vocab_size, encoder_layerdrop=0.0, decoder_layerdrop=0.0, **shape(c)
-    )
-    return transformers.M2M100ForConditionalGeneration(config)
+    """A Hugging Face model of our model's shape, of the family it is written as (qkvmt.hf.families)."""
+    family = written_as(c)
+    return getattr(require_transformers(), family.model_class)(hf_config(family, c))
 
 
 def fast_tokenizer(tokenizer: Tokenizer):

@@ -1,46 +1,18 @@
 """A Hugging Face config.json (and generation_config.json) as qkvmt's ModelConfig and decoding settings.
 
-Every architectural difference between Marian or M2M100 and qkvmt's own model is a ModelConfig option
-(norm_first, activation, scale_embeddings, sinusoidal_layout, tgt_vocab_size, tie_output, output_bias),
-so the weights go into the same blocks. A value the blocks cannot compute is a UserError naming it.
+Every architectural difference between a family (qkvmt.hf.families: Marian, M2M100) and qkvmt's own model
+is a ModelConfig option (norm_first, activation, scale_embeddings, sinusoidal_layout, tgt_vocab_size,
+tie_output, output_bias), so the weights go into the same blocks: the family gives those it fixes and the
+defaults of the keys its config.json may leave out. A value the blocks cannot compute is a UserError naming
+it.
 """
 
 from pathlib import Path
 
 from qkvmt.errors import UserError
+from qkvmt.hf.families import family_of
 from qkvmt.hf.json_files import shown, typed
 from qkvmt.model.config import ACTIVATIONS, ModelConfig
-
-# The defaults of transformers' config classes (MarianConfig, M2M100Config) for the keys read here: an
-# older config.json may leave out what equals them.
-DEFAULTS = {
-    "marian": {
-        "activation_function": "gelu",
-        "scale_embedding": False,
-        "share_encoder_decoder_embeddings": True,
-        "tie_word_embeddings": True,
-        "pad_token_id": 58100,
-        "eos_token_id": 0,
-        "decoder_start_token_id": 58100,
-        "max_position_embeddings": 1024,
-        "dropout": 0.1,
-        "attention_dropout": 0.0,
-        "activation_dropout": 0.0,
-    },
-    "m2m_100": {
-        "activation_function": "relu",
-        "scale_embedding": True,
-        "tie_word_embeddings": True,
-        "pad_token_id": 1,
-        "eos_token_id": 2,
-        "decoder_start_token_id": 2,
-        "max_position_embeddings": 1024,
-        "dropout": 0.1,
-        "attention_dropout": 0.1,
-        "activation_dropout": 0.0,
-    },
-}
-MODEL_TYPES = tuple(DEFAULTS)
 
 # transformers' GenerationConfig defaults, for the settings read here.
 GENERATION_DEFAULTS = {
@@ -84,12 +56,10 @@ POSITIVE = "a positive whole number"
 def model_config(hf: dict, where: Path) -> ModelConfig:
     """The ModelConfig of a config.json's contents `hf` (from the file `where`, which errors name), each value
     typed and in range before anything is built from it."""
-    kind = hf.get("model_type")
-    if not isinstance(kind, str) or kind not in DEFAULTS:
-        raise UserError(f"{where}: model_type={shown(kind)} cannot be imported; qkvmt opens {', '.join(MODEL_TYPES)}")
+    family = family_of(hf.get("model_type"), where)
 
     def get(key: str):
-        return hf.get(key, DEFAULTS[kind].get(key))
+        return hf.get(key, family.defaults.get(key))
 
     def whole(key: str, give: str = POSITIVE, ok=lambda v: v >= 1) -> int:
         return typed(where, key, get(key), int, give, ok)
@@ -110,7 +80,7 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
     if isinstance(eos, list):  # transformers allows a list of ends; qkvmt's search stops at one
         raise UserError(f"{where}: eos_token_id={eos!r}: qkvmt's search ends at one token, give a whole number")
     vocab = whole("vocab_size")
-    shared = kind == "m2m_100" or flag("share_encoder_decoder_embeddings")
+    shared = family.shares_vocabulary(flag)
     tgt_vocab = vocab if shared or hf.get("decoder_vocab_size") is None else whole("decoder_vocab_size")
     pad, bos = (
         whole(k, f"an id below vocab_size={min(vocab, tgt_vocab)}", lambda v: 0 <= v < min(vocab, tgt_vocab))
@@ -130,7 +100,7 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
             dropout=probability("dropout"),
             attention_dropout=probability("attention_dropout"),
             activation_dropout=probability("activation_dropout"),
-            norm_first=kind == "m2m_100",  # M2M100's layers are pre-LN and each stack ends with a LayerNorm
+            norm_first=family.norm_first,
             tie_embeddings=shared and tied,
             tie_output=tied,
             max_positions=whole(
@@ -140,9 +110,9 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
             ),
             activation=activation,
             scale_embeddings=flag("scale_embedding"),
-            sinusoidal_layout="halves" if kind == "marian" else "fairseq",
+            sinusoidal_layout=family.sinusoidal_layout,
             tgt_vocab_size=None if tgt_vocab == vocab else tgt_vocab,
-            output_bias=kind == "marian",  # final_logits_bias
+            output_bias=family.output_bias,
             pad_id=pad,
             bos_id=bos,
             eos_id=eos,

@@ -6,22 +6,21 @@ and every target, so one model translates between any pair of its languages.
 
 `ManyToMany` wraps the tokenizer that cuts text and puts the source's language first; `target` puts the
 target's. The target language reaches the search as DecodeConfig.forced_first_id (`decode_settings`).
-M2M100 numbers its language tokens after vocab.json, in the order its tokenizer_config.json (or
-special_tokens_map.json) lists them as additional special tokens; NLLB's tokenizer.json holds its own
-(deu_Latn, ...), which its tokenizer_config.json lists likewise.
+M2M100 numbers its language tokens after vocab.json (qkvmt.hf.m2m100), in the order its
+tokenizer_config.json (or special_tokens_map.json) lists them as additional special tokens; NLLB's
+tokenizer.json holds its own (deu_Latn, ...), which its tokenizer_config.json lists likewise.
 """
 
 import re
 from dataclasses import replace
 from pathlib import Path
 
-from qkvmt.errors import UserError, optional_import
-from qkvmt.hf.json_files import read_json, shown, typed
-from qkvmt.hf.tokenizers import Encoding, PieceVocabulary, read_vocabulary, sentencepiece
+from qkvmt.errors import UserError
+from qkvmt.hf.json_files import read_json, shown
+from qkvmt.hf.piece_vocabulary import Encoding, PieceVocabulary
 
 # A language's token: fairseq's and M2M100's __de__ (the code inside), or NLLB's deu_Latn (the token is the code).
 LANGUAGE_TOKEN = re.compile(r"^__(\w+)__$|^([a-z]{3}_[A-Z][a-z]{3})$")
-SPECIALS = ("<s>", "</s>", "<pad>", "<unk>")
 
 
 class ManyToMany:
@@ -67,44 +66,6 @@ class ManyToMany:
         out = ManyToMany(self.base, self.languages, src_lang or self.src_lang, tgt_lang or self.tgt_lang)
         out.language_id(out.src_lang, "src_lang"), out.language_id(out.tgt_lang, "tgt_lang")
         return out
-
-
-def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
-    """M2M100's tokenizer: sentencepiece.bpe.model, vocab.json, and the language tokens numbered after it."""
-    vocab = read_vocabulary(folder / "vocab.json")
-    tokens = language_tokens(folder, config) or named_languages(folder, config)
-    # fairseq pads its dictionary with made-up words after the languages (m2m100_418M's 128112 rows): the
-    # model has rows for them, so they are named, as special tokens, which a translation leaves out.
-    where = folder / "tokenizer_config.json"
-    madeup = typed(
-        where, "num_madeup_words", config.get("num_madeup_words", 8), int, "a whole number", lambda v: v >= 0
-    )
-    names = [token for _, token in tokens] + [f"madeupword{i:04d}" for i in range(madeup)]
-    added = {token: len(vocab) + i for i, token in enumerate(names)}  # numbered after vocab.json, in order
-    languages = {code: added[token] for code, token in tokens}
-    spm = sentencepiece(folder / "sentencepiece.bpe.model")
-    files = (folder / "vocab.json",) * 2
-    base = PieceVocabulary(spm, vocab, vocab, spm, SPECIALS, added, files)
-    return ManyToMany(base, languages, config.get("src_lang"), config.get("tgt_lang"))
-
-
-def named_languages(folder: Path, config: dict) -> list[tuple[str, str]]:
-    """(code, __code__) of each language of the table tokenizer_config.json's language_codes names (m2m100,
-    wmt21), in M2M100Tokenizer's order: transformers 5 saves that name and no list of tokens."""
-    tables = optional_import(
-        "transformers.models.m2m_100.tokenization_m2m_100",
-        "pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds M2M100's tables",
-        "transformers",
-    )
-    codes = tables.FAIRSEQ_LANGUAGE_CODES
-    name = config.get("language_codes", "m2m100")  # M2M100Tokenizer's default
-    if name not in codes:
-        raise UserError(
-            f"{folder / 'tokenizer_config.json'}: no language tokens (__de__, ...) among its additional special "
-            f"tokens, and language_codes={shown(name)} names none of M2M100's tables "
-            f"({', '.join(codes)}): qkvmt numbers M2M100's languages from one of them"
-        )
-    return [(code, f"__{code}__") for code in codes[name]]
 
 
 def tokenizer_json_languages(tokenizer, folder: Path, config: dict):

@@ -12,18 +12,19 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
+from qkvmt.hf.families import FAMILIES
 
-# Every file qkvmt.hf.tokenizers and qkvmt.hf.languages read: Marian's, M2M100's, a tokenizer.json, and the
-# configuration that names special and language tokens.
-TOKENIZER_FILES = (
-    "source.spm",
-    "target.spm",
-    "vocab.json",
-    "target_vocab.json",
-    "sentencepiece.bpe.model",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
+# Every file qkvmt.hf.tokenizers reads: each family's, a tokenizer.json, and the configuration that names
+# special and language tokens.
+TOKENIZER_FILES = tuple(
+    dict.fromkeys(
+        [
+            *(name for family in FAMILIES.values() for name in (*family.tokenizer_files, *family.other_files)),
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ]
+    )
 )
 
 

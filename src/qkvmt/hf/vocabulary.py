@@ -5,7 +5,7 @@ when it is written (SentencePiece has no piece of that id) or index past the emb
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.hf.tokenizers import PieceVocabulary
+from qkvmt.hf.piece_vocabulary import PieceVocabulary
 from qkvmt.model.config import ModelConfig
 
 
