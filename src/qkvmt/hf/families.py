@@ -15,13 +15,19 @@ from qkvmt.model.config import ModelConfig
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (MARIAN, M2M100)}
 
 
+def family_named(model_type) -> Family | None:
+    """The family of config.json's model_type, whatever value the file gives; None for none of ours."""
+    return FAMILIES.get(model_type) if isinstance(model_type, str) else None
+
+
 def family_of(model_type, where: Path) -> Family:
     """The family of config.json's model_type (from the file `where`, which the error names)."""
-    if not isinstance(model_type, str) or model_type not in FAMILIES:
+    family = family_named(model_type)
+    if family is None:
         raise UserError(
             f"{where}: model_type={shown(model_type)} cannot be imported; qkvmt opens {', '.join(FAMILIES)}"
         )
-    return FAMILIES[model_type]
+    return family
 
 
 def written_as(cfg: ModelConfig) -> Family:

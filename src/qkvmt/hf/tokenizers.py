@@ -9,7 +9,7 @@ run folder or an export) are the first family's whose files are all there.
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.hf.families import FAMILIES
+from qkvmt.hf.families import FAMILIES, family_named
 from qkvmt.hf.family import Family
 from qkvmt.hf.json_files import read_json
 from qkvmt.hf.languages import tokenizer_json_languages
@@ -41,10 +41,8 @@ def tokenizer_family(folder: Path) -> Family | None:
     """The family of the folder's config.json, or where it has none of ours, the first whose tokenizer files
     are all there."""
     path = folder / "config.json"
-    model_type = read_json(path).get("model_type") if path.is_file() else None
-    if isinstance(model_type, str) and model_type in FAMILIES:
-        return FAMILIES[model_type]
-    return next((family for family in FAMILIES.values() if holds(folder, family.tokenizer_files)), None)
+    family = family_named(read_json(path).get("model_type")) if path.is_file() else None
+    return family or next((family for family in FAMILIES.values() if holds(folder, family.tokenizer_files)), None)
 
 
 def holds(folder: Path, names: tuple[str, ...]) -> bool:
