@@ -3,7 +3,7 @@ before its model loads, so that a bad setting is refused at once. Their words na
 settings."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from qkvmt.analysis.inspection import checked_kind  # noqa: F401  (inspect's, run before its model loads)
@@ -122,7 +122,7 @@ def report_signals(names) -> set[str]:
     if names is None:
         return set(SIGNALS)
     names = [names] if isinstance(names, str) else names
-    if not isinstance(names, Sequence):  # attention.signals=true names none
+    if not isinstance(names, Sequence | Set):  # attention.signals=true names none; a set: the names checked once
         raise UserError(f"attention.signals={as_typed(names)}: list some of {', '.join(SIGNALS)}, or null for all")
     unknown = [n for n in names if n not in SIGNALS]
     if unknown:
