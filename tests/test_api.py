@@ -23,7 +23,7 @@ from qkvmt.pipeline.inspect_attention import inspect_attention
 from qkvmt.pipeline.translate import translate
 from tests.analysis.throwaway import SLOW, throwaway_signals
 from tests.conftest import ROOT, compose_inference
-from tests.views.test_report import assert_not_pwned, dump_dom
+from tests.results.test_report import assert_not_pwned, dump_dom
 
 SOURCE = "w1 w2 w3 w4"
 

@@ -46,16 +46,16 @@ from qkvmt.hf.languages import for_pair
 from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.results.inspection import HeadInspection
+from qkvmt.results.intervention import Intervention
+from qkvmt.results.sentence_alignment import SentenceAlignment
+from qkvmt.results.sentence_attention import SentenceAttention
+from qkvmt.results.translations import Translations
 from qkvmt.studies.lens.passes import lens
 from qkvmt.studies.lens.result import Lens
 from qkvmt.studies.methods import StudyMethods
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
-from qkvmt.views.inspection import HeadInspection
-from qkvmt.views.intervention import Intervention
-from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.views.sentence_attention import SentenceAttention
-from qkvmt.views.translations import Translations
 
 
 def load(

@@ -8,7 +8,7 @@ import pytest
 
 from qkvmt.errors import UserError
 from qkvmt.explore.app import MAX_BODY, create_app
-from qkvmt.views.html import page
+from qkvmt.results.html import page
 from qkvmt.web.guard import Access
 from tests.explore.conftest import SOURCE
 

@@ -16,7 +16,7 @@ from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
 from qkvmt.explore import what_if
 from qkvmt.explore.session import Explorer
-from qkvmt.views.intervention import describe
+from qkvmt.results.intervention import describe
 from tests.explore.conftest import SOURCE
 from tests.explore.test_app import client_of
 

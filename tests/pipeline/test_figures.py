@@ -14,7 +14,7 @@ import pytest
 
 import qkvmt
 import qkvmt.pipeline.figures as module
-import qkvmt.views.tutorial as tutorial
+import qkvmt.results.tutorial as tutorial
 from qkvmt.errors import UserError
 from qkvmt.pipeline.figures import figures
 from tests.conftest import compose_inference

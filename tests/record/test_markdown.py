@@ -4,8 +4,8 @@ import os
 import subprocess
 
 from qkvmt.record.markdown import train_command
+from qkvmt.results.markdown import command
 from qkvmt.subcommands import COMMANDS
-from qkvmt.views.markdown import command
 
 
 def test_a_recorded_script_reads_as_the_subcommand_it_is_the_alias_of():

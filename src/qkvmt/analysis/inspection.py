@@ -12,7 +12,7 @@ as the scores use them.
 Everything is read from one traced forced pass (qkvmt.analysis.trace): Q, K, V, the scores and
 the weights as the layer's kernel computed them, and the head's output as W_O received it; the
 output weights·V is checked against the latter. `inspect_head` computes a `HeadPass`; the
-inspector's page and inspect.json draw it (qkvmt.views.inspection.HeadInspection).
+inspector's page and inspect.json draw it (qkvmt.results.inspection.HeadInspection).
 """
 
 from dataclasses import dataclass

@@ -9,8 +9,8 @@ from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.results.html import plain
 from qkvmt.studies.faithfulness.curves import Reading, deletion_curves
-from qkvmt.views.html import plain
 
 DRAWS = 10  # random deletion orders whose mean is a curve's baseline
 

@@ -14,8 +14,8 @@ from qkvmt.analysis.forced import ForcedPass, forced_attention
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
+from qkvmt.results.html import plain, viewer_maps
 from qkvmt.text.sinks import SINKS
-from qkvmt.views.html import plain, viewer_maps
 
 FIRST = ("weights", "alti")
 

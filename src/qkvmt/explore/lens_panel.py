@@ -19,7 +19,7 @@ The depths and layers are the answer's: the page lists none itself.
 from qkvmt.analysis.intervention import changed_words
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.views.html import plain
+from qkvmt.results.html import plain
 
 FIELDS = ("source", "top_k")
 TOP_K = 3  # when a request leaves it out, as the page does: each cell's top token, two runners-up in its title

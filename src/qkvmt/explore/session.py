@@ -34,12 +34,12 @@ from qkvmt.errors import UserError
 from qkvmt.explore import deletion, later, lens_panel, what_if
 from qkvmt.explore.kept import Kept
 from qkvmt.model.inputs import fits
+from qkvmt.results.html import escape, page, plain, texts_html
+from qkvmt.results.sentence_alignment import SentenceAlignment
 from qkvmt.text.metrics import sentence_scores
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import encode, encode_target
 from qkvmt.text.visible import visible_text
-from qkvmt.views.html import escape, page, plain, texts_html
-from qkvmt.views.sentence_alignment import SentenceAlignment
 
 # What is kept, so that a click back recomputes nothing while memory stays bounded however long the
 # explorer serves: the latest sentences (each its forced pass, every signal's maps), and per sentence

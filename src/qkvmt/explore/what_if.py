@@ -18,8 +18,8 @@ from qkvmt.analysis.edits import edit_of as parsed
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.views.html import plain
-from qkvmt.views.intervention import describe
+from qkvmt.results.html import plain
+from qkvmt.results.intervention import describe
 
 # What the panel offers of qkvmt.analysis.edits, and which of the request's fields the page fills
 # in for each: Swap in the attentions whose keys are the source tokens (those it accepts), of two

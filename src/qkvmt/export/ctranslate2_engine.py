@@ -31,8 +31,8 @@ from qkvmt.errors import UserError
 from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
 from qkvmt.export.to_ctranslate2 import require_ctranslate2, vocabulary
 from qkvmt.model.config import ModelConfig
+from qkvmt.results.translations import Translations
 from qkvmt.text.tokenizer import decode, target_side
-from qkvmt.views.translations import Translations
 
 FILES = ("model.bin", METADATA)  # and a tokenizer: tokenizer.json, or a Hugging Face model's files
 

@@ -10,7 +10,7 @@ tensors here, so a sentence reaches the model the same way whichever path it tak
     tgt_out = y_1 .. y_m </s>     what each decoder position predicts
 
 Row t of the decoder's (and the cross-attention's) weights is the query at tgt_in[t], so it
-predicts tgt_out[t]; pages label decoder rows with tgt_out (qkvmt.views.sentence_attention).
+predicts tgt_out[t]; pages label decoder rows with tgt_out (qkvmt.results.sentence_attention).
 """
 
 from collections.abc import Sequence

@@ -24,13 +24,13 @@ from qkvmt.pipeline.runs import (
     results_home,
     save_result,
 )
+from qkvmt.results.heads import HeadsReport
 from qkvmt.run_folder import run_data, validation_curve
 from qkvmt.setting_types import whole_number
 from qkvmt.studies.checks import report_signals, same_length
 from qkvmt.text.metrics import bleu_metric
 from qkvmt.text.significance import changed_setting, checked_settings
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
-from qkvmt.views.heads import HeadsReport
 
 
 def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list[str], list[str], str]:

@@ -17,9 +17,9 @@ from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline import tour
 from qkvmt.pipeline.runs import load_for_inference
 from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks
+from qkvmt.results.tutorial import draw
 from qkvmt.setting_types import as_typed, whole_number
 from qkvmt.text.sources import required_text
-from qkvmt.views.tutorial import draw
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
+from qkvmt.results.result import Result
 from qkvmt.run_folder import run_folder
-from qkvmt.views.result import Result
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:
@@ -101,7 +101,7 @@ class StagedOutput(StagedFolder):
 
 
 def save_result(cfg: DictConfig, paths: list[Path], result: Result, name: str, kind: str) -> Path:
-    """Every file of `result` (qkvmt.views.result.Result) in the command's output folder, whole or
+    """Every file of `result` (qkvmt.results.result.Result) in the command's output folder, whole or
     not at all (StagedOutput); the folder."""
     staged = StagedOutput(cfg, paths, name, kind=kind)
     with staged as out:

@@ -14,7 +14,7 @@ hardware."""
 
 from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
-from qkvmt.views.markdown import code, command, table
+from qkvmt.results.markdown import code, command, table
 
 RECIPE = "multi30k_de_en_cpu"
 BASELINE = "model.positions=sinusoidal"

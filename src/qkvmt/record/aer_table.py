@@ -4,8 +4,8 @@ layers read as a whole, the attention weights also without `</s>` and punctuatio
 direction chosen for each, with the test AER, precision and recall; last, the best reading of
 any head."""
 
+from qkvmt.results.markdown import command, optional, table
 from qkvmt.studies.recorded import counted
-from qkvmt.views.markdown import command, optional, table
 
 
 def percent(x: float | None) -> str:

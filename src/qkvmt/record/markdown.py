@@ -1,5 +1,5 @@
 """Markdown pieces the record's own tables are made of (the table, code, a command, a duration and an
-optional value: qkvmt.views.markdown, which the studies' tables use too): an override as the shell
+optional value: qkvmt.results.markdown, which the studies' tables use too): an override as the shell
 needs it, a figure over runs, a class of hardware; and the command that trains a recipe."""
 
 import re

@@ -8,7 +8,7 @@ when scripts/results.py runs, and check=true (and the docs tests) fail until it 
 Each function takes the record, as every table does, and reads nothing of it. The registries are
 imported inside: they import torch, which the record's own tables do not need."""
 
-from qkvmt.views.markdown import code, table
+from qkvmt.results.markdown import code, table
 
 COST = {
     "pass": "about one forced pass",

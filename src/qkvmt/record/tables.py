@@ -9,12 +9,12 @@ from qkvmt.record.aer_table import aer_readings
 from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, Stat, groups, recipe_of, why_not_counted
 from qkvmt.record.vocabulary_table import vocabularies
+from qkvmt.results.markdown import code, command, duration, optional, table
 from qkvmt.studies.faithfulness.table import faithfulness
 from qkvmt.studies.kv.table import kv_study
 from qkvmt.studies.lens.table import lens
 from qkvmt.studies.recorded import counted
 from qkvmt.studies.sinks.table import sinks
-from qkvmt.views.markdown import code, command, duration, optional, table
 
 SIGNAL_NAMES = {"weights": "weights", "value_norms": "value norms", "alti": "ALTI+", "attention": "attention"}
 

@@ -8,7 +8,7 @@ same class of hardware."""
 from qkvmt.record.ablation_table import runs_of
 from qkvmt.record.markdown import hardware, spread, train_command
 from qkvmt.record.summary import Group, groups
-from qkvmt.views.markdown import code, command, table
+from qkvmt.results.markdown import code, command, table
 
 RECIPE = "multi30k_de_en_cpu"
 # The overrides that choose each vocabulary (sorted), its name and what it is. The command line's

@@ -1,6 +1,6 @@
 """The word links of a corpus (`Model.align_corpus`, `qkvmt align src_file= tgt_file=`), read a
 chunk at a time by the batched passes of qkvmt.alignment.corpus and streamed as Pharaoh lines
-(qkvmt.views.corpus_alignment), by one model's policy or by two models symmetrized.
+(qkvmt.results.corpus_alignment), by one model's policy or by two models symmetrized.
 
 With a reference aligner (eflomal), it aligns the same pairs too, timed beside: it learns from the
 whole corpus at once, so it holds the lines in memory."""
@@ -17,11 +17,11 @@ from qkvmt.alignment.links import Link, to_pharaoh
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.alignment.reference import reference_aligner, symmetrized_links
 from qkvmt.errors import UserError
+from qkvmt.results.corpus_alignment import CorpusAlignment
 from qkvmt.setting_types import whole_number
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.studies.two_way import directions, method_of, symmetrization
 from qkvmt.text.sources import LineFile
-from qkvmt.views.corpus_alignment import CorpusAlignment
 
 
 def chunks(src_lines: Iterable[str], tgt_lines: Iterable[str], size: int) -> Iterator[tuple[list[str], list[str]]]:
@@ -107,7 +107,7 @@ def align_corpus(
     chunk_pairs: int = 4096,
     reference: tuple[str | None, str] = (None, "grow-diag-final-and"),
 ) -> CorpusAlignment:
-    """The corpus's links, streamed (qkvmt.views.corpus_alignment); `reference`: a reference
+    """The corpus's links, streamed (qkvmt.results.corpus_alignment); `reference`: a reference
     aligner's name (None: none) and its symmetrization."""
     batch_tokens, chunk_pairs = whole_number("batch_tokens", batch_tokens), whole_number("chunk_pairs", chunk_pairs)
     checked_lines(src_lines, tgt_lines, reference[0])

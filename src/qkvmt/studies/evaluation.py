@@ -1,6 +1,6 @@
 """A checkpoint scored on a test set (`Model.evaluate`, `qkvmt evaluate`): the sources translated
 and scored with sacreBLEU, signatures included, and the first sentences' attention, links and
-scores for the report (qkvmt.views.evaluation)."""
+scores for the report (qkvmt.results.evaluation)."""
 
 import time
 from dataclasses import asdict, dataclass, field
@@ -12,13 +12,13 @@ from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import sha256
+from qkvmt.results.evaluation import Evaluation, Samples
+from qkvmt.results.heads import HeadsReport
+from qkvmt.results.report import ReportSample
 from qkvmt.studies.checks import same_length
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.text.metrics import DEFAULT_TOKENIZE, score, score_tokenized_lowercased, sentence_scores
 from qkvmt.text.significance import paired_tests
-from qkvmt.views.evaluation import Evaluation, Samples
-from qkvmt.views.heads import HeadsReport
-from qkvmt.views.report import ReportSample
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """qkvmt.Model's methods over many sentences or two models: each checks what it is given and hands
-the model to its module in this package, which returns a result of qkvmt.views. qkvmt.api.Model
+the model to its module in this package, which returns a result of qkvmt.results. qkvmt.api.Model
 inherits them; the commands call them and nothing below them."""
 
 from collections.abc import Callable
@@ -12,6 +12,11 @@ from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.bundled import resolve
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.results.aer import AERReport
+from qkvmt.results.corpus_alignment import CorpusAlignment
+from qkvmt.results.evaluation import Evaluation
+from qkvmt.results.heads import HeadsReport
+from qkvmt.results.two_way_alignment import TwoWayAlignment
 from qkvmt.studies.aer import Pairs, aer
 from qkvmt.studies.checks import report_signals, sentences
 from qkvmt.studies.corpus import align_corpus
@@ -29,11 +34,6 @@ from qkvmt.studies.two_way import aer_both, directions, sentence_both
 from qkvmt.text.metrics import DEFAULT_TOKENIZE, bleu_metric
 from qkvmt.text.significance import checked_settings
 from qkvmt.text.sources import required_text
-from qkvmt.views.aer import AERReport
-from qkvmt.views.corpus_alignment import CorpusAlignment
-from qkvmt.views.evaluation import Evaluation
-from qkvmt.views.heads import HeadsReport
-from qkvmt.views.two_way_alignment import TwoWayAlignment
 
 FIVE_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5)
 

@@ -3,7 +3,7 @@ recipe's current settings, undisturbed), each model's latest study, and the line
 study measured and where it ran. The record (qkvmt.record) reads and checks docs/runs.json; each
 study's table draws its own figures."""
 
-from qkvmt.views.markdown import command, duration
+from qkvmt.results.markdown import command, duration
 
 
 def counted(run: dict) -> bool:

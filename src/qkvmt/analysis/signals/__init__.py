@@ -27,7 +27,7 @@ class SignalMaps:
 
     heads: (L, H, rows, cols), each head's own, or None where the signal has no per-head reading.
     layers: (L, rows, cols), each layer as a whole; a signal of the whole model (a gradient)
-    has L = 1. Rows and columns are those of the kind's attention (qkvmt.views.sentence_attention
+    has L = 1. Rows and columns are those of the kind's attention (qkvmt.results.sentence_attention
     .row_col_labels): cross-attention rows predict tgt_out, columns are the source tokens."""
 
     heads: np.ndarray | None

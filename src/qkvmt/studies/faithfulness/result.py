@@ -10,8 +10,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from qkvmt.files import atomic_write, write_json, write_text
-from qkvmt.views.html import escape, page
-from qkvmt.views.result import Result, timed
+from qkvmt.results.html import escape, page
+from qkvmt.results.result import Result, timed
 
 INTERVAL = "95% interval over sentences, normal approximation: mean ± 1.96·s/√n"
 FORCED = {"reference": "the references forced", "own": "its own translations forced"}  # by `target`

@@ -3,8 +3,8 @@ their ranks, and how alike two models rank them (Spearman's rho)."""
 
 import statistics
 
+from qkvmt.results.markdown import command, duration, optional, table
 from qkvmt.studies.recorded import counted
-from qkvmt.views.markdown import command, duration, optional, table
 
 DELETION = "deletion AOPC, "  # a faithfulness figure's label: this, then the reading (the record checks it)
 SUFFICIENCY = "sufficiency, "  # likewise

@@ -13,11 +13,11 @@ from qkvmt.alignment.links import GoldAlignments, alignment_scores
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.trace import KINDS
 from qkvmt.decoding.search import DecodeConfig
+from qkvmt.results.heads import HeadsReport
 from qkvmt.studies.checks import check_references, checked_heads
 from qkvmt.studies.heads.masking import every_head, masked, profile
 from qkvmt.studies.model_like import ModelLike
 from qkvmt.text.metrics import score
-from qkvmt.views.heads import HeadsReport
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.html import escape, page
-from qkvmt.views.markdown import table
-from qkvmt.views.result import Result, timed
+from qkvmt.results.html import escape, page
+from qkvmt.results.markdown import table
+from qkvmt.results.result import Result, timed
 
 
 def percent(x: float) -> str:

@@ -9,9 +9,9 @@ the model's own token marked where that layer already ranks it first.
 from pathlib import Path
 
 from qkvmt.files import write_json, write_text
+from qkvmt.results.html import escape, page, texts_html
+from qkvmt.results.result import Result
 from qkvmt.studies.lens.passes import LensPass
-from qkvmt.views.html import escape, page, texts_html
-from qkvmt.views.result import Result
 
 
 class Lens(LensPass, Result):

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import _figure, _save, colours
-from qkvmt.views.html import escape, page
-from qkvmt.views.result import Result
+from qkvmt.results.figures import _figure, _save, colours
+from qkvmt.results.html import escape, page
+from qkvmt.results.result import Result
 
 
 @dataclass

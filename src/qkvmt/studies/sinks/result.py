@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import _figure, _save, colours
-from qkvmt.views.html import escape, page
-from qkvmt.views.markdown import table
-from qkvmt.views.result import Result, timed
+from qkvmt.results.figures import _figure, _save, colours
+from qkvmt.results.html import escape, page
+from qkvmt.results.markdown import table
+from qkvmt.results.result import Result, timed
 
 PARTS = ("eos", "punctuation", "sinks")  # the shares, each of every row's weight: on </s>, on punctuation, on both
 READINGS = ("forced", "free")  # teacher-forced on the references; over the model's own translation

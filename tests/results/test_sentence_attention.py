@@ -9,7 +9,7 @@ import pytest
 
 from qkvmt.analysis.forced import KINDS, forced_attention
 from qkvmt.loading import load_model
-from qkvmt.views.sentence_attention import SentenceAttention
+from qkvmt.results.sentence_attention import SentenceAttention
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.files import atomic_write, write_json, write_text
-from qkvmt.views.figures import curve_plot, heatmap_grid
-from qkvmt.views.heads import HeadsReport
-from qkvmt.views.report import ReportSample, attention_report, report_page
-from qkvmt.views.result import Result
-from qkvmt.views.translations import Translations
+from qkvmt.results.figures import curve_plot, heatmap_grid
+from qkvmt.results.heads import HeadsReport
+from qkvmt.results.report import ReportSample, attention_report, report_page
+from qkvmt.results.result import Result
+from qkvmt.results.translations import Translations
 
 SCORES = ("bleu", "chrf", "bleu_lc", "bleu_tok_lc")
 

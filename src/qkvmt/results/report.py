@@ -12,7 +12,7 @@ from pathlib import Path
 
 from qkvmt.alignment.policy import WordAlignment
 from qkvmt.files import write_text
-from qkvmt.views.html import check_labels, escape, page, plain, texts_html, viewer_maps
+from qkvmt.results.html import check_labels, escape, page, plain, texts_html, viewer_maps
 
 METRIC_NAMES = {
     "bleu": "BLEU",

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import aer_heatmap
-from qkvmt.views.html import escape, page, table_html, texts_html
-from qkvmt.views.result import Result
+from qkvmt.results.figures import aer_heatmap
+from qkvmt.results.html import escape, page, table_html, texts_html
+from qkvmt.results.result import Result
 
 SCORES = ("aer", "precision", "recall")
 

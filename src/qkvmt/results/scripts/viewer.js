@@ -8,7 +8,7 @@
   // "mean") where valid, else at the last layer as a whole; one kind hides the kind selector, and a
   // kind with weights only hides the signal selector.
   // A map may also come `without` its sinks ({label, maps, layers, cols, kept: the whole map's
-  // columns it keeps}, made by the server: qkvmt.views.html.viewer_maps), or {refused: why}, and
+  // columns it keeps}, made by the server: qkvmt.results.html.viewer_maps), or {refused: why}, and
   // its kind `sinks` (what is left out): a checkbox then draws that map instead, and is disabled,
   // saying why, where the map shown has none.
   // `opts` (the explorer): marks(kind) -> cells to dot, onCell(kind, row, column),

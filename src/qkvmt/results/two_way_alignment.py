@@ -6,8 +6,8 @@ from pathlib import Path
 
 from qkvmt.alignment.links import Link
 from qkvmt.files import write_json
-from qkvmt.views.html import page, table_html, texts_html
-from qkvmt.views.result import Result
+from qkvmt.results.html import page, table_html, texts_html
+from qkvmt.results.result import Result
 
 
 @dataclass

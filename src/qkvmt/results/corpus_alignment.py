@@ -16,8 +16,8 @@ from qkvmt.alignment.corpus import EMPTY, REASONS, TOO_LONG, UNGROUPED
 from qkvmt.alignment.links import Link, to_pharaoh
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json, write_text
-from qkvmt.views.html import page, texts_html
-from qkvmt.views.result import Result
+from qkvmt.results.html import page, texts_html
+from qkvmt.results.result import Result
 
 FIRST_LINES = 10  # the line numbers of skipped pairs a summary and a warning name
 

@@ -5,8 +5,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from qkvmt.views.figures import aer_heatmap, colours, heatmap_grid
-from tests.views.test_report import PNG_SIGNATURE, SRC, TGT, H, L, weights
+from qkvmt.results.figures import aer_heatmap, colours, heatmap_grid
+from tests.results.test_report import PNG_SIGNATURE, SRC, TGT, H, L, weights
 
 
 def test_heatmap_grid_writes_png_growing_with_layers_and_heads(tmp_path):

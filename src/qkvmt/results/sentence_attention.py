@@ -13,9 +13,9 @@ import numpy as np
 from qkvmt.alignment.links import group_words, word_groups
 from qkvmt.analysis.forced import KINDS, ForcedPass
 from qkvmt.files import atomic_write, write_text
-from qkvmt.views.figures import heatmap_grid
-from qkvmt.views.report import ReportSample, samples_page
-from qkvmt.views.result import Result
+from qkvmt.results.figures import heatmap_grid
+from qkvmt.results.report import ReportSample, samples_page
+from qkvmt.results.result import Result
 
 
 @dataclass

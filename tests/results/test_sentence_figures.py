@@ -5,8 +5,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure
-from tests.views.test_report import PNG_SIGNATURE, SRC, TGT, weights
+from qkvmt.results.sentence_figures import flow_figure, head_figure, links_figure
+from tests.results.test_report import PNG_SIGNATURE, SRC, TGT, weights
 
 
 def test_each_figure_writes_a_png_that_grows_with_its_tokens(tmp_path):

@@ -8,12 +8,12 @@ from typing import Protocol
 
 from qkvmt.analysis.edits import PARTS, Patch, Swap
 from qkvmt.files import write_json
-from qkvmt.views.figures import heatmap_grid
-from qkvmt.views.inspection import HeadInspection
-from qkvmt.views.intervention import Intervention
-from qkvmt.views.sentence_alignment import SentenceAlignment
-from qkvmt.views.sentence_attention import SentenceAttention
-from qkvmt.views.sentence_figures import flow_figure, head_figure, links_figure, swap_figure
+from qkvmt.results.figures import heatmap_grid
+from qkvmt.results.inspection import HeadInspection
+from qkvmt.results.intervention import Intervention
+from qkvmt.results.sentence_alignment import SentenceAlignment
+from qkvmt.results.sentence_attention import SentenceAttention
+from qkvmt.results.sentence_figures import flow_figure, head_figure, links_figure, swap_figure
 
 
 class Explained(Protocol):

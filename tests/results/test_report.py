@@ -14,9 +14,9 @@ import pytest
 
 from qkvmt.analysis.forced import AttentionMap
 from qkvmt.analysis.inspection import TopKey
-from qkvmt.views.inspection import HeadInspection
-from qkvmt.views.report import ReportSample, attention_report
-from qkvmt.views.sentence_alignment import SentenceAlignment
+from qkvmt.results.inspection import HeadInspection
+from qkvmt.results.report import ReportSample, attention_report
+from qkvmt.results.sentence_alignment import SentenceAlignment
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -10,9 +10,9 @@ from qkvmt.alignment.links import Link, to_pharaoh
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.analysis.forced import AttentionMap, ForcedPass
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import heatmap_grid
-from qkvmt.views.html import check_labels, page, texts_html, viewer_maps
-from qkvmt.views.result import Result
+from qkvmt.results.figures import heatmap_grid
+from qkvmt.results.html import check_labels, page, texts_html, viewer_maps
+from qkvmt.results.result import Result
 
 
 @dataclass

@@ -12,8 +12,8 @@ drawn from what the Python API returns:
 
 import numpy as np
 
-from qkvmt.views.figures import _clip, _figure, _save
-from qkvmt.views.html import check_labels
+from qkvmt.results.figures import _clip, _figure, _save
+from qkvmt.results.html import check_labels
 
 
 def head_figure(weights, value_norms, query_tokens: list[str], key_tokens: list[str], path, title: str = "") -> None:

@@ -5,8 +5,8 @@ and saves itself as translate.py's output (one line each)."""
 from pathlib import Path
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.html import page, texts_html
-from qkvmt.views.result import Result
+from qkvmt.results.html import page, texts_html
+from qkvmt.results.result import Result
 
 
 class Translations(list, Result):

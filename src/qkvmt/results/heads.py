@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from qkvmt.files import write_json, write_text
-from qkvmt.views.figures import curve_plot
-from qkvmt.views.html import page, texts_html
-from qkvmt.views.result import Result
+from qkvmt.results.figures import curve_plot
+from qkvmt.results.html import page, texts_html
+from qkvmt.results.result import Result
 
 # The table's columns: (key of a head's row, heading)
 COLUMNS = [

@@ -34,7 +34,7 @@ def page(title: str, body_html: str, data: dict, fetches: bool = False) -> str:
     """The shared chrome around `body_html` (already escaped HTML) with `data` as inline JSON;
     data["page"] names what the script draws (report, alignment, inspector, explorer).
     fetches: the page may ask its own server for JSON (the explorer); a saved page may not."""
-    views = resources.files("qkvmt.views")
+    views = resources.files("qkvmt.results")
     template = views.joinpath("report_template.html").read_text(encoding="utf-8")
     script = "".join(views.joinpath("scripts", name).read_text(encoding="utf-8") for name in SCRIPTS)
     slots = {

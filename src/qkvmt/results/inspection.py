@@ -12,8 +12,8 @@ import numpy as np
 
 from qkvmt.analysis.inspection import HeadPass
 from qkvmt.files import write_json, write_text
-from qkvmt.views.html import check_labels, escape, page, texts_html, vectors_html
-from qkvmt.views.result import Result
+from qkvmt.results.html import check_labels, escape, page, texts_html, vectors_html
+from qkvmt.results.result import Result
 
 
 @dataclass

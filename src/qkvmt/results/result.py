@@ -13,7 +13,7 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder
-from qkvmt.views.html import notebook_frame
+from qkvmt.results.html import notebook_frame
 
 
 class Result(ABC):

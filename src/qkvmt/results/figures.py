@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from qkvmt.files import atomic_write
-from qkvmt.views.html import check_labels
+from qkvmt.results.html import check_labels
 
 
 def heatmap_grid(

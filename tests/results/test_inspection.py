@@ -9,7 +9,7 @@ import pytest
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.loading import load_model
 from qkvmt.pipeline.inspect_attention import inspect_attention
-from qkvmt.views.inspection import HeadInspection
+from qkvmt.results.inspection import HeadInspection
 from tests.conftest import compose_inference
 
 
