@@ -8,7 +8,7 @@ import pytest
 
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.bench.imported import marian_folder
-from qkvmt.explore.later import FIRST
+from qkvmt.explore.lazy_signals import FIRST
 from tests.commandline import run_python, start_python
 from tests.conftest import write_corpus
 

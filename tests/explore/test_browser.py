@@ -18,7 +18,7 @@ import pytest
 import qkvmt
 from qkvmt.alignment.policy import cross_signals
 from qkvmt.analysis.signals import SIGNALS
-from qkvmt.explore import later
+from qkvmt.explore import lazy_signals
 from qkvmt.explore.session import Explorer
 from qkvmt.text.metrics import sentence_scores
 from tests.analysis.throwaway import PER_LAYER, WHOLE, throwaway_signals
@@ -298,7 +298,9 @@ def test_the_selectors_list_every_registered_signal(browser, model):
         ask(page, SOURCE)
         viewer = page.locator("#viewer")
         # every registered signal, in the registry's order; those the first view did not compute, marked
-        labels = [s.label + ("" if name in later.FIRST else " (computed when chosen)") for name, s in SIGNALS.items()]
+        labels = [
+            s.label + ("" if name in lazy_signals.FIRST else " (computed when chosen)") for name, s in SIGNALS.items()
+        ]
         assert viewer.locator("select.signal option").all_inner_texts() == labels
         assert page.locator("#policy select.policy-signal option").all_inner_texts() == [
             f"signal {s}" for s in cross_signals()

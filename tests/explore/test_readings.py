@@ -10,7 +10,7 @@ import pytest
 
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
-from qkvmt.explore import later, session
+from qkvmt.explore import lazy_signals, session
 from qkvmt.explore.session import Explorer
 from qkvmt.text.sinks import SINKS
 from tests.analysis.throwaway import SIGNED, signed_signal
@@ -57,7 +57,7 @@ def test_the_translations_maps_and_the_references_come_also_without_their_sinks_
     assert shown["translation"] == own.target and own.target != REFERENCE
     assert shown["reference_attention"]["cross"]["rows"] == forced.out_tokens != own.out_tokens
     for reference, reading in ((None, shown["attention"]), (REFERENCE, shown["reference_attention"])):
-        check_reading(reading, own if reference is None else forced, later.FIRST)
+        check_reading(reading, own if reference is None else forced, lazy_signals.FIRST)
         expected = bundled.attention(SOURCE, reference, signals=ASKED)
         for name in ASKED:  # computed when chosen, for the pass the page shows
             answer = sent(explorer.signal({"source": SOURCE, "signal": name, "reference": reference}))

@@ -15,7 +15,7 @@ from qkvmt.analysis.forced import pair_ids
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS
 from qkvmt.errors import UserError
-from qkvmt.explore import deletion, later, session
+from qkvmt.explore import deletion, lazy_signals, session
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align import align
 from qkvmt.studies.faithfulness.curves import FRACTIONS, cuts, forced_inputs
@@ -39,12 +39,14 @@ def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(model, reve
     attention = model.attention(SOURCE, signals=set(SIGNALS))
     assert shown["translation"] == attention.target == model.translate(SOURCE)[0]
     for kind, viewer in shown["attention"].items():  # the first view: the weights and ALTI+ only
-        assert ["weights", *viewer.get("signals", {})] == [s for s in later.FIRST if kind in attention.signal_maps[s]]
+        assert ["weights", *viewer.get("signals", {})] == [
+            s for s in lazy_signals.FIRST if kind in attention.signal_maps[s]
+        ]
         assert (viewer["rows"], viewer["cols"]) == (attention.map(kind).rows, attention.map(kind).cols)
     for signal in SIGNALS:  # every other signal when asked for, each kind it covers at once
         asked = (
             {}
-            if signal in later.FIRST
+            if signal in lazy_signals.FIRST
             else json.loads(json.dumps(explorer.signal({"source": SOURCE, "signal": signal})))
         )
         for kind in KINDS:
@@ -54,7 +56,11 @@ def test_a_sentence_shows_the_apis_translation_maps_scores_and_links(model, reve
             expected = attention.map(kind, signal)
             viewer = shown["attention"][kind]
             drawn = (
-                viewer if signal == "weights" else viewer["signals"][signal] if signal in later.FIRST else asked[kind]
+                viewer
+                if signal == "weights"
+                else viewer["signals"][signal]
+                if signal in lazy_signals.FIRST
+                else asked[kind]
             )
             assert drawn["maps"] is None if expected.weights is None else close(drawn["maps"], expected.weights) is None
             close(drawn["layers"], expected.layers)

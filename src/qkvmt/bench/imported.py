@@ -129,7 +129,7 @@ def imported_speed(cfg, folder: Path, val: tuple[list[str], list[str]]) -> dict:
     """Every figure of the stage on the folder made by `marian_folder` (see the module's docstring)."""
     import qkvmt
     from qkvmt.analysis.signals import SIGNALS
-    from qkvmt.explore.later import FIRST
+    from qkvmt.explore.lazy_signals import FIRST
     from qkvmt.explore.session import Explorer
 
     transformers = optional_import("transformers", INSTALL)

@@ -31,8 +31,8 @@ from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.trace import KINDS
 from qkvmt.api import Model
 from qkvmt.errors import UserError
-from qkvmt.explore import deletion, later, lens_panel, what_if
-from qkvmt.explore.kept import Kept
+from qkvmt.explore import deletion, lazy_signals, lens_panel, what_if
+from qkvmt.explore.bounded_cache import Kept
 from qkvmt.model.inputs import fits
 from qkvmt.results.html import escape, page, plain, texts_html
 from qkvmt.results.sentence_alignment import SentenceAlignment
@@ -57,7 +57,7 @@ ENDPOINTS = ("sentence", "align", "inspect", "curves", "intervene", "lens", "sig
 @dataclass
 class Sentence:
     """One source's translation (the generated subwords) and its forced pass, with the signals
-    computed so far (later.FIRST, then each when asked for; and the checkpoint's full-context layer
+    computed so far (lazy_signals.FIRST, then each when asked for; and the checkpoint's full-context layer
     as Model.align reads it)."""
 
     ids: list[int]
@@ -134,7 +134,7 @@ class Explorer:
                 "signal": cross_signals(),
             },
             "what_if": what_if.choices(),
-            "signals": later.listed(),
+            "signals": lazy_signals.listed(),
         }
         return page("Attention explorer", body, data, fetches=True)
 
@@ -160,8 +160,8 @@ class Explorer:
                     "scores": scores,
                     "token_scores": [t.to_dict() for t in a.token_scores],
                     "source_share": None if a.contributions is None else a.contributions.source_share,
-                    "attention": later.viewed(a, a.signals),
-                    "reference_attention": None if forced is None else later.viewed(forced, forced.signals),
+                    "attention": lazy_signals.viewed(a, a.signals),
+                    "reference_attention": None if forced is None else lazy_signals.viewed(forced, forced.signals),
                     "alignment": alignment,
                     "symmetrized": self._symmetrized(source, s),
                 }
@@ -205,15 +205,17 @@ class Explorer:
 
     def signal(self, body) -> dict:
         """One more signal's maps of the sentence (of the reference's forced pass, if one is given),
-        computed the first time it is asked for: later.answer."""
-        (source, reference), name = fields(body, "source", "reference"), later.name_of(body)
+        computed the first time it is asked for: lazy_signals.answer."""
+        (source, reference), name = fields(body, "source", "reference"), lazy_signals.name_of(body)
         with self._lock:
             s = self._sentence(source)
             if reference is None:
-                s.attention = a = later.ensure(self.model, s.attention, s.ids, name)
+                s.attention = a = lazy_signals.ensure(self.model, s.attention, s.ids, name)
             else:
-                s.references[reference] = a = later.ensure(self.model, self._reference(s, reference), reference, name)
-            return later.answer(a, name)
+                s.references[reference] = a = lazy_signals.ensure(
+                    self.model, self._reference(s, reference), reference, name
+                )
+            return lazy_signals.answer(a, name)
 
     def lens(self, body) -> dict:
         """What each layer already knows, as Model.lens gives it: lens_panel.answer."""
@@ -229,7 +231,9 @@ class Explorer:
         self._check_fits(encode(m.tokenizer, [source])[0], "source")
         ids = m.forced(source, None, **self.decode)
         self._check_fits(ids, "translation")
-        attention = forced_attention(m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, later.FIRST)
+        attention = forced_attention(
+            m.transformer, m.tokenizer, source, ids, m.meta.full_context_layer, lazy_signals.FIRST
+        )
         self._recent[source] = s = Sentence(ids, attention)
         return s
 
@@ -240,7 +244,9 @@ class Explorer:
             m = self.model
             self._check_fits(encode_target(m.tokenizer, [reference])[0], "reference")
             source = s.attention.source
-            s.references[reference] = forced_attention(m.transformer, m.tokenizer, source, reference, None, later.FIRST)
+            s.references[reference] = forced_attention(
+                m.transformer, m.tokenizer, source, reference, None, lazy_signals.FIRST
+            )
         return s.references.latest(reference)
 
     def _check_fits(self, ids: list[int], what: str) -> None:
@@ -255,7 +261,7 @@ class Explorer:
         if policy is not None and not isinstance(policy, dict):
             raise UserError('policy: give an object such as {"layer": 1, "head": "mean"}')
         policy = self.model.policy(policy)
-        s.attention = later.ensure(self.model, s.attention, s.ids, policy.signal)
+        s.attention = lazy_signals.ensure(self.model, s.attention, s.ids, policy.signal)
         a = SentenceAlignment.of(s.attention, policy)
         return {
             "policy": a.policy,

@@ -21,7 +21,7 @@ from qkvmt.analysis.forced import one_pass_signals
 from qkvmt.errors import UserError
 from qkvmt.files import sha256
 from qkvmt.results.aer import AERReport
-from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.training.machine import recorded_with
 
 Pairs = tuple[list[str], list[str]]

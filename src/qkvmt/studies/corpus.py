@@ -19,7 +19,7 @@ from qkvmt.alignment.reference import reference_aligner, symmetrized_links
 from qkvmt.errors import UserError
 from qkvmt.results.corpus_alignment import CorpusAlignment
 from qkvmt.setting_types import whole_number
-from qkvmt.studies.model_like import ModelLike
+from qkvmt.studies.model_protocol import ModelLike
 from qkvmt.studies.two_way import directions, method_of, symmetrization
 from qkvmt.text.sources import LineFile
 

@@ -16,7 +16,7 @@ from qkvmt.results.evaluation import Evaluation, Samples
 from qkvmt.results.heads import HeadsReport
 from qkvmt.results.report import ReportSample
 from qkvmt.studies.checks import same_length
-from qkvmt.studies.model_like import ModelLike
+from qkvmt.studies.model_protocol import ModelLike
 from qkvmt.text.metrics import DEFAULT_TOKENIZE, score, score_tokenized_lowercased, sentence_scores
 from qkvmt.text.significance import paired_tests
 

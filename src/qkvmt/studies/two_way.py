@@ -14,7 +14,7 @@ from qkvmt.alignment.symmetrize import METHODS
 from qkvmt.errors import UserError
 from qkvmt.results.aer import AERReport
 from qkvmt.results.two_way_alignment import TwoWayAlignment
-from qkvmt.studies.model_like import ModelLike
+from qkvmt.studies.model_protocol import ModelLike
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)  # of the soft symmetrizations, scored on a gold set
 

@@ -16,7 +16,7 @@ from qkvmt.model.inputs import fits
 from qkvmt.studies.checks import checked_faithfulness, checked_target, read_leaderboard
 from qkvmt.studies.faithfulness.curves import forced_inputs, readings, score, summarize
 from qkvmt.studies.faithfulness.result import INTERVAL, Faithfulness
-from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.text.tokenizer import encode
 from qkvmt.training.machine import recorded_with
 

@@ -16,7 +16,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.results.heads import HeadsReport
 from qkvmt.studies.checks import check_references, checked_heads
 from qkvmt.studies.heads.masking import every_head, masked, profile
-from qkvmt.studies.model_like import ModelLike
+from qkvmt.studies.model_protocol import ModelLike
 from qkvmt.text.metrics import score
 
 log = logging.getLogger(__name__)

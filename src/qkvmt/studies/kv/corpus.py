@@ -15,7 +15,7 @@ from qkvmt.studies.kv.passes import batches, study_sentences
 from qkvmt.studies.kv.patch import patch_study
 from qkvmt.studies.kv.result import KeyValueStudy
 from qkvmt.studies.kv.swap import swap_study
-from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.training.machine import recorded_with
 
 

@@ -10,7 +10,7 @@ import torch
 from qkvmt.studies.checks import whole_numbers
 from qkvmt.studies.lens.passes import depth_translations
 from qkvmt.studies.lens.study import LensStudy
-from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.text.metrics import score
 from qkvmt.training.machine import recorded_with
 

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.studies.checks import paired
-from qkvmt.studies.model_like import ModelLike, identity
+from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.studies.sinks.result import OWN, PARTS, READINGS, SELF_KINDS, SinkMass
 from qkvmt.text.sinks import PUNCTUATION, mass_on, sink_columns
 from qkvmt.text.tokenizer import EOS

@@ -1,9 +1,9 @@
 """The explorer's memory stays bounded however long it serves: it keeps the RECENT latest
-sentences, and per sentence the latest heads and rows asked for (kept.Kept)."""
+sentences, and per sentence the latest heads and rows asked for (bounded_cache.Kept)."""
 
 import qkvmt
 from qkvmt.explore import session
-from qkvmt.explore.kept import Kept
+from qkvmt.explore.bounded_cache import Kept
 from qkvmt.explore.session import Explorer
 from tests.model.test_checked_weights import tiny_folder
 
