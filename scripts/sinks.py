@@ -1,9 +1,9 @@
 """Where cross-attention's mass goes: qkvmt sinks ckpt_path=<ckpt> [split=test] [n=1000]
 
-The same as `qkvmt sinks` (qkvmt.commands): this script is its alias in the repository.
+The same as `qkvmt sinks` (qkvmt.cli.main): this script is its alias in the repository.
 """
 
-from qkvmt.commands import run
+from qkvmt.cli.main import run
 
 if __name__ == "__main__":
     run("sinks")

@@ -4,8 +4,8 @@ code, stdout and stderr.
 
 A fresh Python costs seconds of imports (torch, Hydra, Lightning) before the first line of ours
 runs, so a test whose subject is the command's answer, not the process, runs it here: the script's
-own file executes as __main__ (scripts/<name>.py calls qkvmt.commands.run; -m qkvmt calls
-qkvmt.commands.main, the `qkvmt` console script's function), its output captured at the file
+own file executes as __main__ (scripts/<name>.py calls qkvmt.cli.main.run; -m qkvmt calls
+qkvmt.cli.main.main, the `qkvmt` console script's function), its output captured at the file
 descriptors, as a pipe would take it.
 What a run changes in this process's global state (argv, environment, working folder, streams,
 logging, Hydra, warnings, random generators, signal handlers, torch's settings) is put back, so

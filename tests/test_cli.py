@@ -5,8 +5,8 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
-from qkvmt import commands
-from qkvmt.cli import CPU_EXPERIMENT, quote_text_overrides, with_default_experiment
+from qkvmt.cli.hydra_main import CPU_EXPERIMENT, quote_text_overrides, with_default_experiment
+from qkvmt.cli.main import main
 from tests.conftest import CONF
 
 TEXTS = [
@@ -70,7 +70,7 @@ def test_the_cpu_recipe_goes_among_the_users_overrides_never_after_a_flag(args, 
 def test_train_without_a_gpu_takes_a_setting_before_or_after_hydras_flags(args, monkeypatch, capsys):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     monkeypatch.setattr(sys, "argv", ["qkvmt"])  # main sets it, as the command line it runs
-    commands.main(["train", *args])  # --cfg job: the composed config, nothing run
+    main(["train", *args])  # --cfg job: the composed config, nothing run
     out = capsys.readouterr().out
     assert "for CPUs: a 3+3-layer" in out  # the CPU recipe's description
     assert ("max_steps: 1" in out) + ("init_from: X" in out) + ("seed: 7" in out) == 1

@@ -11,8 +11,8 @@ import importlib
 
 import pytest
 
-from qkvmt.cli import CONF_DIR
-from qkvmt.subcommands import COMMANDS
+from qkvmt.cli.hydra_main import CONF_DIR
+from qkvmt.cli.table import COMMANDS
 from tests.commandline import run_python, start_python
 from tests.conftest import ROOT
 

@@ -12,10 +12,10 @@ import sys
 import nbformat
 import pytest
 
+from qkvmt.cli.table import COMMANDS
 from qkvmt.pipeline.tour import executed
 from qkvmt.record import runs
 from qkvmt.record.tables import TABLES
-from qkvmt.subcommands import COMMANDS
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from qkvmt import commands
 from qkvmt.analysis.forced import forced_attention
+from qkvmt.cli.main import main
 from qkvmt.decoding.lines import translate_lines
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError, report_user_errors
@@ -45,7 +45,7 @@ def test_a_refused_run_leaves_no_folder_and_a_refused_rerun_keeps_the_runs_files
             (run / name).parent.mkdir(parents=True, exist_ok=True)
             (run / name).write_text("an earlier run's")
         with pytest.raises(SystemExit) as stop:
-            commands.main(["train", *train_args(corpus, run, "model.d_model=7")])
+            main(["train", *train_args(corpus, run, "model.d_model=7")])
         assert stop.value.code == 2 and "model.d_model=7 is not divisible" in capsys.readouterr().err
         if before is None:
             assert not run.exists()

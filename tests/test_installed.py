@@ -67,8 +67,8 @@ def qkvmt(*args: str, cwd: Path, package: Path, timeout: int = 300) -> subproces
 
 
 def test_help_lists_the_subcommands(tmp_path, package):
-    from qkvmt.commands import usage
-    from qkvmt.subcommands import COMMANDS
+    from qkvmt.cli.main import usage
+    from qkvmt.cli.table import COMMANDS
 
     r = qkvmt("--help", cwd=tmp_path, package=package)
     assert r.returncode == 0 and r.stderr == "" and r.stdout.strip() == usage()

@@ -7,7 +7,7 @@ import inspect
 from pathlib import Path
 
 from qkvmt.api import Model
-from qkvmt.commands import COMMANDS
+from qkvmt.cli.main import COMMANDS
 
 # Each command about a model -> the Model methods it calls.
 DOOR = {

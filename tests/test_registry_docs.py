@@ -25,7 +25,10 @@ def texts() -> dict[str, list[str]]:
     module, and the pages' scripts."""
     files = [p for p in user_docs() if p.is_file()]
     files += sorted((ROOT / "conf").rglob("*.yaml")) + sorted((ROOT / "scripts").glob("*.py"))
-    files += [ROOT / "src" / "qkvmt" / "cli.py", *sorted((ROOT / "src" / "qkvmt" / "results" / "scripts").glob("*.js"))]
+    files += [
+        ROOT / "src" / "qkvmt" / "cli" / "hydra_main.py",
+        *sorted((ROOT / "src" / "qkvmt" / "results" / "scripts").glob("*.js")),
+    ]
     files += sorted((ROOT / "src" / "qkvmt" / "explore").glob("*.py"))
     return {p.relative_to(ROOT).as_posix(): doc_lines(p) for p in files if p.is_file()}
 

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from qkvmt import commands
 from qkvmt.analysis.signals import SIGNALS, cross_signals
+from qkvmt.cli.main import main
+from qkvmt.cli.table import COMMANDS
 from qkvmt.setting_types import check_setting_types
-from qkvmt.subcommands import COMMANDS
 from tests.commandline import run_python, user_error
 from tests.conftest import CONF, compose_inference, compose_train
 
@@ -33,7 +33,7 @@ from tests.conftest import CONF, compose_inference, compose_train
 def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_its_type(args, line, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["qkvmt"])
     with pytest.raises(SystemExit) as stop:
-        commands.main(args)
+        main(args)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err and err.strip().splitlines()[-1] == f"error: {line}"
 
@@ -42,7 +42,7 @@ def test_a_training_setting_of_the_wrong_type_leaves_no_run_folder(tmp_path, cap
     monkeypatch.setattr(sys, "argv", ["qkvmt"])
     run = tmp_path / "run"
     with pytest.raises(SystemExit) as stop:
-        commands.main(["train", "experiment=multi30k_de_en_cpu", "model.ffn_dim=wide", f"hydra.run.dir={run}"])
+        main(["train", "experiment=multi30k_de_en_cpu", "model.ffn_dim=wide", f"hydra.run.dir={run}"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: model.ffn_dim='wide': give a whole number (int)"
     assert not run.exists()

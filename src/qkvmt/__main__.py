@@ -1,6 +1,6 @@
 """python -m qkvmt: the same as the `qkvmt` command."""
 
-from qkvmt.commands import main
+from qkvmt.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from qkvmt import commands
+from qkvmt.cli.main import main
 from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.weights_folder import METADATA, WEIGHTS, write_weights_folder
@@ -59,7 +59,7 @@ def damaged(tmp_path, fault: str):
 
 def translate_error(folder, capsys) -> str:
     with pytest.raises(SystemExit) as stop:
-        commands.main(["translate", f"ckpt_path={folder}", "sentence=w1 w2 w3", "fabric.accelerator=cpu"])
+        main(["translate", f"ckpt_path={folder}", "sentence=w1 w2 w3", "fabric.accelerator=cpu"])
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and "Traceback" not in "\n".join(err)
     return err[-1]

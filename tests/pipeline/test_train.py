@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import qkvmt.pipeline.train
-from qkvmt.commands import app
+from qkvmt.cli.main import app
 from qkvmt.errors import UserError
 from qkvmt.loading import load_model
 from qkvmt.pipeline.train import train

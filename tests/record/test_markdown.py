@@ -3,9 +3,9 @@
 import os
 import subprocess
 
+from qkvmt.cli.table import COMMANDS
 from qkvmt.record.markdown import train_command
 from qkvmt.results.markdown import command
-from qkvmt.subcommands import COMMANDS
 
 
 def test_a_recorded_script_reads_as_the_subcommand_it_is_the_alias_of():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import qkvmt.training.torch_build as torch_build
-from qkvmt.subcommands import COMMANDS
+from qkvmt.cli.table import COMMANDS
 from qkvmt.training.host_memory import ReleaseFreedHostMemory
 from qkvmt.training.torch_build import skip_idle_triton
 from tests.conftest import ROOT
@@ -55,7 +55,7 @@ def _run(tmp_path, code: str):
 def test_the_training_subcommands_skip_triton_before_lightning_imports_it(tmp_path, name):
     """With a triton installed and no GPU, `qkvmt train`'s process never imports it (the benchmark
     measures the recipe's process, so it skips it too)."""
-    assert _run(tmp_path, f"from qkvmt.commands import load; load({name!r})") == ("skipped", False)
+    assert _run(tmp_path, f"from qkvmt.cli.main import load; load({name!r})") == ("skipped", False)
 
 
 @pytest.mark.slow(reason="a fresh Python importing Lightning and torch._dynamo")

@@ -4,7 +4,7 @@ their cells: code, a duration, an optional value, a recorded command as it is ty
 
 import re
 
-from qkvmt.subcommands import COMMANDS
+from qkvmt.cli.table import COMMANDS
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:

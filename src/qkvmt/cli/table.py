@@ -1,13 +1,13 @@
 """The `qkvmt` subcommands, as data: each one's name, pipeline function (named as text, imported
 only when it runs), config, summary and example. The table is a module of its own, below the
-command that runs it (qkvmt.commands), because the record reads it too: qkvmt.results.markdown
+command that runs it (qkvmt.cli.main), because the record reads it too: qkvmt.results.markdown
 writes a recorded `python scripts/<config>.py` as the subcommand it is the alias of, for the
 record's tables and the studies' own, which sit below the command and the pipeline functions it runs."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from qkvmt.cli import TEXT_KEYS, with_default_experiment
+from qkvmt.cli.hydra_main import TEXT_KEYS, with_default_experiment
 
 
 def default_experiment(argv: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""What every subcommand shares (qkvmt.commands): the Hydra main around a pipeline function over
+"""What every subcommand shares (qkvmt.cli.main): the Hydra main around a pipeline function over
 the packaged configuration, free text on the command line, and train's choice of recipe."""
 
 import contextlib
@@ -16,7 +16,7 @@ from qkvmt.setting_types import check_setting_types
 
 # The configuration ships inside the package, so an installed qkvmt has it wherever it runs; the
 # repository's conf/ is a link to this folder, so the two are one set of files.
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 TEXT_KEYS = ("sentence", "reference")
 

@@ -6,7 +6,7 @@ conf/), taking `key=value` overrides, `--help`, `-m` and `--cfg job` as Hydra ap
     qkvmt train experiment=multi30k_de_en_cpu
     qkvmt translate ckpt_path=multi30k-de-en sentence='Ein Mann fährt Fahrrad .'
 
-The subcommands are the table qkvmt.subcommands.COMMANDS; scripts/<name>.py in the repository are
+The subcommands are the table qkvmt.cli.table.COMMANDS; scripts/<name>.py in the repository are
 aliases (`run(name)`). Nothing here imports torch or Lightning: a subcommand imports its pipeline
 only when it runs, so `qkvmt --help` is quick.
 """
@@ -14,8 +14,8 @@ only when it runs, so `qkvmt --help` is quick.
 import importlib
 import sys
 
-from qkvmt.cli import hydra_command
-from qkvmt.subcommands import COMMANDS
+from qkvmt.cli.hydra_main import hydra_command
+from qkvmt.cli.table import COMMANDS
 
 
 def usage() -> str:
