@@ -14,7 +14,7 @@ import pytest
 
 from qkvmt.cli.table import COMMANDS
 from qkvmt.pipeline.tour import executed
-from qkvmt.record import runs
+from qkvmt.record import record_file
 from qkvmt.record.tables import TABLES
 from tests.conftest import ROOT
 
@@ -316,7 +316,7 @@ def test_every_number_the_lesson_states_is_one_the_figures_or_the_record_give():
     """The single sentence's numbers as `qkvmt figures` wrote them (tests/pipeline/test_figures.py
     checks them against the model), the corpus's and the trainings' as the record's tables give
     them (tests/record/test_committed_pages.py): a number in neither was never run and seen."""
-    record = runs.load(ROOT / "docs" / "runs.json")
+    record = record_file.load(ROOT / "docs" / "runs.json")
     tables = "\n".join(TABLES[name](record) for name in LESSON_RECORD_TABLES)
     known = given(tables, json.loads(LESSON_NUMBERS.read_text(encoding="utf-8")))
     numbers = stated(LESSON.read_text(encoding="utf-8"))

@@ -21,7 +21,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError, report_user_errors
 from qkvmt.loading import load_model
 from qkvmt.pipeline.align import record_best
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir
+from qkvmt.pipeline.inference_setup import StagedOutput, check_output_dir
 from tests.commandline import run_script, user_error
 from tests.conftest import ROOT, training_fixture, write_corpus
 from tests.test_bad_input import SMALL, train_args

@@ -51,7 +51,7 @@ def imports(module: str) -> set[str]:
 def pipeline_modules(command: str) -> list[str]:
     """The command's pipeline module, and the pipeline modules of its own that it imports."""
     main = COMMANDS[command].function.partition(":")[0]
-    shared = ("qkvmt.pipeline.runs", "qkvmt.pipeline.evaluate")  # what every command reads its inputs with
+    shared = ("qkvmt.pipeline.inference_setup", "qkvmt.pipeline.evaluate")  # what every command reads its inputs with
     return [main] + sorted(m for m in imports(main) if m.startswith("qkvmt.pipeline.") and m not in shared)
 
 

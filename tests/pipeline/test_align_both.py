@@ -18,7 +18,7 @@ from qkvmt.explore.session import Explorer
 from qkvmt.model.weights_folder import add_provenance, write_weights_folder
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.align_settings import reverse_checkpoint
-from qkvmt.pipeline.runs import checkpoint_paths
+from qkvmt.pipeline.inference_setup import checkpoint_paths
 from qkvmt.text.tokenizer import train_bpe
 from tests.bundled.test_bundled import PROVENANCE
 from tests.conftest import compose_inference

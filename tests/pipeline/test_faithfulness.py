@@ -15,7 +15,7 @@ from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline import faithfulness as command
 from qkvmt.pipeline.align import align
 from qkvmt.pipeline.faithfulness import faithfulness
-from qkvmt.record import from_analysis, runs, tables
+from qkvmt.record import from_analysis, record_file, tables
 from qkvmt.studies.faithfulness.curves import cross_signals
 from qkvmt.text.tokenizer import Specials, train_bpe
 from tests.commandline import run_script, user_error
@@ -248,6 +248,6 @@ def test_forced_on_its_own_translations_it_is_recorded_as_a_column_of_its_own(un
     assert sink_free["label"] == "weights layer 1 without </s> and punctuation"
     figures = {f["label"]: f["value"] for f in entry["figures"]}
     assert figures[f"deletion AOPC, {sink_free['label']}"] == round(sink_free["deletion_aopc"]["mean"], 3)
-    record = runs.add({**RECORD, "methods": {"command": "the command"}}, entry, classes)
+    record = record_file.add({**RECORD, "methods": {"command": "the command"}}, entry, classes)
     line = next(r for r in rows(tables.faithfulness(record).split("\n\n")[1]) if r[0] == sink_free["label"])
     assert line[1].startswith(f"{sink_free['deletion_aopc']['mean']:.3f} (")

@@ -10,7 +10,7 @@ import sacrebleu
 import qkvmt
 from qkvmt.errors import UserError
 from qkvmt.pipeline.intervene import intervene
-from qkvmt.record import from_study, runs, tables
+from qkvmt.record import from_study, record_file, tables
 from qkvmt.record.study_figures import draw_lens
 from qkvmt.studies.lens.passes import encoder_depth
 from tests.conftest import compose_inference
@@ -60,13 +60,13 @@ def test_the_study_is_recorded_tabled_and_drawn(tmp_path):
     assert entry["lens_of"] == "multi30k-de-en" and entry["id"] == "lens-multi30k-de-en-1"
     assert entry["command"].endswith("qkvmt intervene study=lens ckpt_path=multi30k-de-en split=s.de n=2")
     with_method = {**RECORD, "methods": {**RECORD["methods"], "command": "the whole command's wall time"}}
-    record = runs.add(with_method, entry, classes)
+    record = record_file.add(with_method, entry, classes)
     text = tables.TABLES["lens"](record)
     assert "record lens-multi30k-de-en-1" in text and "| 1..3 |" in text
     path = tmp_path / "record.json"
-    runs.save(path, record)
+    record_file.save(path, record)
     assert draw_lens(path, tmp_path / "lens.png").stat().st_size > 0
-    runs.save(path, with_method)
+    record_file.save(path, with_method)
     with pytest.raises(UserError, match="records no DecoderLens study"):
         draw_lens(path, tmp_path / "none.png")
 

@@ -9,7 +9,7 @@ import qkvmt
 import qkvmt.studies.sinks.result
 from qkvmt.errors import UserError
 from qkvmt.pipeline.sinks import sinks
-from qkvmt.record import from_study, runs, tables
+from qkvmt.record import from_study, record_file, tables
 from qkvmt.record.study_figures import draw_self, draw_sinks
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
@@ -61,20 +61,20 @@ def test_the_study_is_recorded_tabled_and_drawn(tmp_path):
     found = json.loads((out / "sinks.json").read_text())
     assert entry["sinks"]["readings"]["free"][1]["eos"] == pytest.approx(found["readings"]["free"][1]["eos"], 1e-5)
     with_method = {**RECORD, "methods": {**RECORD["methods"], "command": "the whole command's wall time"}}
-    record = runs.add(with_method, entry, classes)
+    record = record_file.add(with_method, entry, classes)
     text = tables.TABLES["sinks"](record)
     forced = found["readings"]["forced"][2]
     assert "record sinks-multi30k-de-en-1" in text and f"| 2 | {100 * forced['eos']:.1f}% |" in text
     assert f"| encoder | 2 | {100 * found['self']['forced']['encoder'][2]['own']:.1f}% |" in text
     path = tmp_path / "record.json"
-    runs.save(path, record)
+    record_file.save(path, record)
     assert draw_sinks(path, tmp_path / "sinks.png").stat().st_size > 0
     assert draw_self(path, tmp_path / "self.png").stat().st_size > 0
-    runs.save(path, with_method)
+    record_file.save(path, with_method)
     with pytest.raises(UserError, match="records no study of the sinks: run qkvmt sinks"):
         draw_sinks(path, tmp_path / "none.png")
     with pytest.raises(UserError, match="a study of the sinks needs both sinks and sinks_of"):
-        runs.check({**record, "runs": [{k: v for k, v in entry.items() if k != "sinks_of"}]}, "the record")
+        record_file.check({**record, "runs": [{k: v for k, v in entry.items() if k != "sinks_of"}]}, "the record")
 
 
 def test_a_study_of_a_checkpoint_is_recorded_under_the_name_given(tmp_path):
@@ -87,11 +87,11 @@ def test_a_study_of_a_checkpoint_is_recorded_under_the_name_given(tmp_path):
     assert entry["command"].endswith("qkvmt sinks ckpt_path=<the checkpoint of de-en-run-7> split=s.de n=1")
     older = {**entry, "sinks": {k: v for k, v in entry["sinks"].items() if k != "self"}}
     with_method = {**RECORD, "methods": {**RECORD["methods"], "command": "the whole command's wall time"}}
-    record = runs.add(with_method, older, classes)
+    record = record_file.add(with_method, older, classes)
     text = tables.TABLES["sinks"](record)
     assert "record sinks-de-en-run-7-1" in text and "| encoder |" not in text
     path = tmp_path / "record.json"
-    runs.save(path, record)
+    record_file.save(path, record)
     with pytest.raises(UserError, match="records no study of self-attention's own position: run qkvmt sinks"):
         draw_self(path, tmp_path / "self.png")
 

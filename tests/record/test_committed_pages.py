@@ -4,7 +4,7 @@ tables of signals, kinds and alignment settings are what the registries give, ch
 
 import pytest
 
-from qkvmt.record import pages, runs, settings
+from qkvmt.record import pages, record_file, settings
 from qkvmt.studies.recorded import counted
 from tests.conftest import CONF, ROOT
 
@@ -21,7 +21,7 @@ RECORD = ROOT / "docs" / "runs.json"
 )
 def test_the_committed_tables_agree_with_the_record(page, required):
     text = (ROOT / page).read_text(encoding="utf-8")
-    wanted = pages.render(text, runs.load(RECORD), page, required)
+    wanted = pages.render(text, record_file.load(RECORD), page, required)
     assert text == wanted, f"{page}'s tables differ from {RECORD.name}: run qkvmt results"
 
 
@@ -29,7 +29,7 @@ def test_every_counted_run_ran_at_its_recipes_settings_as_they_are_now():
     """A recipe changed after its runs: mark them settings_current false (with a settings_note)
     and regenerate, so that no table counts them for the recipe as it is."""
     stale = []
-    for run in runs.load(RECORD)["runs"]:
+    for run in record_file.load(RECORD)["runs"]:
         if run["kind"] == "train" and counted(run):
             changed = settings.differences(
                 run["settings"], settings.recipe_now(run["experiment"], run["overrides"], CONF)

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.record import from_analysis, runs, tables
+from qkvmt.record import from_analysis, record_file, tables
 from qkvmt.training.machine import recorded_with
 from tests.record.conftest import RECORD, rows
 
@@ -84,7 +84,7 @@ def test_each_layer_as_a_whole_is_recorded_at_the_reading_the_dev_pairs_chose_an
     assert entry["aer_of"] == "multi30k-de-en" and entry["id"] == "aer-multi30k-de-en-1"
     assert entry["aer_readings"]["gold"] == "rwth, pairs 3-8 (pairs 1-2 choose each reading's rows and direction)"
     assert "gold_dev=2" in entry["command"] and "leaderboard=true" in entry["command"]
-    record = runs.add({**copy.deepcopy(RECORD), "methods": {"command": "the command"}}, entry, classes)
+    record = record_file.add({**copy.deepcopy(RECORD), "methods": {"command": "the command"}}, entry, classes)
     table = rows(tables.TABLES["aer-readings"](record).split("\n\n")[1])
     line = next(x for x in table if x[0] == "weights layer 1 without </s> and punctuation")
     r = chosen["weights", 1, tuple(SINKS)]

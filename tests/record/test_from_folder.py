@@ -7,7 +7,7 @@ import json
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.record import from_folder, runs
+from qkvmt.record import from_folder, record_file
 from tests.record.conftest import RECORD
 
 HW = {
@@ -74,7 +74,7 @@ def test_a_run_folder_becomes_an_entry_the_record_accepts(tmp_path):
     assert (entry["cores"], entry["torch"], entry["hardware_class"]) == (2, "9.9.9+cpu", "cpu-bf16")
     assert entry["hardware"] == "2 cores of an Intel Xeon Processor with AMX (AVX512-BF16)"
     assert entry["settings_current"] and not entry["disturbed"]
-    record = runs.add(RECORD, entry, classes)
+    record = record_file.add(RECORD, entry, classes)
     assert record["runs"][-1]["id"] == "multi30k_de_en_cpu-1"
 
 

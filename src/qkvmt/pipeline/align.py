@@ -22,7 +22,13 @@ from qkvmt.pipeline.align_settings import (
     reverse_checkpoint,
     training_pairs_of,
 )
-from qkvmt.pipeline.runs import check_output_dir, checkpoint_paths, decode_overrides, load_for_inference, save_result
+from qkvmt.pipeline.inference_setup import (
+    check_output_dir,
+    checkpoint_paths,
+    decode_overrides,
+    load_for_inference,
+    save_result,
+)
 from qkvmt.text.sources import LineFile, required_text
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from qkvmt.alignment.reference import reference_aligner
 from qkvmt.api import Model
 from qkvmt.bundled import resolve, reverse_of
 from qkvmt.errors import UserError
-from qkvmt.pipeline.runs import beside_checkpoint
-from qkvmt.run_folder import run_data, run_folder
+from qkvmt.pipeline.inference_setup import beside_checkpoint
 from qkvmt.setting_types import as_typed, is_whole, whole_number
 from qkvmt.text.sources import LineFile, checked_file, stream_lines
+from qkvmt.training_run import run_data, run_folder
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, check_new_output
 from qkvmt.loading import average_checkpoints
-from qkvmt.pipeline.runs import checkpoint_paths
+from qkvmt.pipeline.inference_setup import checkpoint_paths
 
 
 def average(cfg: DictConfig) -> dict:

@@ -15,7 +15,7 @@ from qkvmt.data.pairs import pair_lists, split_files
 from qkvmt.errors import UserError
 from qkvmt.files import check_writable
 from qkvmt.model.checkpoint import CheckpointMeta
-from qkvmt.pipeline.runs import (
+from qkvmt.pipeline.inference_setup import (
     beside_checkpoint,
     check_output_dir,
     checkpoint_paths,
@@ -25,12 +25,12 @@ from qkvmt.pipeline.runs import (
     save_result,
 )
 from qkvmt.results.heads import HeadsReport
-from qkvmt.run_folder import run_data, validation_curve
 from qkvmt.setting_types import whole_number
 from qkvmt.studies.checks import report_signals, same_length
 from qkvmt.text.metrics import bleu_metric
 from qkvmt.text.significance import changed_setting, checked_settings
 from qkvmt.text.sources import TextFiles, read_lines, read_parallel
+from qkvmt.training_run import run_data, validation_curve
 
 
 def read_inputs(cfg: DictConfig, meta: CheckpointMeta, ckpt: Path) -> tuple[list[str], list[str], str]:

@@ -10,7 +10,7 @@ from qkvmt.api import Model
 from qkvmt.explore.app import create_app
 from qkvmt.explore.session import Explorer
 from qkvmt.pipeline.align_settings import reverse_checkpoint
-from qkvmt.pipeline.runs import checkpoint_paths, decode_overrides, load_for_inference
+from qkvmt.pipeline.inference_setup import checkpoint_paths, decode_overrides, load_for_inference
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, server
 

@@ -4,7 +4,7 @@
 from omegaconf import DictConfig
 
 from qkvmt.export.formats import export_format
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir, load_for_inference
+from qkvmt.pipeline.inference_setup import StagedOutput, check_output_dir, load_for_inference
 
 
 def export(cfg: DictConfig) -> dict:

@@ -7,7 +7,7 @@ import time
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.pipeline.evaluate import read_inputs
-from qkvmt.pipeline.runs import check_output_dir, load_for_inference, save_result
+from qkvmt.pipeline.inference_setup import check_output_dir, load_for_inference, save_result
 from qkvmt.studies.checks import checked_faithfulness, checked_target, read_leaderboard
 
 

@@ -15,7 +15,7 @@ from qkvmt.analysis.signals import SIGNALS
 from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline import tour
-from qkvmt.pipeline.runs import load_for_inference
+from qkvmt.pipeline.inference_setup import load_for_inference
 from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks
 from qkvmt.results.tutorial import draw
 from qkvmt.setting_types import as_typed, whole_number

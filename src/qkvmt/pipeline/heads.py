@@ -10,7 +10,13 @@ from omegaconf import DictConfig
 from qkvmt.alignment.links import read_gold
 from qkvmt.files import write_json
 from qkvmt.pipeline.evaluate import read_inputs
-from qkvmt.pipeline.runs import beside_checkpoint, check_output_dir, decode_overrides, load_for_inference, save_result
+from qkvmt.pipeline.inference_setup import (
+    beside_checkpoint,
+    check_output_dir,
+    decode_overrides,
+    load_for_inference,
+    save_result,
+)
 from qkvmt.studies.checks import check_references, checked_heads
 
 log = logging.getLogger(__name__)

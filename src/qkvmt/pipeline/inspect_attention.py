@@ -2,7 +2,7 @@
 
 from omegaconf import DictConfig
 
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
+from qkvmt.pipeline.inference_setup import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.setting_types import whole_number
 from qkvmt.studies.checks import checked_kind
 from qkvmt.text.sources import required_text

@@ -17,9 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.analysis.edits import edits_of
 from qkvmt.errors import UserError
+from qkvmt.pipeline.inference_setup import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.pipeline.intervene_study import STUDIES, study
 from qkvmt.pipeline.lens_study import lens_study
-from qkvmt.pipeline.runs import StagedOutput, check_output_dir, decode_overrides, load_for_inference
 from qkvmt.text.sources import required_text
 
 

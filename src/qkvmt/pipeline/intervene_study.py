@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from qkvmt.pipeline.evaluate import read_inputs
-from qkvmt.pipeline.runs import check_output_dir, decode_overrides, load_for_inference, save_result
+from qkvmt.pipeline.inference_setup import check_output_dir, decode_overrides, load_for_inference, save_result
 from qkvmt.studies.checks import STUDIES, checked_study
 from qkvmt.text.sources import read_lines
 

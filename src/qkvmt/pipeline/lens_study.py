@@ -4,7 +4,7 @@ and against the model's own, written as study.json, study.md and translations.tx
 
 from omegaconf import DictConfig
 
-from qkvmt.pipeline.runs import decode_overrides
+from qkvmt.pipeline.inference_setup import decode_overrides
 from qkvmt.pipeline.split_study import split_study
 from qkvmt.studies.checks import whole_numbers
 

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
-from qkvmt.record import from_analysis, from_folder, from_study, pages, runs, settings
+from qkvmt.record import from_analysis, from_folder, from_study, pages, record_file, settings
 from qkvmt.setting_types import true_or_false
 from qkvmt.training.machine import this_machine
 
@@ -62,11 +62,11 @@ def results(cfg: DictConfig) -> dict:
     if cfg.check and cfg.add:
         raise UserError("check=true writes nothing, so it cannot add a run: give add= or check=true, not both")
     record_path = Path(cfg.record)
-    record = runs.load(record_path)
+    record = record_file.load(record_path)
     entry = None
     if cfg.add:
         entry, classes = new_run(cfg, record)
-        record = runs.add(record, entry, classes)
+        record = record_file.add(record, entry, classes)
     texts = rendered(record, Path(cfg.readme), Path(cfg.results_page), [Path(p) for p in cfg.pages])
     stale = [str(p) for p, (now, wanted) in texts.items() if now != wanted]
     if cfg.check:
@@ -77,7 +77,7 @@ def results(cfg: DictConfig) -> dict:
         print(f"the tables agree with {record_path} ({len(record['runs'])} runs)")
         return {"runs": len(record["runs"]), "stale": []}
     if entry:
-        runs.save(record_path, record)
+        record_file.save(record_path, record)
     for path in stale:
         write_text(Path(path), texts[Path(path)][1])
     added = entry["id"] if entry else None

@@ -6,7 +6,7 @@ import sys
 
 from omegaconf import DictConfig
 
-from qkvmt.pipeline.runs import decode_overrides
+from qkvmt.pipeline.inference_setup import decode_overrides
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of

@@ -4,7 +4,7 @@ translations, written as sinks.json, sinks.md and sinks.png."""
 
 from omegaconf import DictConfig
 
-from qkvmt.pipeline.runs import decode_overrides
+from qkvmt.pipeline.inference_setup import decode_overrides
 from qkvmt.pipeline.split_study import split_study
 from qkvmt.studies.checks import whole_numbers
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from qkvmt.pipeline.evaluate import read_inputs
-from qkvmt.pipeline.runs import check_output_dir, load_for_inference, save_result
+from qkvmt.pipeline.inference_setup import check_output_dir, load_for_inference, save_result
 
 
 def split_study(cfg: DictConfig, study: Callable, kind: str, prefix: str = "") -> dict:

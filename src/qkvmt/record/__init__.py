@@ -4,4 +4,4 @@ runs of one recipe on one class of hardware are summarized by mean, range and co
 drawn as Markdown tables (tables) and written between marker lines of a page (pages).
 
 A new table is a function in tables.py named in its TABLES; a new field of a run is checked in
-runs.py."""
+record_file.py."""

@@ -4,7 +4,7 @@ one kind under the current settings (qkvmt.studies.recorded.latest_studies), for
 from pathlib import Path
 
 from qkvmt.errors import UserError
-from qkvmt.record import runs
+from qkvmt.record import record_file
 from qkvmt.studies.lens.study import depth_plot
 from qkvmt.studies.recorded import latest_studies
 from qkvmt.studies.sinks.result import self_plot, sink_plot
@@ -14,7 +14,7 @@ def recorded(record_path: Path, setting: str, key: str, what: str, command: str)
     """{model: the figures of its latest study under `key`} from the record `setting` names."""
     if not record_path.is_file():
         raise UserError(f"{setting}={record_path}: no such file; give the record of runs (docs/runs.json) or null")
-    studies = {model: r[key] for model, r in latest_studies(runs.load(record_path), key).items()}
+    studies = {model: r[key] for model, r in latest_studies(record_file.load(record_path), key).items()}
     if not studies:
         raise UserError(f"{record_path} records no {what}: run {command}, then add it")
     return studies

@@ -11,7 +11,7 @@ def counted(run: dict) -> bool:
 
 
 def latest_studies(record: dict, key: str) -> dict[str, dict]:
-    """{model: its latest entry of the study under `key` (one of qkvmt.record.runs.STUDIES) at the
+    """{model: its latest entry of the study under `key` (one of qkvmt.record.record_file.STUDIES) at the
     current settings}. What shared the machine bears on the time only, so a disturbed study still
     counts: its line says so."""
     return {r[f"{key}_of"]: r for r in record["runs"] if f"{key}_of" in r and r["settings_current"]}

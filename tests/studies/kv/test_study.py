@@ -23,7 +23,7 @@ from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.pipeline.intervene import intervene
-from qkvmt.record import from_study, runs, tables
+from qkvmt.record import from_study, record_file, tables
 from qkvmt.studies.kv.passes import Sentence, batches, run
 from qkvmt.studies.kv.patch import Donor, patch_sites
 from qkvmt.studies.kv.row_edits import patch_rows, swap_rows
@@ -263,7 +263,7 @@ def test_the_study_runs_on_a_corpus_to_its_files_and_its_record(tmp_path, capsys
 
     entry, classes = from_study.entry(out, conditions="a test", taken_ids=())
     with_method = {**RECORD, "methods": {**RECORD["methods"], "command": "the whole command's wall time"}}
-    record = runs.add(with_method, entry, classes)  # the record takes it as it is
+    record = record_file.add(with_method, entry, classes)  # the record takes it as it is
     assert entry["kv_study_of"] == "multi30k-de-en" and entry["id"] == "kv-study-multi30k-de-en-1"
     assert entry["command"].endswith("qkvmt intervene study=both ckpt_path=multi30k-de-en split=sentences.de n=3")
     text = tables.TABLES["kv-study"](record)

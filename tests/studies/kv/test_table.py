@@ -5,7 +5,7 @@ without its figures, is refused."""
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.record import runs, tables
+from qkvmt.record import record_file, tables
 from qkvmt.studies.kv.table import kv_study
 from tests.record.conftest import RECORD, figure_run, rows
 
@@ -73,8 +73,8 @@ def test_each_models_latest_study_is_shown_with_where_it_ran_and_what_shared_the
 def test_a_study_needs_its_model_and_its_figures():
     record = {**RECORD, "methods": {"train": "t"}}
     with pytest.raises(UserError, match="needs both kv_study and kv_study_of"):
-        runs.add(record, {**study_run("x", "m", 0.5, how_measured="train"), "kv_study_of": None})
+        record_file.add(record, {**study_run("x", "m", 0.5, how_measured="train"), "kv_study_of": None})
     lone = study_run("y", "m", 0.5, how_measured="train")
     del lone["kv_study"]
     with pytest.raises(UserError, match="needs both kv_study and kv_study_of"):
-        runs.add(record, lone)
+        record_file.add(record, lone)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from qkvmt.errors import UserError
-from qkvmt.record import runs
+from qkvmt.record import record_file
 from tests.record.conftest import figure_run, train_run
 
 
@@ -18,8 +18,8 @@ def write(tmp_path, record):
 
 def test_a_record_round_trips(tmp_path, record):
     path = tmp_path / "runs.json"
-    runs.save(path, record)
-    assert runs.load(path) == record
+    record_file.save(path, record)
+    assert record_file.load(path) == record
 
 
 @pytest.mark.parametrize(
@@ -48,19 +48,19 @@ def test_a_record_round_trips(tmp_path, record):
 def test_a_spoilt_record_is_refused_naming_what_is_wrong(tmp_path, record, spoil, named):
     spoil(record)
     with pytest.raises(UserError, match=named):
-        runs.load(write(tmp_path, record))
+        record_file.load(write(tmp_path, record))
 
 
 def test_a_missing_or_broken_record_is_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="no record of runs"):
-        runs.load(tmp_path / "none.json")
+        record_file.load(tmp_path / "none.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(UserError, match="not valid JSON"):
-        runs.load(tmp_path / "bad.json")
+        record_file.load(tmp_path / "bad.json")
 
 
 def test_adding_a_run_keeps_the_record_and_brings_its_hardware_class(record):
-    new = runs.add(
+    new = record_file.add(
         record,
         train_run("n1", 50.0, hardware_class="gpu-q", cores=None),
         {"gpu-q": {"cpu": False, "label": "a test GPU"}},
@@ -71,10 +71,10 @@ def test_adding_a_run_keeps_the_record_and_brings_its_hardware_class(record):
 
 
 def test_a_class_the_record_already_describes_keeps_its_description(record):
-    new = runs.add(record, train_run("n1", 50.0), {"cpu-x": {"cpu": True, "label": "derived"}})
+    new = record_file.add(record, train_run("n1", 50.0), {"cpu-x": {"cpu": True, "label": "derived"}})
     assert new["hardware_classes"]["cpu-x"]["label"] == "test class X"
 
 
 def test_adding_an_id_twice_is_refused(record):
     with pytest.raises(UserError, match="already has a run 'a1'"):
-        runs.add(record, train_run("a1", 50.0))
+        record_file.add(record, train_run("a1", 50.0))

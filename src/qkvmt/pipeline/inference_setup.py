@@ -18,7 +18,7 @@ from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
 from qkvmt.results.result import Result
-from qkvmt.run_folder import run_folder
+from qkvmt.training_run import run_folder
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:

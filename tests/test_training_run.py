@@ -1,6 +1,6 @@
 """What the inference commands share: here, reading a run's validation curve."""
 
-from qkvmt.run_folder import validation_curve
+from qkvmt.training_run import validation_curve
 
 
 def test_validation_curve_reads_the_runs_csv_log(tmp_path):
@@ -28,7 +28,7 @@ def test_a_run_recorded_before_the_package_moved_names_classes_that_still_import
 
     from hydra.utils import get_class
 
-    from qkvmt.run_folder import run_data
+    from qkvmt.training_run import run_data
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -49,7 +49,7 @@ def test_a_result_beside_a_model_folder_is_named_by_its_files(tmp_path):
     which changes when any of them does."""
     from omegaconf import OmegaConf
 
-    from qkvmt.pipeline.runs import beside_checkpoint
+    from qkvmt.pipeline.inference_setup import beside_checkpoint
 
     folder = tmp_path / "model"
     folder.mkdir()
