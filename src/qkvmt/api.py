@@ -36,7 +36,7 @@ from tokenizers import Tokenizer
 from qkvmt.alignment.policy import AlignmentPolicy
 from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
 from qkvmt.analysis.inspection import inspect_head
-from qkvmt.analysis.intervention import intervene
+from qkvmt.analysis.intervention import translate_with_and_without
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -245,7 +245,7 @@ class Model(StudyMethods):
             raise UserError("intervene needs at least one edit: qkvmt.Swap, qkvmt.Zero, qkvmt.Patch or qkvmt.Knockout")
         with self.fabric.autocast():
             cfg = self.decoding(**decode)
-            result = intervene(self.transformer, self.tokenizer, source, edits, cfg, original)
+            result = translate_with_and_without(self.transformer, self.tokenizer, source, edits, cfg, original)
         return Intervention.of(result)
 
     def lens(self, source: str, top_k: int = 3, **decode) -> Lens:

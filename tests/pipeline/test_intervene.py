@@ -14,7 +14,7 @@ import qkvmt
 from qkvmt.analysis.edits import EDITS
 from qkvmt.errors import UserError
 from qkvmt.model.weights_folder import write_weights_folder
-from qkvmt.pipeline.intervene import bracketed, edits_of, intervene
+from qkvmt.pipeline.intervene import bracketed, edits_of, intervene_command
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.model.test_weights_folder import nontrivial_model
@@ -34,7 +34,7 @@ def folder(tmp_path_factory):
 
 def run(folder, out, *edits: str):
     overrides = [f"ckpt_path={folder}", f"sentence='{SENTENCE}'", f"output_dir={out}", "fabric.accelerator=cpu"]
-    return intervene(compose_inference("intervene", *overrides, *edits))
+    return intervene_command(compose_inference("intervene", *overrides, *edits))
 
 
 def sample(hint, i: int) -> object:

@@ -9,7 +9,7 @@ import sacrebleu
 
 import qkvmt
 from qkvmt.errors import UserError
-from qkvmt.pipeline.intervene import intervene
+from qkvmt.pipeline.intervene import intervene_command
 from qkvmt.record import from_study, record_file, tables
 from qkvmt.record.study_figures import draw_lens
 from qkvmt.studies.lens.passes import encoder_depth
@@ -30,7 +30,7 @@ def run(tmp_path, *overrides):
     src.write_text("".join(s + "\n" for s in SENTENCES))
     ref.write_text("".join(r + "\n" for r in REFERENCES))
     settings = ["study=lens", "ckpt_path=multi30k-de-en", f"src_file={src}", f"ref_file={ref}", *overrides]
-    return intervene(compose_inference("intervene", *settings))
+    return intervene_command(compose_inference("intervene", *settings))
 
 
 def test_each_depths_translations_are_scored_against_the_references_and_the_model(tmp_path):
@@ -73,6 +73,6 @@ def test_the_study_is_recorded_tabled_and_drawn(tmp_path):
 
 def test_an_unknown_study_or_count_is_one_line_before_any_work(tmp_path):
     with pytest.raises(UserError, match=r"^study='lenses': use one of swap, patch, both, lens$"):
-        intervene(compose_inference("intervene", "study=lenses", "ckpt_path=multi30k-de-en"))
+        intervene_command(compose_inference("intervene", "study=lenses", "ckpt_path=multi30k-de-en"))
     with pytest.raises(UserError, match=r"^n=0: give a whole number of at least 1$"):
         run(tmp_path, "n=0")

@@ -70,7 +70,7 @@ def forced_rows(model: Transformer, src, tgt_in, tgt_out, sites) -> tuple[np.nda
 
 
 @torch.no_grad()
-def intervene(
+def translate_with_and_without(
     model: Transformer, tokenizer: Tokenizer, source: str, edits, cfg: DecodeConfig, original: list[int] | None = None
 ) -> InterventionPass:
     """`source` translated with and without `edits` (decoded by `cfg`), and compared. `original`:

@@ -12,7 +12,7 @@ import time
 from qkvmt.analysis.alti import alti_plus
 from qkvmt.analysis.edits import Swap
 from qkvmt.analysis.forced import forced_attention, pair_ids
-from qkvmt.analysis.intervention import intervene
+from qkvmt.analysis.intervention import translate_with_and_without
 from qkvmt.analysis.trace import trace
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs
@@ -51,7 +51,7 @@ def intervention_timings(model, tokenizer, sources: list[str], n: int, beam_size
     cfg, times = DecodeConfig(beam_size=beam_size), []
     for source in nearest:
         t0 = time.perf_counter()
-        intervene(model, tokenizer, source, [Swap(0, 1, "keys")], cfg)
+        translate_with_and_without(model, tokenizer, source, [Swap(0, 1, "keys")], cfg)
         times.append(time.perf_counter() - t0)
     return {
         "intervene_ms": 1000 * statistics.median(times),

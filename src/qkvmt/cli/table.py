@@ -90,7 +90,7 @@ COMMANDS = {
         ),
         Command(
             "intervene",
-            "qkvmt.pipeline.intervene:intervene",
+            "qkvmt.pipeline.intervene:intervene_command",
             "intervene",
             "a sentence's translation with its attention's keys, values or heads edited",
             "ckpt_path=multi30k-de-en sentence='Ein Hund rennt über eine grüne Wiese .' "

@@ -29,7 +29,7 @@ def bracketed(text: str, changed: list[bool]) -> str:
     return " ".join(f"[{words}]" if c else words for c, words in runs)
 
 
-def intervene(cfg: DictConfig) -> dict:
+def intervene_command(cfg: DictConfig) -> dict:
     """`sentence` translated without and with `edits`: both translations printed, the files written.
     With `study`, the corpus study instead."""
     if cfg.study is not None:

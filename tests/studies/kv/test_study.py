@@ -22,7 +22,7 @@ from qkvmt.errors import UserError
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
-from qkvmt.pipeline.intervene import intervene
+from qkvmt.pipeline.intervene import intervene_command
 from qkvmt.record import from_study, record_file, tables
 from qkvmt.studies.kv.passes import Sentence, batches, run
 from qkvmt.studies.kv.patch import Donor, patch_sites
@@ -231,7 +231,7 @@ SENTENCES = [  # a small corpus the bundled German-English model translates well
 
 
 def run_study(*overrides):
-    return intervene(compose_inference("intervene", "study=both", *overrides))
+    return intervene_command(compose_inference("intervene", "study=both", *overrides))
 
 
 def test_the_study_runs_on_a_corpus_to_its_files_and_its_record(tmp_path, capsys):
@@ -279,7 +279,7 @@ def test_bad_settings_are_one_line_errors_before_any_work():
 
 @requires_multi30k
 def test_on_the_bundled_model_keys_and_values_trade_places_in_the_map_and_not_in_the_output(tmp_path):
-    result = intervene(
+    result = intervene_command(
         compose_inference("intervene", "study=both", "ckpt_path=multi30k-de-en", "n=4", f"output_dir={tmp_path / 'o'}")
     )
     assert result["n"] == 4 and Path(MULTI30K).is_dir()
