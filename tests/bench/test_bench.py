@@ -26,9 +26,9 @@ from qkvmt.bench.timing import (
     timed_batches,
 )
 from qkvmt.data.batching import Collate
+from qkvmt.host.process_memory import release_freed_host_memory
 from qkvmt.model.config import ModelConfig
 from qkvmt.text.tokenizer import encode, train_bpe
-from qkvmt.training.process_memory import release_freed_host_memory
 from tests.commandline import run_python, run_script, user_error
 from tests.conftest import compose_train, write_corpus
 

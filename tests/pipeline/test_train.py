@@ -16,10 +16,10 @@ import torch
 import qkvmt.pipeline.train
 from qkvmt.cli.main import app
 from qkvmt.errors import UserError
+from qkvmt.host.hardware import Hardware, choose_precision, detect
 from qkvmt.loading import load_model
 from qkvmt.pipeline.train import train
 from qkvmt.text.tokenizer import Specials
-from qkvmt.training.hardware import Hardware, choose_precision, detect
 from qkvmt.training.progress import StepProgress
 from tests.commandline import run_python, start_python
 from tests.conftest import (

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from qkvmt.errors import UserError
+from qkvmt.host.machine import recorded_with
 from qkvmt.record import from_analysis, record_file, tables
-from qkvmt.training.machine import recorded_with
 from tests.record.conftest import RECORD, rows
 
 SINKS = ["</s>", "punctuation"]

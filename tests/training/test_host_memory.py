@@ -8,10 +8,10 @@ import torch
 
 import qkvmt.training.host_memory as host_memory
 import qkvmt.training.torch_build as torch_build
+from qkvmt.host.process_memory import MB
 from qkvmt.model.config import ModelConfig
 from qkvmt.pipeline.train import train
 from qkvmt.training.host_memory import training_need_mb, warn_if_short
-from qkvmt.training.process_memory import MB
 from tests.conftest import compose_train, tiny_overrides
 
 

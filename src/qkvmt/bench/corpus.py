@@ -20,7 +20,7 @@ import numpy as np
 
 from qkvmt.data.batching import TokenizedCorpus
 from qkvmt.data.pairs import PairLists
-from qkvmt.training.process_memory import RSS_READABLE, resident_bytes
+from qkvmt.host.process_memory import RSS_READABLE, resident_bytes
 
 
 class PeakMemory:

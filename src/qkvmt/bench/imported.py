@@ -27,7 +27,7 @@ import torch
 
 from qkvmt.bench.timing import time_call
 from qkvmt.errors import UserError, optional_import
-from qkvmt.training.process_memory import MB, peak_resident_bytes, resident_bytes
+from qkvmt.host.process_memory import MB, peak_resident_bytes, resident_bytes
 
 INSTALL = "pip install -e '.[hf]' in qkvmt's folder (transformers and sentencepiece)"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkvmt.training.process_memory import RSS_READABLE, peak_resident_bytes
+from qkvmt.host.process_memory import RSS_READABLE, peak_resident_bytes
 
 CONSONANTS, VOWELS, CODAS = "bdfgklmnprstvz", "aeiou", ("", "n", "r", "s", "t")
 LANGS = ("en", "de")

@@ -7,7 +7,7 @@ batches, tokenizer training, id caches, validations, test with beam search and h
 settings are the training command's, so the peak is the one a run's train_metrics.json records
 (`host_memory.peak_rss_mb`), read from there. Nothing the benchmark's own process allocated
 counts: each process's peak is the high-water mark of its own address space
-(qkvmt.training.process_memory.peak_resident_bytes).
+(qkvmt.host.process_memory.peak_resident_bytes).
 
 `SampleHostMemory`, added to the run's callbacks, reads each process's resident set every
 `every` steps, right after a release of free heap pages (so growth is that of what stays), and
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from qkvmt.training.process_memory import (
+from qkvmt.host.process_memory import (
     MB,
     RSS_READABLE,
     peak_resident_bytes,

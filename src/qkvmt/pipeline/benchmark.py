@@ -33,12 +33,12 @@ from qkvmt.bench.stages import DTYPES, host_memory, imported, large_corpus, peer
 from qkvmt.bench.table import table
 from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, write_json
+from qkvmt.host.hardware import choose_precision, detect
+from qkvmt.host.process_memory import prepare_host_memory
 from qkvmt.model.config import ATTENTION_DEFAULTS
 from qkvmt.model.linear import float32_kernel
 from qkvmt.setting_types import as_typed
 from qkvmt.training.compiled import check_compile
-from qkvmt.training.hardware import choose_precision, detect
-from qkvmt.training.process_memory import prepare_host_memory
 
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.

@@ -9,9 +9,9 @@ from omegaconf import DictConfig
 
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
+from qkvmt.host.machine import this_machine
 from qkvmt.record import from_analysis, from_folder, from_study, pages, record_file, settings
 from qkvmt.setting_types import true_or_false
-from qkvmt.training.machine import this_machine
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
 

@@ -6,12 +6,12 @@ import sys
 
 from omegaconf import DictConfig
 
+from qkvmt.host.process_memory import keep_freed_host_memory
 from qkvmt.pipeline.inference_setup import decode_overrides
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of
 from qkvmt.serve.requests import limits_of
-from qkvmt.training.process_memory import keep_freed_host_memory
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, in_thread
 

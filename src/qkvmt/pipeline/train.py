@@ -18,6 +18,8 @@ from qkvmt.data.vocabularies import MIN_FREQUENCY, JointBPE, model_sizes, untied
 from qkvmt.errors import UserError
 from qkvmt.files import atomic_write, write_json
 from qkvmt.hf.tokenizer_files import as_text
+from qkvmt.host.hardware import choose_precision, detect
+from qkvmt.host.process_memory import ONEDNN_CACHE, prepare_host_memory
 from qkvmt.loading import average_checkpoints, check_resumable
 from qkvmt.model.checkpoint import checkpoint_step, model_weights, recent_checkpoints
 from qkvmt.model.config import ModelConfig
@@ -38,10 +40,8 @@ from qkvmt.training.faults import (
     last_checkpoint_path,
     stop_on_lost_process,
 )
-from qkvmt.training.hardware import choose_precision, detect
 from qkvmt.training.host_memory import RecordHostMemory, ReleaseFreedHostMemory, training_need_mb, warn_if_short
 from qkvmt.training.init_from import Start, check_start, imported_start, load_start
-from qkvmt.training.process_memory import ONEDNN_CACHE, prepare_host_memory
 from qkvmt.training.progress import StepProgress
 from qkvmt.training.torch_build import idle_cuda_build
 

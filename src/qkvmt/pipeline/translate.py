@@ -9,11 +9,11 @@ from omegaconf import DictConfig
 from qkvmt.api import Model
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import CTranslate2Model, load_ctranslate2
+from qkvmt.host.process_memory import keep_freed_host_memory
 from qkvmt.pipeline.inference_setup import decode_overrides, load_for_inference
 from qkvmt.setting_types import whole_number
 from qkvmt.text.sources import decode_line, required_text
 from qkvmt.text.visible import visible_text
-from qkvmt.training.process_memory import keep_freed_host_memory
 
 
 def translate(cfg: DictConfig, stdin=None, stdout=None) -> dict:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from qkvmt.analysis.signals import cross_signals
 from qkvmt.errors import UserError
+from qkvmt.host.machine import recorded_with
 from qkvmt.record.from_folder import free_id, read_json
 from qkvmt.record.from_study import measured_on, rounded, slug, threads_env
 from qkvmt.studies.faithfulness.curves import Reading
-from qkvmt.training.machine import recorded_with
 
 NATS = " nats"
 OWN = ", own translations"  # how a model forced on its own translations is named beside its teacher-forced self

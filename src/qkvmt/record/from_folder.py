@@ -128,7 +128,7 @@ def entry(
 ) -> tuple[dict, dict]:
     """(entry, the hardware class it needs) for the run in `folder`.
 
-    this_machine: {"hardware": qkvmt.training.hardware.Hardware.to_dict(), "cores", "amx", "torch"}
+    this_machine: {"hardware": qkvmt.host.hardware.Hardware.to_dict(), "cores", "amx", "torch"}
     of the machine reading the folder; used only where the run's hardware is the same."""
     folder = Path(folder)
     metrics = read_json(

@@ -20,9 +20,9 @@ from qkvmt.alignment.reference import reference_aligner
 from qkvmt.analysis.forced import one_pass_signals
 from qkvmt.errors import UserError
 from qkvmt.files import sha256
+from qkvmt.host.machine import recorded_with
 from qkvmt.results.aer import AERReport
 from qkvmt.studies.model_protocol import ModelLike, identity
-from qkvmt.training.machine import recorded_with
 
 Pairs = tuple[list[str], list[str]]
 

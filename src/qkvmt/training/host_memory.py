@@ -1,6 +1,6 @@
 """Host memory in training: give freed blocks back every so many steps, record each process's
 resident set, and warn before a run that the machine cannot hold. How freed memory is kept, and
-the readings of a resident set, are qkvmt.training.process_memory.
+the readings of a resident set, are qkvmt.host.process_memory.
 
 What a CPU training process holds (CHANGELOG.md, the CPU recipe): about 0.5 GB of imported code
 (torch, Lightning, datasets), the model, its gradients and Adam's state, one batch's
@@ -14,8 +14,7 @@ import logging
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from qkvmt.model.loss import CHUNK_ROWS
-from qkvmt.training.process_memory import (
+from qkvmt.host.process_memory import (
     MB,
     RSS_READABLE,
     available_bytes,
@@ -23,6 +22,7 @@ from qkvmt.training.process_memory import (
     release_freed_host_memory,
     resident_bytes,
 )
+from qkvmt.model.loss import CHUNK_ROWS
 from qkvmt.training.torch_build import CPU_BUILD, CUDA_BUILD_MB, drop_idle_cuda_pages, idle_cuda_build
 
 log = logging.getLogger(__name__)

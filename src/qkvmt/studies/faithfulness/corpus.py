@@ -12,13 +12,13 @@ from tqdm import tqdm
 
 from qkvmt.analysis.forced import token_names
 from qkvmt.errors import UserError
+from qkvmt.host.machine import recorded_with
 from qkvmt.model.inputs import fits
 from qkvmt.studies.checks import checked_faithfulness, checked_target, read_leaderboard
 from qkvmt.studies.faithfulness.curves import forced_inputs, readings, score, summarize
 from qkvmt.studies.faithfulness.result import INTERVAL, Faithfulness
 from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.text.tokenizer import encode
-from qkvmt.training.machine import recorded_with
 
 BASELINE = (
     "a deleted source token's id becomes <pad>: the encoder and every cross-attention mask it as a key, "

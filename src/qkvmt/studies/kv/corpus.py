@@ -10,13 +10,13 @@ import torch
 
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
+from qkvmt.host.machine import recorded_with
 from qkvmt.studies.checks import checked_study
 from qkvmt.studies.kv.passes import batches, study_sentences
 from qkvmt.studies.kv.patch import patch_study
 from qkvmt.studies.kv.result import KeyValueStudy
 from qkvmt.studies.kv.swap import swap_study
 from qkvmt.studies.model_protocol import ModelLike, identity
-from qkvmt.training.machine import recorded_with
 
 
 def progress(start: float) -> Callable[[str], None]:

@@ -7,12 +7,12 @@ import time
 
 import torch
 
+from qkvmt.host.machine import recorded_with
 from qkvmt.studies.checks import whole_numbers
 from qkvmt.studies.lens.passes import depth_translations
 from qkvmt.studies.lens.study import LensStudy
 from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.text.metrics import score
-from qkvmt.training.machine import recorded_with
 
 
 def depth_scores(translations: list[list[str]], references: list[str]) -> list[dict]:

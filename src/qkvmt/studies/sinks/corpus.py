@@ -18,12 +18,12 @@ import numpy as np
 from tqdm import tqdm
 
 from qkvmt.analysis.forced import forced_attention
+from qkvmt.host.machine import recorded_with
 from qkvmt.studies.checks import paired
 from qkvmt.studies.model_protocol import ModelLike, identity
 from qkvmt.studies.sinks.result import OWN, PARTS, READINGS, SELF_KINDS, SinkMass
 from qkvmt.text.sinks import PUNCTUATION, mass_on, sink_columns
 from qkvmt.text.tokenizer import EOS
-from qkvmt.training.machine import recorded_with
 
 
 def shares(model: ModelLike, pairs: list[tuple[str, str | list[int]]], reading: str) -> tuple[dict, int, dict]:

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from qkvmt.training import hardware
-from qkvmt.training.hardware import Hardware, choose_precision, cpu_native_bf16, detect
+from qkvmt.host import hardware
+from qkvmt.host.hardware import Hardware, choose_precision, cpu_native_bf16, detect
 
 AVX2_CPU = Hardware("cpu", "AMD EPYC", "AVX2", cpu_native_bf16=False)
 AMX_CPU = Hardware("cpu", "Intel Xeon (Sapphire Rapids)", "AVX512", cpu_native_bf16=True)

@@ -9,7 +9,7 @@ def this_machine() -> dict:
     tables alone need none)."""
     import torch
 
-    from qkvmt.training.hardware import detect
+    from qkvmt.host.hardware import detect
 
     return {
         "hardware": detect().to_dict(),

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import qkvmt.training.process_memory as process_memory
-from qkvmt.training.process_memory import MB, peak_resident_bytes, resident_bytes
+import qkvmt.host.process_memory as process_memory
+from qkvmt.host.process_memory import MB, peak_resident_bytes, resident_bytes
 from tests.conftest import ROOT
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
@@ -29,7 +29,7 @@ BIG_PARENT = """
 import mmap, subprocess, sys
 with mmap.mmap(-1, 1024 * 2**20) as block:  # the parent's peak: 1 GB touched, then given back
     block.write(b"x" * (1024 * 2**20))
-child = "from qkvmt.training.process_memory import MB, peak_resident_bytes; print(round(peak_resident_bytes() / MB))"
+child = "from qkvmt.host.process_memory import MB, peak_resident_bytes; print(round(peak_resident_bytes() / MB))"
 print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout)
 """
 
@@ -46,7 +46,7 @@ def test_a_process_started_by_a_larger_one_reports_its_own_peak():
 
 ONEDNN_PROBE = """
 import torch
-from qkvmt.training.process_memory import bound_onednn_cache
+from qkvmt.host.process_memory import bound_onednn_cache
 print("capacity", bound_onednn_cache())
 w = torch.randn(64, 64)
 with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -78,9 +78,7 @@ def test_a_training_process_sets_onednn_cache_unless_the_user_set_it(user_settin
 def test_a_process_reading_its_memory_imports_nothing_heavy():
     """A process that only measures itself (the benchmark's tokenizing stage, started fresh for each
     corpus size) does not wait seconds for Lightning to import."""
-    code = (
-        "import sys, qkvmt.training.process_memory; print(*sorted({'torch', 'lightning', 'numpy'} & set(sys.modules)))"
-    )
+    code = "import sys, qkvmt.host.process_memory; print(*sorted({'torch', 'lightning', 'numpy'} & set(sys.modules)))"
     env = os.environ | {"PYTHONPATH": str(ROOT / "src")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr[-2000:]
