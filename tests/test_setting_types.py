@@ -1,6 +1,7 @@
 """A setting of the wrong type is one line naming the key and the type it takes, for every
 command, before the command runs (qkvmt.setting_types, called by every subcommand's main)."""
 
+import logging
 import sys
 
 import pytest
@@ -46,6 +47,13 @@ def test_a_training_setting_of_the_wrong_type_leaves_no_run_folder(tmp_path, cap
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: model.ffn_dim='wide': give a whole number (int)"
     assert not run.exists()
+    # nor a log handler on the removed train.log, which the next record would reopen in a folder that is gone
+    handlers = [
+        h
+        for lg in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+        for h in getattr(lg, "handlers", [])
+    ]
+    assert not [h for h in handlers if isinstance(h, logging.FileHandler) and h.baseFilename.startswith(str(run))]
 
 
 def test_the_shipped_configurations_hold_settings_of_their_types():

@@ -3,6 +3,7 @@ flushed to disk, then renamed over the target (an atomic step on POSIX filesyste
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -178,6 +179,7 @@ def removed_if_refused(folder: Path, record: str, log: str):
     except Exception as e:
         if user_error_of(e) is not None and made_by_this_run and only_hydras(empty_log=False):
             shutil.rmtree(folder / record, ignore_errors=True)
+            detach_file_handlers(folder / log)
             (folder / log).unlink(missing_ok=True)
             if folder.resolve() != Path.cwd().resolve():
                 folder.rmdir()
@@ -185,6 +187,18 @@ def removed_if_refused(folder: Path, record: str, log: str):
                     if not any(parent.iterdir()):
                         parent.rmdir()
         raise
+
+
+def detach_file_handlers(path: Path) -> None:
+    """Close the logging handlers that write to `path` and take them off their loggers: a handler left
+    on a removed file would reopen it at the next record, in a folder that is gone (a command run again
+    in the same process, as a library or a test runs it)."""
+    target = os.path.abspath(path)
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in list(getattr(logger, "handlers", [])):
+            if isinstance(handler, logging.FileHandler) and handler.baseFilename == target:
+                handler.close()
+                logger.removeHandler(handler)
 
 
 def sole_parents(folder: Path) -> list[Path]:
