@@ -128,7 +128,7 @@ ZERO = {"source": SOURCE, "edit": "zero", "what": "output", "kind": "cross", "he
         (SWAP | {"b": 99}, r"^Swap.b=99 does not exist: the source tokens are 0\.\.\d+ \(or -\d+\.\.-1 from the end"),
         (SWAP | {"a": -99}, r"^Swap.a=-99 does not exist: the source tokens are 0\.\."),
         (SWAP | {"a": "0"}, r"^Swap.a='0': give a whole number$"),
-        (SWAP | {"a": True}, r"^Swap.a=True: give a whole number$"),
+        (SWAP | {"a": True}, r"^Swap.a=true: give a whole number$"),
         (SWAP | {"a": 1.0}, r"^Swap.a=1.0: give a whole number$"),
         (SWAP | {"b": 0}, r"^Swap.a=Swap.b=0: pick two different source tokens to swap$"),
         (SWAP | {"layer": 2}, r"^Swap.layers=2 does not exist: the cross attention's layers are 0\.\.1"),
