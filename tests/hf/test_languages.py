@@ -81,11 +81,12 @@ def test_a_folder_that_names_no_languages_and_no_table_of_them_is_one_line(tmp_p
         load_tokenizer(tmp_path / "tok")
 
 
-def m2m100_folder(folder, num_beams: int = 1):
-    """A whole M2M100 folder: its tokenizer files and a random model of their vocabulary; and both."""
+def m2m100_folder(folder, num_beams: int = 1, tied: bool = True):
+    """A whole M2M100 folder: its tokenizer files and a random model of their vocabulary (its embeddings and
+    output layer `tied` or not); and both."""
     tok = m2m100_tokenizer_folder(folder)
     vocab = len(tok.get_vocab()) + 8  # the languages after vocab.json, then fairseq's eight made-up words
-    config = transformers.M2M100Config(vocab_size=vocab, activation_function="relu", **SMALL)
+    config = transformers.M2M100Config(vocab_size=vocab, activation_function="relu", tie_word_embeddings=tied, **SMALL)
     hf = randomized(transformers.M2M100ForConditionalGeneration(config))
     generation = dict(bad_words_ids=[[1]], forced_eos_token_id=2, max_length=12, num_beams=num_beams)
     saved(hf, folder, **generation)

@@ -80,14 +80,16 @@ def test_safetensors_of_an_opened_hugging_face_model_translates_as_the_folder_wi
     assert not (out / "tokenizer.json").exists()
 
 
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 @pytest.mark.parametrize("num_beams", [1, 5], ids=["greedy", "beam"])
-def test_an_m2m100_folder_opened_in_qkvmt_exports_back_as_it_came(tmp_path, num_beams):
+def test_an_m2m100_folder_opened_in_qkvmt_exports_back_as_it_came(tmp_path, num_beams, tied):
     """qkvmt export format=huggingface of an imported M2M100 model (pre-LN): an M2M100 folder with its own
-    tokenizer files, whose logits and generate outputs, target language forced, are the original's."""
+    tokenizer files, whose logits and generate outputs, target language forced, are the original's; with
+    untied embeddings too, where M2M100 keeps a `shared` table it does not use."""
     from tests.hf.test_languages import TEXTS, m2m100_folder
 
     folder = tmp_path / "m2m100"
-    tok, original = m2m100_folder(folder, num_beams)
+    tok, original = m2m100_folder(folder, num_beams, tied)
     out = tmp_path / "out"
     export(compose_inference("export", f"ckpt_path={folder}", "format=huggingface", f"output_dir={out}"))
     for name in ("sentencepiece.bpe.model", "vocab.json", "tokenizer_config.json"):

@@ -19,7 +19,7 @@ from qkvmt.export.hf_weights import hf_state_dict
 from qkvmt.export.metadata import ExportMetadata
 from qkvmt.hf.families import FAMILIES, written_as
 from qkvmt.hf.family import Family
-from qkvmt.hf.names import REBUILT
+from qkvmt.hf.names import ENCODER_EMBED, REBUILT, SHARED
 from qkvmt.hf.tokenizer_files import files_of
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.config import ModelConfig
@@ -124,7 +124,10 @@ def export_huggingface(model: Transformer, tokenizer: Tokenizer, meta: Checkpoin
     check_exportable(model)
     transformers = require_transformers()
     hf = hf_model(model.cfg)
-    missing, unexpected = hf.load_state_dict(hf_state_dict(model), strict=False)
+    weights = hf_state_dict(model)
+    if SHARED in hf.state_dict():  # M2M100 keeps `shared` beside untied embeddings, unused: the encoder's, as of old
+        weights.setdefault(SHARED, weights[ENCODER_EMBED])
+    missing, unexpected = hf.load_state_dict(weights, strict=False)
     if unexpected or set(missing) - set(REBUILT):
         raise RuntimeError(f"{type(hf).__name__} weights do not match: missing {missing}, unexpected {unexpected}")
     gen = hf.generation_config
