@@ -137,9 +137,10 @@ def test_commands_take_the_pair_and_default_to_the_folders(tmp_path):
 NLLB_LANGUAGES = ["deu_Latn", "eng_Latn", "fra_Latn"]
 
 
-def nllb_folder(folder):
-    """An NLLB tokenizer folder (tokenizer.json, its languages listed in tokenizer_config.json), as
-    transformers' NllbTokenizer writes one from a SentencePiece model trained here; and that tokenizer."""
+def nllb_folder(folder, listed: bool = True):
+    """An NLLB tokenizer folder (tokenizer.json, its languages listed in tokenizer_config.json unless not
+    `listed`), as transformers' NllbTokenizer writes one from a SentencePiece model trained here; and that
+    tokenizer as transformers opens the folder (without a list: with NLLB's 202 languages, as its own)."""
     rng = random.Random(1)
     words = WORDS["de"] + WORDS["en"]
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + " ." for _ in range(400)]
@@ -155,6 +156,10 @@ def nllb_folder(folder):
     tok.add_special_tokens({"additional_special_tokens": NLLB_LANGUAGES})
     tok.src_lang, tok.tgt_lang = "deu_Latn", "eng_Latn"
     tok.save_pretrained(str(folder))
+    if not listed:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        del config["extra_special_tokens"]
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return transformers.AutoTokenizer.from_pretrained(str(folder))
 
 
@@ -191,6 +196,25 @@ def test_an_nllb_folder_translates_as_generate(tmp_path):
     model = qkvmt.load(folder, device="cpu", tgt_lang="fra_Latn")
     out = model.translate(TEXTS)
     fra = tok.convert_tokens_to_ids("fra_Latn")
+    with torch.no_grad():
+        expected = hf.generate(**tok(TEXTS, return_tensors="pt", padding=True), forced_bos_token_id=fra)
+    assert out.ids == [[t for t in row[1:] if t not in (1, 2)] for row in expected.tolist()]
+    assert list(out) == tok.batch_decode(expected, skip_special_tokens=True)
+
+
+def test_an_nllb_folder_that_lists_no_languages_translates_as_generate(tmp_path):
+    """A tokenizer_config.json of NllbTokenizer without its list of languages: transformers takes NLLB's own
+    (those tokenizer.json holds keep their ids); so does qkvmt, and forces the target language."""
+    folder = tmp_path / "nllb"
+    tok = nllb_folder(folder, listed=False)
+    assert 'special_tokens"' not in (folder / "tokenizer_config.json").read_text()
+    fra = tok.convert_tokens_to_ids("fra_Latn")
+    config = transformers.M2M100Config(vocab_size=fra + 1, activation_function="relu", **SMALL)
+    hf = randomized(transformers.M2M100ForConditionalGeneration(config))
+    saved(hf, folder, bad_words_ids=[[1]], forced_eos_token_id=2, max_length=12, num_beams=5)
+    model = qkvmt.load(folder, device="cpu", tgt_lang="fra_Latn")
+    assert [row + [tok.eos_token_id] for row in encode(model.tokenizer, TEXTS)] == tok(TEXTS).input_ids
+    out = model.translate(TEXTS)
     with torch.no_grad():
         expected = hf.generate(**tok(TEXTS, return_tensors="pt", padding=True), forced_bos_token_id=fra)
     assert out.ids == [[t for t in row[1:] if t not in (1, 2)] for row in expected.tolist()]

@@ -8,14 +8,15 @@ and every target, so one model translates between any pair of its languages.
 target's. The target language reaches the search as DecodeConfig.forced_first_id (`decode_settings`).
 M2M100 numbers its language tokens after vocab.json (qkvmt.hf.m2m100), in the order its
 tokenizer_config.json (or special_tokens_map.json) lists them as additional special tokens; NLLB's
-tokenizer.json holds its own (deu_Latn, ...), which its tokenizer_config.json lists likewise.
+tokenizer.json holds its own (deu_Latn, ...), which its tokenizer_config.json lists likewise (a list-less
+NllbTokenizer's are NLLB's whole table, as transformers takes them).
 """
 
 import re
 from dataclasses import replace
 from pathlib import Path
 
-from qkvmt.errors import UserError
+from qkvmt.errors import UserError, optional_import
 from qkvmt.hf.json_files import read_json, shown
 from qkvmt.hf.piece_vocabulary import Encoding, PieceVocabulary
 
@@ -70,10 +71,24 @@ class ManyToMany:
 
 def tokenizer_json_languages(tokenizer, folder: Path, config: dict):
     """A tokenizer.json's tokenizer (a `tokenizers.Tokenizer`), as a ManyToMany where its configuration lists
-    language tokens it holds (NLLB's); else as it is."""
-    languages = {code: tokenizer.token_to_id(token) for code, token in language_tokens(folder, config)}
+    language tokens it holds (NLLB's), or is NllbTokenizer's and lists none; else as it is."""
+    listed = language_tokens(folder, config) or nllb_languages(config)
+    languages = {code: tokenizer.token_to_id(token) for code, token in listed}
     languages = {code: i for code, i in languages.items() if i is not None}
     return ManyToMany(tokenizer, languages, config.get("src_lang"), config.get("tgt_lang")) if languages else tokenizer
+
+
+def nllb_languages(config: dict) -> list[tuple[str, str]]:
+    """NLLB's languages where tokenizer_config.json names NllbTokenizer and lists none: transformers'
+    NllbTokenizer then takes its own table of them as its special tokens."""
+    if config.get("tokenizer_class") not in ("NllbTokenizer", "NllbTokenizerFast"):
+        return []
+    tables = optional_import(
+        "transformers.models.nllb.tokenization_nllb",
+        "pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds NLLB's table",
+        "transformers",
+    )
+    return [(code, code) for code in tables.FAIRSEQ_LANGUAGE_CODES]
 
 
 def language_tokens(folder: Path, config: dict) -> list[tuple[str, str]]:
