@@ -2,6 +2,7 @@
 folder scores target tokens as qkvmt's forced pass does, and translates as qkvmt's search (with
 CTranslate2's stopping rule, early_stopping), through its own tokenizer files."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -95,7 +96,32 @@ def test_translate_with_an_exported_many_to_many_model_forces_its_target_languag
     assert r.stdout.splitlines() == list(expected) and all(expected)
 
 
-@pytest.mark.parametrize("setting", ["cut_at_limit", "renormalize"])
+@pytest.mark.parametrize("beam_size", [1, 5])
+def test_an_export_of_a_folder_without_forced_eos_ends_outputs_at_the_limit_as_qkvmt(tmp_path, beam_size):
+    """A many-to-many folder without forced_eos_token_id, as hub M2M100/NLLB folders ship: at the length limit
+    an output ends on the last token chosen (decode.cut_at_limit, decode=checkpoint), one token longer than
+    with </s> forced there; qkvmt translate engine=ctranslate2 does the same as qkvmt."""
+    folder = tmp_path / "m2m100"
+    texts = many_to_many_folder("m2m100", folder)
+    settings = folder / "generation_config.json"
+    gen = json.loads(settings.read_text())
+    del gen["forced_eos_token_id"]
+    settings.write_text(json.dumps(gen | {"max_length": 6, "num_beams": beam_size, "early_stopping": True}))
+    out = tmp_path / "ct2"
+    export(compose_inference("export", f"ckpt_path={folder}", "format=ctranslate2", f"output_dir={out}"))
+    r = run_script(
+        "translate", "engine=ctranslate2", f"model_dir={out}", "decode=checkpoint", stdin="\n".join(texts).encode()
+    )
+    assert r.returncode == 0, r.stderr
+    model = qkvmt.load(folder, device="cpu")
+    expected = model.translate(texts)
+    assert model.decoding().cut_at_limit and any(len(row) == 5 for row in expected.ids)  # some at the limit
+    forced = model.translate(texts, cut_at_limit=False, free_eos_at_limit=True)
+    assert list(forced) != list(expected)  # the setting tells the two apart here
+    assert r.stdout.splitlines() == list(expected)
+
+
+@pytest.mark.parametrize("setting", ["renormalize"])
 def test_generates_settings_that_ctranslate2_lacks_are_refused_in_one_line(tmp_path, setting):
     folder, _, _ = whole_marian_folder(tmp_path / "opus-mt-de-en")
     out = tmp_path / "ct2"

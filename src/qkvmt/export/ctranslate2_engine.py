@@ -6,6 +6,7 @@ our decoder, and the search settings are translated to CTranslate2's:
     ours (DecodeConfig)                        CTranslate2 translate_batch
     beam_size, len_penalty (fairseq style)     beam_size, length_penalty: score / length^alpha
     limit = a·(source + </s>) + b, EOS incl.   max_decoding_length = limit - 1, per sentence
+    cut_at_limit (no </s> at the limit)        max_decoding_length = limit
     min_len (EOS included)                     min_decoding_length = min_len - 1
     <pad> and <s> never generated              suppress_sequences (ModelConfig.banned_ids)
     forced_first_id (a target language)        target_prefix
@@ -112,12 +113,11 @@ def search_options(cfg: DecodeConfig, model: ModelConfig, target) -> dict:
             "decode.early_stopping=false: CTranslate2 stops a sentence at beam_size finished hypotheses, as "
             "decode.early_stopping=true does; give decode.early_stopping=true, or translate with engine=qkvmt"
         )
-    for name in ("cut_at_limit", "renormalize"):  # generate's ways at the limit and after the bans, not CTranslate2's
-        if getattr(cfg, name):
-            raise UserError(
-                f"decode.{name}=true (a Hugging Face folder's generation settings) is not a setting CTranslate2 "
-                f"has; give decode.{name}=false, or translate with engine=qkvmt"
-            )
+    if cfg.renormalize:  # generate's way after the bans, not CTranslate2's
+        raise UserError(
+            "decode.renormalize=true (a Hugging Face folder's generation settings) is not a setting CTranslate2 "
+            "has; give decode.renormalize=false, or translate with engine=qkvmt"
+        )
     if cfg.len_penalty_style != "fairseq" and cfg.len_penalty != 0:
         raise UserError(
             f"decode.len_penalty_style={cfg.len_penalty_style}: CTranslate2 normalises by length^alpha only; "
@@ -154,7 +154,7 @@ def translate_lines_ctranslate2(engine: CTranslate2Model, lines: list[str], cfg:
             continue
         prefix = {"target_prefix": options["target_prefix"][: len(rows)]} if "target_prefix" in options else {}
         results = engine.translator.translate_batch(
-            [src[i] for i in rows], max_decoding_length=int(limit) - 1, **(options | prefix)
+            [src[i] for i in rows], max_decoding_length=int(limit) - 1 + cfg.cut_at_limit, **(options | prefix)
         )
         for i, r in zip(rows, results):
             out[i] = [target_ids[t] for t in r.hypotheses[0]]
