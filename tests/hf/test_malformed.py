@@ -118,6 +118,11 @@ MALFORMED = {
         setting("generation_config.json", bad_words_ids=[5]),
         r"generation_config.json: bad_words_ids=\[5\] is not a list of lists of ids",
     ),
+    "generation bad_words_ids of a word": (
+        setting("generation_config.json", bad_words_ids=[[5, 6]]),
+        r"generation_config.json: bad_words_ids holds \[5, 6\]; qkvmt's search bans only \[\d+\]: give "
+        r"bad_words_ids=\[\[\d+\]\] to decode without that ban, or translate with transformers",
+    ),
     "generation forced_eos_token_id": (
         setting("generation_config.json", forced_eos_token_id=5),
         r"generation_config.json: forced_eos_token_id=5 is not eos_token_id=0; qkvmt's search ends an output with "

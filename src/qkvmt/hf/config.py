@@ -147,7 +147,11 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
         raise UserError(f"{where}: bad_words_ids={shown(bad_words)} is not a list of lists of ids")
     for ids in bad_words:
         if len(ids) != 1 or ids[0] not in cfg.banned_ids:
-            raise UserError(f"{where}: bad_words_ids holds {shown(ids)}; qkvmt's search bans only {cfg.banned_ids}")
+            raise UserError(
+                f"{where}: bad_words_ids holds {shown(ids)}; qkvmt's search bans only {cfg.banned_ids}: give "
+                f"bad_words_ids={[[i] for i in cfg.banned_ids]} to decode without that ban, or translate with "
+                "transformers"
+            )
     forced_eos = target_id("forced_eos_token_id")
     if forced_eos not in (None, cfg.eos_id):  # generate would end an output at the limit on that token
         raise UserError(
