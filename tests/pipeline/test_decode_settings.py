@@ -148,3 +148,26 @@ def test_a_bad_decoding_setting_is_refused_before_the_model_loads(command, decod
     r = run_python("-m", "qkvmt", *command, *settings)
     assert user_error(r) == "error: decode.beam_size must be at least 1, got 0"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("decode.len_penalty=nan", "decode.len_penalty=nan: give a finite number"),
+        ("decode.max_len_a=-1", "decode.max_len_a=-1, decode.max_len_b=10: the output length limit"),
+        ("decode.max_len_a=inf", "decode.max_len_a=inf, decode.max_len_b=10: the output length limit"),
+        ("decode.max_len_b=-1", "decode.max_len_a=1.5, decode.max_len_b=-1: the output length limit"),
+        ("decode.max_tokens=0", "decode.max_tokens must be at least 1, got 0"),
+    ],
+)
+def test_a_decoding_value_that_would_translate_otherwise_is_refused(setting, message, tmp_path):
+    """NaN, a negative limit or batch: each was decoded by, the text silently other or cut short."""
+    r = run_python("-m", "qkvmt", "translate", f"ckpt_path={tmp_path / 'none.ckpt'}", "decode=default", setting)
+    assert user_error(r).startswith(f"error: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_huge_length_factor_is_the_models_own_limit(model):
+    """1e99 tokens per source token was cast to a negative limit: every translation came out empty."""
+    r = qkvmt_command("translate", "ckpt_path=multi30k-de-en", f"sentence={SENTENCE}", "decode.max_len_a=1e99")
+    assert r.stdout.splitlines() == list(model.translate([SENTENCE], model.decoding(max_len_a=1000)))

@@ -6,6 +6,7 @@ layer, and cross-attention keys and values are computed once per source sentence
 is tested against, and benchmarked against).
 """
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 import torch
@@ -47,6 +48,16 @@ class DecodeConfig:
             raise UserError(f"decode.beam_size must be at least 1, got {self.beam_size}")
         if self.min_len < 1:
             raise UserError(f"decode.min_len must be at least 1 (EOS counts), got {self.min_len}")
+        # NaN ranks every hypothesis alike and a negative limit cuts outputs short, each without a word
+        if not math.isfinite(self.len_penalty):
+            raise UserError(f"decode.len_penalty={self.len_penalty}: give a finite number")
+        if not (math.isfinite(self.max_len_a) and self.max_len_a >= 0) or self.max_len_b < 0:
+            raise UserError(
+                f"decode.max_len_a={self.max_len_a}, decode.max_len_b={self.max_len_b}: the output length limit "
+                "a * source length + b takes a finite a and a whole b, each 0 or more"
+            )
+        if self.max_tokens < 1:
+            raise UserError(f"decode.max_tokens must be at least 1, got {self.max_tokens}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
         if self.free_eos_at_limit and self.cut_at_limit:
@@ -146,8 +157,8 @@ class Stepper:
 def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
     """(B,) number of output tokens allowed, EOS included, within the model's positions, for
     source rows of src_len tokens (</s> included)."""
-    limit = (cfg.max_len_a * src_len.float() + cfg.max_len_b).long()
-    return limit.clamp(1, max_positions - 1)
+    limit = cfg.max_len_a * src_len.float() + cfg.max_len_b
+    return limit.clamp(1, max_positions - 1).long()  # clamped first: a huge float cast to long wraps negative
 
 
 @torch.inference_mode()
