@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import qkvmt
 from qkvmt.errors import UserError
@@ -54,6 +54,29 @@ def symlink_loop(folder):
 def short_vocabulary(folder):  # the model keeps its rows: the file names fewer ids
     vocab = json.loads((folder / "vocab.json").read_text())
     write("vocab.json", dict(list(vocab.items())[:10]))(folder)
+
+
+def without(name: str, key: str):
+    """An edit of the JSON file `name`: `key` taken out of it."""
+    return lambda folder: write(name, {k: v for k, v in json.loads((folder / name).read_text()).items() if k != key})(
+        folder
+    )
+
+
+def int64_weights(folder):  # whole numbers, which would load rounded into the float weights
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v.long() for k, v in weights.items()}, folder / "model.safetensors")
+
+
+def sharded(shard: str):
+    """The weights as one shard, model-00001-of-00001.safetensors, under an index that names `shard` for them."""
+
+    def edit(folder):
+        weights = load_file(folder / "model.safetensors")
+        (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+        write("model.safetensors.index.json", {"metadata": {}, "weight_map": dict.fromkeys(weights, shard)})(folder)
+
+    return edit
 
 
 def tokenizer_json(data: bytes):
@@ -106,6 +129,35 @@ MALFORMED = {
         setting("config.json", max_position_embeddings=10**9),
         r"config.json: max_position_embeddings=1000000000: give a whole number from 2 to 65536",
     ),
+    "config.json encoder_layers 2.0": (
+        setting("config.json", encoder_layers=2.0),
+        r"config.json: encoder_layers=2.0 is not a whole number; give a positive whole number",
+    ),
+    "config.json without model_type": (
+        without("config.json", "model_type"),
+        r"config.json: model_type=null cannot be imported; qkvmt opens marian, m2m_100",
+    ),
+    "generation length_penalty NaN": (
+        lambda folder: (folder / "generation_config.json").write_text('{"length_penalty": NaN}'),
+        r"generation_config.json: length_penalty=NaN: give a finite number",
+    ),
+    "tokenizer_config.json eos_token list": (
+        setting("tokenizer_config.json", eos_token=["</s>"]),
+        r'tokenizer_config.json: eos_token=\["</s>"\] is not a token',
+    ),
+    "model.safetensors int64": (int64_weights, r"model.safetensors: \S+ holds torch.int64 values"),
+    "index out of the folder": (
+        sharded("../model-00001-of-00001.safetensors"),
+        r'index.json: \S+ is in "../model-00001-of-00001.safetensors", which is not a file name in',
+    ),
+    "index missing shard": (
+        sharded("model-00002-of-00002.safetensors"),
+        r"index.json: \S+ is in model-00002-of-00002.safetensors, which is not in the folder",
+    ),
+    "index weight_map list": (
+        lambda folder: sharded("")(folder) or write("model.safetensors.index.json", {"weight_map": [1]})(folder),
+        r"index.json: weight_map=\[1\] is not an object",
+    ),
     "generation max_length": (
         setting("generation_config.json", max_length="abc"),
         r'generation_config.json: max_length="abc" is not a whole number',
@@ -157,6 +209,7 @@ COMMANDS = [
     "tokenizer.json {}",
     "pytorch_model.bin legacy",
     "pytorch_model.bin raw",
+    "index out of the folder",
 ]
 
 
@@ -180,7 +233,7 @@ def test_qkvmt_load_names_the_file_and_the_key(malformed, case, capsys, recwarn)
     with pytest.raises(UserError, match=match) as e:
         qkvmt.load(folder, device="cpu")
     assert "\n" not in str(e.value) and "\x1b" not in str(e.value)
-    assert str(folder) in str(e.value)
+    assert str(folder) in str(e.value) and f": {folder}" not in str(e.value)  # named once, not file by file
     assert "the payload ran" not in capsys.readouterr().out
     assert not [w.message for w in recwarn]  # torch's own, beside the line
 
@@ -211,6 +264,16 @@ def test_export_is_one_line_and_writes_nothing(malformed, case, tmp_path):
     r = run_script("export", f"ckpt_path={folder}", "format=huggingface", f"output_dir={out}")
     assert re.search(match, user_error(r))
     assert not out.exists()
+
+
+def test_special_tokens_written_as_objects_open(whole, tmp_path):
+    """Older tokenizer_config.json files write each special token as an AddedToken's fields."""
+    folder = shutil.copytree(whole, tmp_path / "opus-mt-de-en")
+    tokens = {k: {"__type": "AddedToken", "content": v} for k, v in (("eos_token", "</s>"), ("unk_token", "<unk>"))}
+    setting("tokenizer_config.json", **tokens)(folder)
+    sentences = ["ein Mann fährt Rad .", "zwei Hunde"]
+    theirs = qkvmt.load(whole, device="cpu").translate(sentences)
+    assert list(qkvmt.load(folder, device="cpu").translate(sentences)) == list(theirs)
 
 
 def test_a_real_m2m100_layout_with_made_up_words_opens(tmp_path):

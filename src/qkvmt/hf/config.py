@@ -7,6 +7,7 @@ defaults of the keys its config.json may leave out. A value the blocks cannot co
 it.
 """
 
+import math
 from pathlib import Path
 
 from qkvmt.errors import UserError
@@ -89,34 +90,35 @@ def model_config(hf: dict, where: Path) -> ModelConfig:
     eos = whole("eos_token_id", f"an id below vocab_size={tgt_vocab}", lambda v: 0 <= v < tgt_vocab)
     # transformers 5 ties the encoder's and decoder's embeddings to `shared` only with tie_word_embeddings.
     tied = flag("tie_word_embeddings")
-    try:
-        return ModelConfig(
-            vocab_size=vocab,
-            d_model=whole("d_model"),
-            n_heads=whole("encoder_attention_heads"),
-            encoder_layers=whole("encoder_layers"),
-            decoder_layers=whole("decoder_layers"),
-            ffn_dim=whole("encoder_ffn_dim"),
-            dropout=probability("dropout"),
-            attention_dropout=probability("attention_dropout"),
-            activation_dropout=probability("activation_dropout"),
-            norm_first=family.norm_first,
-            tie_embeddings=shared and tied,
-            tie_output=tied,
-            max_positions=whole(
-                "max_position_embeddings",
-                f"a whole number from 2 to {MAX_POSITIONS}",
-                lambda v: 2 <= v <= MAX_POSITIONS,
-            ),
-            activation=activation,
-            scale_embeddings=flag("scale_embedding"),
-            sinusoidal_layout=family.sinusoidal_layout,
-            tgt_vocab_size=None if tgt_vocab == vocab else tgt_vocab,
-            output_bias=family.output_bias,
-            pad_id=pad,
-            bos_id=bos,
-            eos_id=eos,
-        )
+    settings = dict(
+        vocab_size=vocab,
+        d_model=whole("d_model"),
+        n_heads=whole("encoder_attention_heads"),
+        encoder_layers=whole("encoder_layers"),
+        decoder_layers=whole("decoder_layers"),
+        ffn_dim=whole("encoder_ffn_dim"),
+        dropout=probability("dropout"),
+        attention_dropout=probability("attention_dropout"),
+        activation_dropout=probability("activation_dropout"),
+        norm_first=family.norm_first,
+        tie_embeddings=shared and tied,
+        tie_output=tied,
+        max_positions=whole(
+            "max_position_embeddings",
+            f"a whole number from 2 to {MAX_POSITIONS}",
+            lambda v: 2 <= v <= MAX_POSITIONS,
+        ),
+        activation=activation,
+        scale_embeddings=flag("scale_embedding"),
+        sinusoidal_layout=family.sinusoidal_layout,
+        tgt_vocab_size=None if tgt_vocab == vocab else tgt_vocab,
+        output_bias=family.output_bias,
+        pad_id=pad,
+        bos_id=bos,
+        eos_id=eos,
+    )
+    try:  # outside the values' own checks, which name the file already
+        return ModelConfig(**settings)
     except UserError as e:  # ModelConfig names its own setting: say which file it came from
         raise UserError(f"{where}: {e}") from None
 
@@ -163,7 +165,9 @@ def decode_settings(gen: dict, cfg: ModelConfig, where: Path) -> dict:
     new_tokens = max_new or whole("max_length", "a whole number of at least 2", lambda v: v >= 2) - 1
     return {
         "beam_size": whole("num_beams"),
-        "len_penalty": float(typed(where, "length_penalty", get("length_penalty"), float, "a number")),
+        "len_penalty": float(
+            typed(where, "length_penalty", get("length_penalty"), float, "a finite number", math.isfinite)
+        ),
         "len_penalty_style": "fairseq",  # score / length^alpha, the length counting </s>: transformers' too
         "max_len_a": 0.0,
         "max_len_b": new_tokens,

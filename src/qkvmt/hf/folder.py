@@ -12,18 +12,20 @@ from qkvmt.hf.tokenizers import load_tokenizer
 from qkvmt.hf.vocabulary import check_vocabulary
 from qkvmt.hf.weights import WEIGHT_FILES, Tensors, check_layer_counts, state_dict, weight_file
 from qkvmt.model.checkpoint import brief
+from qkvmt.model.weights_folder import is_weights_folder
 
 CONFIG, GENERATION = "config.json", "generation_config.json"
 
 
 def is_hf_folder(path) -> bool:
     """Whether `path` is a folder with a config.json that names a model_type (any: the import names the ones
-    it cannot open), or one that is no readable JSON object, which read_hf_folder names."""
+    it cannot open), or one that is no readable JSON object, or names none in a folder that is not qkvmt's own
+    (is_weights_folder): read_hf_folder names what is wrong with the file."""
     path = Path(path)
     if not (path.is_dir() and os.path.lexists(path / CONFIG)):  # lexists: a symlink loop is named too
         return False
     try:
-        return "model_type" in read_json(path / CONFIG)
+        return "model_type" in read_json(path / CONFIG) or not is_weights_folder(path)
     except UserError:
         return True
 

@@ -38,3 +38,12 @@ def typed(where: Path, key: str, value, wanted: type, give: str, ok=lambda v: Tr
     if not ok(value):
         raise UserError(f"{where}: {key}={shown(value)}: give {give}")
     return value
+
+
+def token_text(where: Path, key: str, value) -> str:
+    """The special token `key` of tokenizer_config.json `where`: its text, or the text of the object older
+    files write in its place (an AddedToken's fields, "content" among them); else a UserError naming the key."""
+    text = value.get("content") if isinstance(value, dict) else value
+    if not isinstance(text, str):
+        raise UserError(f"{where}: {key}={shown(value)} is not a token; give the token's text, a string")
+    return text

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from qkvmt.errors import UserError
 from qkvmt.hf.family import Family
+from qkvmt.hf.json_files import token_text
 from qkvmt.hf.piece_vocabulary import PieceVocabulary, read_vocabulary, sentencepiece
 from qkvmt.model.config import ModelConfig
 
@@ -33,8 +34,10 @@ DEFAULTS = {
 def marian_tokenizer(folder: Path, config: dict) -> PieceVocabulary:
     """The source side of a Marian folder's tokenizer, its `target` the other side."""
     source, target = sentencepiece(folder / "source.spm"), sentencepiece(folder / "target.spm")
+    where = folder / "tokenizer_config.json"
     specials = tuple(
-        config.get(k, d) for k, d in (("eos_token", "</s>"), ("unk_token", "<unk>"), ("pad_token", "<pad>"))
+        token_text(where, k, config.get(k, d))
+        for k, d in (("eos_token", "</s>"), ("unk_token", "<unk>"), ("pad_token", "<pad>"))
     )
     vocab_file, tgt_file = folder / "vocab.json", folder / "target_vocab.json"
     vocab = read_vocabulary(vocab_file)

@@ -5,7 +5,6 @@ Weights that do not fit, hold NaN or infinity, are missing or are left over (a m
 UserError naming the tensor, before anything runs.
 """
 
-import json
 import re
 import zipfile
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ import torch
 from torch import Tensor
 
 from qkvmt.errors import UserError
+from qkvmt.hf.json_files import read_json, shown
 from qkvmt.hf.names import (
     ATTENTION,
     DECODER_EMBED,
@@ -48,8 +48,7 @@ class Tensors(Mapping):
     def __init__(self, path: Path):
         self.handles: dict[Path, object] = {}
         if path.name.endswith(".index.json"):
-            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-            self.files = {name: path.parent / shard for name, shard in weight_map.items()}
+            self.files = shards(path)
         else:
             self.files = dict.fromkeys(self.handle(path).keys(), path)
 
@@ -73,6 +72,20 @@ class Tensors(Mapping):
 
     def __len__(self) -> int:
         return len(self.files)
+
+
+def shards(index: Path) -> dict[str, Path]:
+    """The file of each tensor that the shard index `index` (model.safetensors.index.json) names: each a file of
+    the index's own folder, never a path out of it, which would read whatever file it names."""
+    weight_map = read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise UserError(f"{index}: weight_map={shown(weight_map)} is not an object of tensor names and shard files")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or shard in ("", ".", "..") or Path(shard).name != shard:
+            raise UserError(f"{index}: {name} is in {shown(shard)}, which is not a file name in {index.parent}")
+        if not (index.parent / shard).is_file():
+            raise UserError(f"{index}: {name} is in {shard}, which is not in the folder; download the folder whole")
+    return {name: index.parent / shard for name, shard in weight_map.items()}
 
 
 class Renamed:
@@ -182,6 +195,9 @@ def check_tied_copies(r: Renamed, cfg: ModelConfig) -> dict[str, str]:
 
 
 def check(t: Tensor, name: str, shape: tuple, where: Path) -> None:
-    """A UserError naming `name` unless the tensor has `shape` (a (1, V) bias counts as (V,))."""
+    """A UserError naming `name` unless the tensor has `shape` (a (1, V) bias counts as (V,)) and holds numbers
+    with a fraction: whole numbers would load as floats, each weight rounded, and translate without a word."""
     if tuple(t.shape) != tuple(shape) and not (t.dim() == 2 and t.size(0) == 1 and (t.size(1),) == tuple(shape)):
         raise UserError(f"{where}: {name} is {tuple(t.shape)}, but config.json needs {tuple(shape)}")
+    if not t.is_floating_point():
+        raise UserError(f"{where}: {name} holds {t.dtype} values; a model's weights are floating point")
