@@ -80,6 +80,14 @@ def test_the_shipped_configurations_hold_settings_of_their_types():
         (["figures", "explorer.signal=abc"], "explorer.signal='abc': use one of " + ", ".join(SIGNALS)),
         (["average", "average=5"], "average=5: use lastN (e.g. last5) or a list of checkpoint paths"),
         (
+            ["faithfulness", "signals=abc"],
+            "signals: 'abc' is not a signal with cross-attention maps: use some of " + ", ".join(cross_signals()),
+        ),
+        (
+            ["faithfulness", "signals=-1"],
+            "signals=-1: list some of " + ", ".join(cross_signals()) + ", or null for all",
+        ),
+        (
             ["evaluate", "attention.signals=true"],
             "attention.signals=true: list some of " + ", ".join(SIGNALS) + ", or null for all",
         ),
@@ -103,3 +111,21 @@ def test_a_commands_bad_setting_is_refused_before_its_model_loads(args, line, tm
     r = run_python("-m", "qkvmt", *args, "ckpt_path=none.ckpt", cwd=tmp_path)
     assert user_error(r) == f"error: {line}"
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["translate", "sentence=x", "ckpt_path=true"], "checkpoint not found: true; set ckpt_path to"),
+        (["align", "sentence=x", "ckpt_path=multi30k-de-en", "reverse_ckpt_path=0"], "checkpoint not found: 0; "),
+        (["faithfulness", "ckpt_path=none.ckpt", "aer_file=0"], "aer_file=0 is not readable as the aer.json"),
+        (["average", "ckpt_path=none.ckpt", "output=-1"], "output=-1 is a folder: give the path of the file"),
+    ],
+)
+def test_a_path_typed_as_a_number_or_a_flag_is_that_path(args, line, tmp_path):
+    """The command line reads ckpt_path=true as a flag and output=-1 as a number: each is a file's name all the
+    same, where it was a traceback. A folder -1 is there, which average's output= must not be."""
+    (tmp_path / "-1").mkdir()
+    r = run_python("-m", "qkvmt", *args, cwd=tmp_path)
+    assert user_error(r).startswith(f"error: {line}")
+    assert [p.name for p in tmp_path.iterdir()] == ["-1"]

@@ -89,6 +89,12 @@ def is_whole(value, least: int | None = None, most: int | None = None) -> bool:
     return (least is None or value >= least) and (most is None or value <= most)
 
 
+def path_text(value) -> str | None:
+    """A path setting's value as text (None: unset): the command line reads ckpt_path=5 or output=true as a
+    number or a flag, which name a file all the same."""
+    return None if value is None else value if isinstance(value, str) else as_typed(value)
+
+
 def as_typed(value) -> str:
     """A setting's value as a user types it on the command line: true, not True."""
     return str(value).lower() if isinstance(value, bool) else repr(value)

@@ -16,7 +16,7 @@ from qkvmt.api import Model
 from qkvmt.bundled import resolve, reverse_of
 from qkvmt.errors import UserError
 from qkvmt.pipeline.inference_setup import beside_checkpoint
-from qkvmt.setting_types import as_typed, is_whole, whole_number
+from qkvmt.setting_types import as_typed, is_whole, path_text, whole_number
 from qkvmt.text.sources import LineFile, checked_file, stream_lines
 from qkvmt.training_run import run_data, run_folder
 
@@ -110,10 +110,10 @@ def reverse_checkpoint(cfg: DictConfig, paths: list[Path], one_model: list[str] 
     reverse_ckpt_path, which could not honour them, is a UserError. Checked before any model
     loads, with symmetrize= and symmetrize_threshold=, which without a partner (given, not left
     to auto) could not take effect: a UserError."""
-    given = cfg.reverse_ckpt_path
+    given = path_text(cfg.reverse_ckpt_path)
     if given is None:
         partner = None
-    elif str(given) == AUTO:
+    elif given == AUTO:
         partner = None if len(paths) != 1 or one_model else reverse_of(paths[0])
         if partner is not None:
             log.info("linking with %s too, then symmetrizing (reverse_ckpt_path=null: this model alone)", partner.name)

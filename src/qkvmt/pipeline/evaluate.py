@@ -25,7 +25,7 @@ from qkvmt.pipeline.inference_setup import (
     save_result,
 )
 from qkvmt.results.heads import HeadsReport
-from qkvmt.setting_types import whole_number
+from qkvmt.setting_types import path_text, whole_number
 from qkvmt.studies.checks import report_signals, same_length
 from qkvmt.text.metrics import bleu_metric
 from qkvmt.text.significance import changed_setting, checked_settings
@@ -93,7 +93,7 @@ def check_outputs(cfg: DictConfig) -> None:
 
 def baseline_of(cfg: DictConfig) -> tuple[str | None, Path | None]:
     """baseline.ckpt_path or baseline.hyps_file (at most one), checked before the model loads."""
-    ckpt, hyps = (str(v) if v is not None else None for v in (cfg.baseline.ckpt_path, cfg.baseline.hyps_file))
+    ckpt, hyps = path_text(cfg.baseline.ckpt_path), path_text(cfg.baseline.hyps_file)
     if ckpt and hyps:
         raise UserError("give baseline.ckpt_path=<model> or baseline.hyps_file=<translations>, not both")
     if hyps and Path(hyps).is_dir():

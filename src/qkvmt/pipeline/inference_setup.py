@@ -18,12 +18,13 @@ from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, sha256
 from qkvmt.loading import resolve_average
 from qkvmt.results.result import Result
+from qkvmt.setting_types import path_text
 from qkvmt.training_run import run_folder
 
 
 def checkpoint_paths(cfg: DictConfig) -> list[Path]:
     average = OmegaConf.to_object(cfg.average) if OmegaConf.is_list(cfg.average) else cfg.average
-    return resolve_average(cfg.ckpt_path, average)
+    return resolve_average(path_text(cfg.ckpt_path), average)
 
 
 def load_for_inference(cfg: DictConfig, **fabric_settings) -> Model:

@@ -66,6 +66,9 @@ def checked_faithfulness(signals, levels, counts: dict, seed) -> tuple[list[str]
     ({name: value}, each a whole number of at least 1) and the draws' seed (numpy's takes 0 or
     more); every bad setting is a UserError."""
     known = cross_signals()
+    signals = [signals] if isinstance(signals, str) else signals  # one name, as signals=alti
+    if signals is not None and not isinstance(signals, list | tuple):
+        raise UserError(f"signals={as_typed(signals)}: list some of {', '.join(known)}, or null for all")
     names = known if signals is None else [str(s) for s in signals]
     for name in names:
         if name not in known:
