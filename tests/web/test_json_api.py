@@ -1,7 +1,7 @@
 """read_json as qkvmt's servers read a body, against a real uvicorn server of a small application
 that answers with what it read: a body over the limit refused as soon as it is known to be, never
-waited for nor held; a client that leaves mid-body ends its request quietly; a number too long for
-Python a plain error."""
+waited for nor held; a client that leaves mid-body ends its request quietly, and one whose body stalls is
+closed after body_seconds; a number too long for Python a plain error."""
 
 import json
 import logging
@@ -17,6 +17,7 @@ from qkvmt.errors import UserError
 from qkvmt.web.json_api import bind, in_thread, read_json
 
 MAX_BODY = 10_000
+BODY_SECONDS = 2  # short, for the test to wait little
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def served():
         return answer
 
     sock = bind("127.0.0.1", 0)
-    with in_thread(Starlette(routes=[Route("/", echo, methods=["POST"])]), sock):
+    with in_thread(Starlette(routes=[Route("/", echo, methods=["POST"])]), sock, body_seconds=BODY_SECONDS):
         yield sock.getsockname()[1], answered
 
 
@@ -85,10 +86,31 @@ def test_a_client_that_leaves_mid_body_ends_its_request_quietly(served, caplog):
     before = len(answered)
     with caplog.at_level(logging.ERROR):
         send(port, "Content-Length: 100\r\n", b'{"sen').close()
-        deadline = time.monotonic() + 10
-        while len(answered) == before and time.monotonic() < deadline:  # read_json returned, for nobody
-            time.sleep(0.01)
-    assert answered[before:] == [400] and not caplog.records
+        assert answered_after(answered, before) == [400]
+    assert not caplog.records
+
+
+def test_a_body_that_stalls_is_closed_after_body_seconds(served, caplog):
+    """A head, then half a body and nothing more: the connection was held for ever, each one a client opened."""
+    port, answered = served
+    before = len(answered)
+    start = time.monotonic()
+    with caplog.at_level(logging.ERROR):
+        conn = send(port, "Content-Length: 100\r\n", b'{"sen')
+        assert conn.recv(65536) == b""  # closed, without an answer
+        waited = time.monotonic() - start
+        conn.close()
+        assert answered_after(answered, before) == [400]  # the route saw the client leave, quietly
+    assert BODY_SECONDS - 0.1 < waited < BODY_SECONDS + 10, waited
+    assert not caplog.records
+
+
+def answered_after(answered: list[int], before: int) -> list[int]:
+    """The statuses answered since `before` of them, once read_json has returned (for nobody: the client left)."""
+    deadline = time.monotonic() + 10
+    while len(answered) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return answered[before:]
 
 
 @pytest.mark.parametrize("host", ["8.8.8.8", "not-a-host.invalid"])  # another machine's address; no name at all

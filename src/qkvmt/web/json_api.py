@@ -14,6 +14,9 @@ from qkvmt.errors import UserError, optional_import
 INSTALL = "pip install starlette uvicorn (qkvmt's own dependencies: reinstall it with pip install -e .)"
 HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 HEAD_SECONDS = 10  # the explorer's wait for a request's head (qkvmt serve's: its limits.head_seconds)
+# The longest a request may take to arrive whole, body included: a slow client's megabyte comes well within
+# it, and a client that sends a head and then stalls does not hold its connection.
+BODY_SECONDS = 60
 
 
 def error(message: str, status: int):
@@ -103,16 +106,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server(app, head_seconds: float = HEAD_SECONDS):
+def server(app, head_seconds: float = HEAD_SECONDS, body_seconds: float = BODY_SECONDS):
     """A uvicorn server of `app`, quiet (no access log, logging left as the command set it up), that
-    closes a connection whose request head has not all come within head_seconds (web.protocol); run
+    closes a connection whose request head has not all come within head_seconds, or its body within
+    body_seconds (web.protocol); run
     it with `.run(sockets=[bind(...)])`, stop it with `.should_exit = True`."""
     uvicorn = optional_import("uvicorn", INSTALL)
     from qkvmt.web.protocol import HEAD_BYTES, protocol
 
     config = uvicorn.Config(
         app,
-        http=protocol(head_seconds),
+        http=protocol(head_seconds, body_seconds),
         h11_max_incomplete_event_size=HEAD_BYTES,
         log_config=None,
         access_log=False,
@@ -122,11 +126,11 @@ def server(app, head_seconds: float = HEAD_SECONDS):
 
 
 @contextmanager
-def in_thread(app, sock: socket.socket, head_seconds: float = HEAD_SECONDS):
+def in_thread(app, sock: socket.socket, head_seconds: float = HEAD_SECONDS, body_seconds: float = BODY_SECONDS):
     """`app` served on `sock` by uvicorn in a thread of this process, until the block ends: for the
     translation server, whose main thread decodes, and for tests, the benchmark and screenshots,
     which talk to a real server without starting a process."""
-    running = server(app, head_seconds)
+    running = server(app, head_seconds, body_seconds)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not running.started and thread.is_alive():
