@@ -21,7 +21,7 @@ from qkvmt.loading import load_model
 from qkvmt.pipeline.train import train
 from qkvmt.text.tokenizer import Specials
 from qkvmt.training.progress import StepProgress
-from tests.commandline import run_python, start_python
+from tests.commandline import run_python, run_script, start_python, user_error
 from tests.conftest import (
     MULTI30K,
     ROOT,
@@ -32,6 +32,7 @@ from tests.conftest import (
     tiny_overrides,
     write_corpus,
 )
+from tests.test_bad_input import train_args
 
 
 def read_csv(run: Path) -> list[dict]:
@@ -454,3 +455,18 @@ def test_rotary_positions_train_through_the_pipeline(corpus, tmp_path):
     model, _, _ = load_model(out / "checkpoints" / "last.ckpt")
     assert model.cfg.positions == "rotary" and model.src_embed.positions is None
     assert all(layer.self_attn.positions is not None for layer in [*model.encoder_layers, *model.decoder_layers])
+
+
+@pytest.mark.parametrize(
+    "setting, line",
+    [
+        ("seed=-1", "seed=-1: give a whole number from 0 to 4,294,967,295"),
+        ("resume=true", "resume=true: no such checkpoint; give a .ckpt file of this run, auto (its last), or null"),
+    ],
+)
+def test_a_seed_or_resume_that_is_no_such_thing_is_one_line_and_leaves_no_run_folder(setting, line, tmp_path):
+    """Each was a traceback (numpy's seed bounds; a flag where a path goes) that left the run folder behind."""
+    corpus, out = write_corpus(tmp_path / "corpus"), tmp_path / "run"
+    r = run_script("train", *train_args(corpus, out, setting))
+    assert user_error(r).startswith(f"error: {line}")
+    assert not out.exists()

@@ -31,6 +31,7 @@ from qkvmt.pipeline.train_settings import (
     check_optimized_metric,
     check_trainer,
 )
+from qkvmt.setting_types import path_text, whole_number
 from qkvmt.training.faults import (
     AtomicCheckpointIO,
     ResumeRng,
@@ -46,6 +47,7 @@ from qkvmt.training.progress import StepProgress
 from qkvmt.training.torch_build import idle_cuda_build
 
 log = logging.getLogger(__name__)
+SEED_MOST = 2**32 - 1  # numpy's seeds, which Lightning seeds too, go up to this
 
 
 def train(cfg: DictConfig) -> dict:
@@ -122,6 +124,7 @@ def checked_plan(cfg: DictConfig) -> Plan:
     """The whole configuration, checked before anything is written: a mistake must not leave a
     run folder (or a tokenizer) that the next run in the same folder would reuse."""
     n_average = averaged_count(cfg.test_checkpoint)  # a typo must not wait for the end of training
+    whole_number("seed", cfg.seed, least=0, most=SEED_MOST)
     check_optimized_metric(cfg.optimized_metric)
     check_trainer(cfg.trainer)
     check_module(cfg.module)
@@ -174,7 +177,12 @@ def resume_from(setting: str | None, last: Path | None, wanted: ModelConfig) -> 
     if setting == "auto":
         resume = str(last) if last is not None and last.exists() else None
     else:
-        resume = setting  # null: start afresh; or a checkpoint path
+        resume = path_text(setting)  # null: start afresh; or a checkpoint path (resume=0 names a file too)
+    if resume and not Path(resume).exists():  # load_checkpoint's own words would name ckpt_path
+        raise UserError(
+            f"resume={resume}: no such checkpoint; give a .ckpt file of this run, auto (its last), or null to start "
+            "afresh"
+        )
     if resume:
         check_resumable(Path(resume), wanted.to_dict())
     return resume
