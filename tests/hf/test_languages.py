@@ -81,6 +81,17 @@ def test_a_folder_that_names_no_languages_and_no_table_of_them_is_one_line(tmp_p
         load_tokenizer(tmp_path / "tok")
 
 
+@pytest.mark.parametrize("token", [{"lang": "de"}, 5], ids=["an object without content", "a number"])
+def test_a_listed_special_token_that_is_no_text_is_one_line(tmp_path, token):
+    """An object without "content" was a KeyError; a number was taken as its digits."""
+    m2m100_tokenizer_folder(tmp_path / "tok")
+    path = tmp_path / "tok" / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config | {"additional_special_tokens": [token, *config["additional_special_tokens"]]}))
+    with pytest.raises(UserError, match=r"tokenizer_config.json: additional_special_tokens=.* is not a token"):
+        load_tokenizer(tmp_path / "tok")
+
+
 def m2m100_folder(folder, num_beams: int = 1, tied: bool = True):
     """A whole M2M100 folder: its tokenizer files and a random model of their vocabulary (its embeddings and
     output layer `tied` or not); and both."""

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from qkvmt.errors import UserError, optional_import
-from qkvmt.hf.json_files import read_json, shown
+from qkvmt.hf.json_files import read_json, shown, token_text
 from qkvmt.hf.piece_vocabulary import Encoding, PieceVocabulary
 
 # A language's token: fairseq's and M2M100's __de__ (the code inside), or NLLB's deu_Latn (the token is the code).
@@ -103,11 +103,10 @@ def listed_specials(folder: Path, config: dict) -> list[str]:
     path = folder / "special_tokens_map.json"
     if not listed and path.is_file():
         listed = read_json(path).get("additional_special_tokens", [])
+    where = path.with_name("tokenizer_config.json")
     if not isinstance(listed, list):
-        raise UserError(
-            f"{path.with_name('tokenizer_config.json')}: additional_special_tokens={shown(listed)} is not a list"
-        )
-    return [t["content"] if isinstance(t, dict) else str(t) for t in listed]
+        raise UserError(f"{where}: additional_special_tokens={shown(listed)} is not a list")
+    return [token_text(where, "additional_special_tokens", t) for t in listed]
 
 
 def for_pair(tokenizer, meta, src_lang: str | None = None, tgt_lang: str | None = None):
