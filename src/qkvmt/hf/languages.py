@@ -83,12 +83,18 @@ def nllb_languages(config: dict) -> list[tuple[str, str]]:
     NllbTokenizer then takes its own table of them as its special tokens."""
     if config.get("tokenizer_class") not in ("NllbTokenizer", "NllbTokenizerFast"):
         return []
+    return [(code, code) for code in transformers_languages("nllb.tokenization_nllb", "NLLB")]
+
+
+def transformers_languages(module: str, family: str):
+    """The table of language codes transformers' tokenizer of `family` keeps (FAIRSEQ_LANGUAGE_CODES of
+    transformers.models.`module`), which a folder that lists no languages takes, as that tokenizer does."""
     tables = optional_import(
-        "transformers.models.nllb.tokenization_nllb",
-        "pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds NLLB's table",
+        f"transformers.models.{module}",
+        f"pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds {family}'s languages",
         "transformers",
     )
-    return [(code, code) for code in tables.FAIRSEQ_LANGUAGE_CODES]
+    return tables.FAIRSEQ_LANGUAGE_CODES
 
 
 def language_tokens(folder: Path, config: dict) -> list[tuple[str, str]]:

@@ -9,10 +9,10 @@ tokenizer (qkvmt.hf.languages).
 
 from pathlib import Path
 
-from qkvmt.errors import UserError, optional_import
+from qkvmt.errors import UserError
 from qkvmt.hf.family import Family
 from qkvmt.hf.json_files import shown, typed
-from qkvmt.hf.languages import ManyToMany, language_tokens
+from qkvmt.hf.languages import ManyToMany, language_tokens, transformers_languages
 from qkvmt.hf.piece_vocabulary import PieceVocabulary, read_vocabulary, sentencepiece
 from qkvmt.model.config import ModelConfig
 
@@ -54,12 +54,7 @@ def m2m100_tokenizer(folder: Path, config: dict) -> ManyToMany:
 def named_languages(folder: Path, config: dict) -> list[tuple[str, str]]:
     """(code, __code__) of each language of the table tokenizer_config.json's language_codes names (m2m100,
     wmt21), in M2M100Tokenizer's order: transformers 5 saves that name and no list of tokens."""
-    tables = optional_import(
-        "transformers.models.m2m_100.tokenization_m2m_100",
-        "pip install transformers (or pip install -e '.[hf]' in qkvmt's folder), which holds M2M100's tables",
-        "transformers",
-    )
-    codes = tables.FAIRSEQ_LANGUAGE_CODES
+    codes = transformers_languages("m2m_100.tokenization_m2m_100", "M2M100")
     name = config.get("language_codes", "m2m100")  # M2M100Tokenizer's default
     if name not in codes:
         raise UserError(
