@@ -40,6 +40,7 @@ _EXPORTS = {
     "Patch": "qkvmt.analysis.edits",
     "Knockout": "qkvmt.analysis.edits",
     "UserError": "qkvmt.errors",
+    "Cache": "qkvmt.results.cache",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -34,9 +34,11 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
-from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
+from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals, target_names, token_names
+from qkvmt.analysis.hooking import Call, hooked
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.intervention import translate_with_and_without
+from qkvmt.analysis.named_pass import hooks_by_name, named_pass, names_wanted
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -46,6 +48,7 @@ from qkvmt.hf.languages import for_pair
 from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
+from qkvmt.results.cache import Cache
 from qkvmt.results.inspection import HeadInspection
 from qkvmt.results.intervention import Intervention
 from qkvmt.results.sentence_alignment import SentenceAlignment
@@ -56,6 +59,7 @@ from qkvmt.studies.lens.result import Lens
 from qkvmt.studies.methods import StudyMethods
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
+from qkvmt.text.tokenizer import encode, encode_target
 
 
 def load(
@@ -151,16 +155,56 @@ class Model(StudyMethods):
         return DecodeConfig.of_model(self.meta.decode, settings, decode)
 
     def translate(
-        self, sentences, settings: DecodeConfig | None = None, progress: bool = False, **decode
+        self, sentences, settings: DecodeConfig | None = None, progress: bool = False, hooks=None, **decode
     ) -> Translations:
         """Translations of `sentences` (a list of texts, or one text), in order; an empty text
         gives an empty translation. Decoding: `settings`, or the checkpoint's own, with any
-        DecodeConfig field given as a keyword (beam_size=1, len_penalty=0.6, ...) overriding it."""
+        DecodeConfig field given as a keyword (beam_size=1, len_penalty=0.6, ...) overriding it.
+        hooks: {name or glob: fn(activation, ctx)} run at every step of the search
+        (qkvmt.analysis.hooking: `ctx` says the step, each row's sentence and beam, the positions)."""
         lines = [sentences] if isinstance(sentences, str) else list(sentences)
         cfg = self.decoding(settings, **decode)
-        with self.fabric.autocast():
+        by_name = hooks_by_name(self.transformer, hooks)
+        with self.fabric.autocast(), hooked(self.transformer, by_name, call=self._call(lines)):
             ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress)
         return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg))
+
+    def _call(self, lines: list[str]) -> Call:
+        """The token labels a search's hooks may ask for: each line's source tokens, </s> included."""
+        eos = self.transformer.cfg.eos_id
+        return Call(
+            source_tokens=lambda: [token_names(self.tokenizer, [*ids, eos]) for ids in encode(self.tokenizer, lines)],
+            id_tokens=lambda ids: target_names(self.tokenizer, ids),
+        )
+
+    def hook_names(self, pattern: str | None = None) -> list[str]:
+        """Every activation's name (qkvmt.model.hook_names), in the order a pass reaches them, or those a
+        glob matches, e.g. hook_names("decoder.*.cross.v")."""
+        return names_wanted(self.transformer, pattern)
+
+    def run_with_cache(self, source, target=None, names=None, **decode) -> Cache:
+        """One forced pass of `source` (a text or a list) over `target` (texts; None: the model's own
+        translations, decoded with its settings and any DecodeConfig keyword), keeping the activations of
+        `names` (a name, a glob or a list of them; None: every one) with the tokens of their axes."""
+        return self.run_with_hooks(source, target, None, names, **decode)
+
+    def run_with_hooks(self, source, target=None, hooks=None, names="logits", **decode) -> Cache:
+        """One forced pass as run_with_cache's with `hooks`, {name or glob: fn(activation, ctx)}, each
+        returning a tensor to take the activation's place or None; the Cache keeps `names` as the hooks
+        left them (by default the logits)."""
+        sources = [source] if isinstance(source, str) else list(source)
+        for i, text in enumerate(sources):
+            required_text(text, f"source[{i}]")
+        wanted, by_name = names_wanted(self.transformer, names), hooks_by_name(self.transformer, hooks)
+        if target is None:
+            targets = self.translate(sources, **decode).ids
+        else:
+            texts = [target] if isinstance(target, str) else list(target)
+            if len(texts) != len(sources):
+                raise UserError(f"{len(sources)} sources and {len(texts)} targets: give one target per source")
+            targets = encode_target(self.tokenizer, [required_text(t, f"target[{i}]") for i, t in enumerate(texts)])
+        with self.fabric.autocast():
+            return Cache.of(named_pass(self.transformer, self.tokenizer, sources, targets, wanted, by_name), sources)
 
     def forced(self, source: str, target: str | None, **decode) -> str | list[int]:
         """What a forced pass reads: the given target text, or the exact subwords the model

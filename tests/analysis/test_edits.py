@@ -86,7 +86,7 @@ def test_zeroing_a_heads_values_or_output_silences_its_slice_of_w_os_input(setup
         assert heads[..., d_k : 2 * d_k].abs().max() == 0
         close(heads[..., :d_k], plain["decoder", 2].heads[..., :d_k])  # the other heads as they were
         close(edited["decoder", 2].weights, plain["decoder", 2].weights)  # where it looks is untouched
-        close(edited["decoder", 1].block_out, plain["decoder", 1].block_out)  # the layers before too
+        close(edited["decoder", 1].resid_post, plain["decoder", 1].resid_post)  # the layers before too
     assert not torch.allclose(edited.logits, plain.logits)
 
 

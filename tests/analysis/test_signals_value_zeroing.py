@@ -14,7 +14,7 @@ def zeroing_one_key(model, src, tgt_in, original, kind, layer) -> torch.Tensor:
     """Value zeroing (T_q, T_k) of one layer, the slow way: the whole model run once per key j
     with v_j zeroed in that layer, the block's output read from that pass's trace and compared
     with the `original` trace's."""
-    before = original[kind, layer].block_out[0].double()
+    before = original[kind, layer].resid_post[0].double()
     columns = []
     for j in range(original[kind, layer].v.size(2)):
 
@@ -23,7 +23,7 @@ def zeroing_one_key(model, src, tgt_in, original, kind, layer) -> torch.Tensor:
             v[:, :, j] = 0
             return v
 
-        zeroed = trace(model, src, tgt_in, edits={(kind, layer, "v"): zero_j})[kind, layer].block_out[0].double()
+        zeroed = trace(model, src, tgt_in, edits={(kind, layer, "v"): zero_j})[kind, layer].resid_post[0].double()
         columns.append(1 - F.cosine_similarity(zeroed, before, dim=-1))
     s = torch.stack(columns, dim=-1).clamp(min=0)
     return s / s.sum(-1, keepdim=True)

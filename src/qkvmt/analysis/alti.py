@@ -56,15 +56,15 @@ def block_contributions(seen: LayerTrace, vectors: Tensor, self_attention: bool)
     """ALTI's contributions (B, T_q, T_k[+1]) to one attention block's output from value vectors
     (B, T_q, T_k, D): the layer's (its heads' summed), or one head's alone; in cross-attention the
     last column is the residual (the decoder state)."""
-    block, residual = seen.block, seen.residual.float()
+    block, residual = seen.block, seen.resid_pre.float()
     if self_attention:  # the residual is query i's own token
         vectors = vectors.clone()
         vectors.diagonal(dim1=1, dim2=2).add_(residual.transpose(1, 2))
     else:
         vectors = torch.cat([vectors, residual[:, :, None]], dim=2)
-    out = seen.block_out.float()  # y_i
+    out = seen.resid_post.float()  # y_i
     if not block.norm_first:  # y = LN(x̃): each vector through LN's linear part at its query
-        total = residual + seen.attention.float()  # x̃_i, whose statistics LN used
+        total = residual + seen.out.float()  # x̃_i, whose statistics LN used
         std = (total.var(-1, unbiased=False) + block.norm.eps).sqrt()  # (B, T_q)
         centred = vectors - vectors.mean(-1, keepdim=True)
         vectors = block.norm.weight.float() * centred / std[:, :, None, None]

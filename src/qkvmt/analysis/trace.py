@@ -1,18 +1,17 @@
 """One teacher-forced pass, traced: what every attention layer computed, at named sites.
 
-The sites of each (kind, layer), kind one of KINDS, and of the model are qkvmt.model.sites.SITES
-and MODEL_SITE_SPECS: their names, shapes, where each is reached and whether it may be written.
-A trace also keeps the logits (B, T, V).
+The sites of each (kind, layer), kind one of KINDS, and of the model are qkvmt.model.sites.SITES:
+their names, axes and where each is reached. A trace also keeps the logits (B, T, V).
 
-`trace()` reads every site in one pass; `edited()` replaces the tensor at any writable site
-while its block is open: head masking, value zeroing, deleted source tokens and the
-interventions of qkvmt.analysis.interventions all write through it, in forced passes and in
-search alike. An edit of a site that fires only on the explicit path (Q, K, V, the mask, the
-scores, the weights) switches its layer to that path while the block is open, so it takes effect
-under search's fused kernel too; `_paths` alone makes that choice. Every site is a module
-(`site_modules`), read and written alike by a forward hook on it, removed before the function
-returns: nothing stays on the model, and the hooks fire in the calling thread only
-(qkvmt.analysis.hooks), so another thread using the model meanwhile sees it unedited.
+`trace()` reads every site of the attention layers in one pass; `edited()` replaces the tensor at
+any site while its block is open: head masking, value zeroing, deleted source tokens and the
+interventions of qkvmt.analysis.edits all write through it, in forced passes and in search alike.
+Both are users of the hooks by name (qkvmt.analysis.hooking), which a researcher's own functions
+run on too: a site (kind, layer, name) is the hook point `encoder.{layer}.self.{name}`,
+`decoder.{layer}.self.{name}` or `decoder.{layer}.cross.{name}` (`hook_name`). An edit of a site
+that fires only on the explicit path (Q, K, V, the mask, the scores, the weights) switches its
+layer to that path while the block is open, so it takes effect under search's fused kernel too.
+Nothing stays on the model, and the hooks fire in the calling thread only (qkvmt.analysis.hooks).
 
 An edit is a SiteEdit (a plain function stands for one with its defaults): the function, and
 what a search must know of it, said as fields, not read off the model: whether it names queries
@@ -25,14 +24,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from qkvmt.analysis.hooks import after, before
+from qkvmt.analysis.hooking import hooked
 from qkvmt.decoding.rows import rows_kept
-from qkvmt.errors import UserError
 from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.layers import Residual
-from qkvmt.model.sites import EXPLICIT_ONLY, LAYER_SITES, MODEL_SITES, WRITABLE
+from qkvmt.model.sites import LAYER_SITES, MODEL_SITES
 from qkvmt.model.transformer import AttentionWeights, Transformer
 
 KINDS = ("encoder", "decoder", "cross")
@@ -102,14 +100,16 @@ class Trace:
         return AttentionWeights(*([t.weights for t in self.layers[kind]] for kind in KINDS))
 
 
-def site_modules(model: Transformer) -> dict[Where, nn.Module]:
-    """The module at each site, whose output is the site's tensor: each attention layer's Sites
-    (its attention's and its residual block's, qkvmt.model.sites) and the model's embeddings."""
-    modules: dict[Where, nn.Module] = {}
-    for kind in KINDS:
-        for layer, (module, block) in enumerate(zip(attention_modules(model, kind), attention_blocks(model, kind))):
-            modules |= {(kind, layer, name): site for name, site in [*module.sites.items(), *block.sites.items()]}
-    return modules | {"src_embedded": model.src_embed, "tgt_embedded": model.tgt_embed}
+def hook_name(where: Where) -> str:
+    """The hook point of a site (kind, layer, name), or of a model site (its embeddings)."""
+    if isinstance(where, str):
+        return {"src_embedded": "encoder.embed", "tgt_embedded": "decoder.embed"}[where]
+    kind, layer, name = where
+    return (
+        f"encoder.{layer}.self.{name}"
+        if kind == "encoder"
+        else f"decoder.{layer}.{'cross' if kind == 'cross' else 'self'}.{name}"
+    )
 
 
 def site_edit(edit: Edit) -> SiteEdit:
@@ -132,51 +132,6 @@ def query_positional(edits: Iterable[Edit]) -> bool:
     return any(site_edit(edit).indexes_queries for edit in edits)
 
 
-def _paths(model: Transformer, edits: dict[Where, SiteEdit]) -> list:
-    """The one place that picks an attention layer's path while edits are open: a layer with an
-    edit at a site of the explicit path only (SITES' explicit_only) runs that path, which the fused
-    kernel would skip; every other layer runs the path its caller asked for."""
-    hooks = []
-    for kind in KINDS:
-        for layer, module in enumerate(attention_modules(model, kind)):
-            explicit = [edits[w] for w in [(kind, layer, name) for name in EXPLICIT_ONLY] if w in edits]
-            if explicit:
-                hooks.append(before(module, _explicit((kind, layer), query_positional(explicit)), with_kwargs=True))
-    return hooks
-
-
-def _explicit(where: tuple[str, int], positional: bool):
-    def hook(module, args, kwargs):
-        if positional and kwargs.get("cache") is not None:
-            raise UserError(
-                f"an edit of query positions in {where[0]} layer {where[1]} cannot follow cached decoding, "
-                "whose queries arrive one step at a time: decode with use_cache=False"
-            )
-        return args, {**kwargs, "need_weights": True}
-
-    return hook
-
-
-def _hooks(model: Transformer, read: Callable[[Where, Tensor], None] | None, edits: dict[Where, SiteEdit]) -> list:
-    """Hooks that replace each edited site's tensor by its edit and report every site's to `read`
-    (None: only the edited sites are hooked), and those that pick the edited layers' path."""
-
-    def hook_of(where: Where):
-        edit = edits.get(where)
-
-        def site_value(module, args, t: Tensor) -> Tensor:
-            if edit is not None:
-                t = edit(t)
-            if read is not None:
-                read(where, t)
-            return t
-
-        return site_value
-
-    hooks = [after(m, hook_of(w)) for w, m in site_modules(model).items() if read is not None or w in edits]
-    return hooks + _paths(model, edits)
-
-
 def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, SiteEdit]:
     """`edits` as SiteEdits, each site checked and its layer counted from the start."""
     for where in edits:
@@ -185,18 +140,22 @@ def _checked(model: Transformer, edits: dict[Where, Edit]) -> dict[Where, SiteEd
                 raise ValueError(f"no model site {where!r}: use one of {', '.join(MODEL_SITES)}")
             continue
         kind, layer, name = where
-        if (
-            kind not in KINDS
-            or name not in WRITABLE
-            or not -len(attention_modules(model, kind)) <= layer < len(attention_modules(model, kind))
-        ):
+        n = len(attention_modules(model, kind)) if kind in KINDS else 0
+        if kind not in KINDS or name not in LAYER_SITES or (kind, name) == ("encoder", "y") or not -n <= layer < n:
             raise ValueError(
-                f"no writable site {where!r}: a kind of {KINDS}, a layer of it, and one of {', '.join(WRITABLE)}"
+                f"no site {where!r}: a kind of {KINDS}, a layer of it, and one of {', '.join(LAYER_SITES)}"
             )
     return {
         (w if isinstance(w, str) else (w[0], w[1] % len(attention_modules(model, w[0])), w[2])): site_edit(f)
         for w, f in edits.items()
     }
+
+
+def _as_hooks(edits: dict[Where, SiteEdit]) -> tuple[dict, list[str]]:
+    """The hooks by name that apply `edits` (each a function of the tensor alone), and the names
+    of those that index queries by position."""
+    hooks = {hook_name(w): [lambda t, ctx, edit=edit: edit(t)] for w, edit in edits.items()}
+    return hooks, [hook_name(w) for w, edit in edits.items() if edit.indexes_queries]
 
 
 @contextlib.contextmanager
@@ -205,13 +164,10 @@ def edited(model: Transformer, edits: dict[Where, Edit]):
     included: a layer whose explicit-path sites (SITES' explicit_only) are edited runs that path,
     and while any edit keeps rows, no sentence leaves a search's batch."""
     checked = _checked(model, edits)
-    hooks = _hooks(model, None, checked)
-    try:
-        with rows_kept() if any(e.keeps_rows for e in checked.values()) else contextlib.nullcontext():
-            yield
-    finally:
-        for h in hooks:
-            h.remove()
+    hooks, positional = _as_hooks(checked)
+    keep = rows_kept() if any(e.keeps_rows for e in checked.values()) else contextlib.nullcontext()
+    with hooked(model, hooks, refuse_cached=positional), keep:
+        yield
 
 
 def trace(
@@ -225,23 +181,30 @@ def trace(
 
     grad_of=(t, token): the pass runs with gradients, and every site's tensor of batch row 0
     holds in `.grad` the gradient of log p(token) at target row t."""
+    names = {
+        hook_name(w): w
+        for w in [*MODEL_SITES]
+        + [
+            (kind, i, name)
+            for kind in KINDS
+            for i in range(len(attention_modules(model, kind)))
+            for name in LAYER_SITES
+        ]
+        if w == "src_embedded" or w == "tgt_embedded" or (w[0], w[2]) != ("encoder", "y")
+    }
     seen: dict[Where, Tensor] = {}
 
-    def read(where: Where, t: Tensor | None) -> None:
-        if t is not None and grad_of is not None and t.requires_grad:
+    def read(name: str, t: Tensor) -> None:
+        if grad_of is not None and t.requires_grad:
             t.retain_grad()
-        seen[where] = t
+        seen[names[name]] = t
 
-    hooks = _hooks(model, read, _checked(model, edits or {}))
-    try:
-        with torch.set_grad_enabled(grad_of is not None):
-            logits, _ = model(src, tgt, need_weights=True)
-            if grad_of is not None:
-                row, token = grad_of
-                logits[0, row].float().log_softmax(-1)[token].backward()
-    finally:
-        for h in hooks:
-            h.remove()
+    hooks, positional = _as_hooks(_checked(model, edits or {}))
+    with hooked(model, hooks, read, names, refuse_cached=positional), torch.set_grad_enabled(grad_of is not None):
+        logits, _ = model(src, tgt, need_weights=True)
+        if grad_of is not None:
+            row, token = grad_of
+            logits[0, row].float().log_softmax(-1)[token].backward()
     layers = {
         kind: [
             LayerTrace(

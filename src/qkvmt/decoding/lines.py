@@ -9,6 +9,7 @@ import logging
 import sys
 
 import numpy as np
+import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
@@ -60,7 +61,8 @@ def translate_ids(
             src = build_inputs([ids[i] for i in batch], None, model.cfg.specials, model.cfg.max_positions).src.to(
                 device
             )
-            for i, hyp in zip(batch, generate(model, src, cfg)):
+            lines_of = torch.as_tensor(batch, dtype=torch.long, device=device)
+            for i, hyp in zip(batch, generate(model, src, cfg, lines_of)):
                 out[i] = hyp.tokens
             bar.update(len(batch))
     return out

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from qkvmt.decoding.finished import Finished, Hypothesis, until_end
 from qkvmt.decoding.rows import are_rows_kept
+from qkvmt.decoding.step_view import at, searching, sentences_searched
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weight_casts import cast_once
@@ -171,7 +172,9 @@ def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hy
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(b, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
-    for _ in range(int(limit.max())):
+    sentence_of = sentences_searched(b, src.device)
+    for t in range(int(limit.max())):
+        at(sentence_of, 1, t, prefix)
         best, token = step(prefix).max(dim=-1)
         token = token.masked_fill(done, c.pad_id)
         scores += best.masked_fill(done, 0.0)
@@ -230,7 +233,9 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     active = torch.ones(b, dtype=torch.bool, device=dev)
     # Only an nn.Module's state drops sentences (keep_sentences); a duck-typed model keeps them all.
     prunable = isinstance(model, nn.Module) and not are_rows_kept()
+    sentence_of = sentences_searched(b, dev)  # (B,) the sentence of the call each of the batch is, for hooks
     for t in range(max_t):
+        at(sentence_of, width, t, prefix)
         top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
         ends = ((token == c.eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)
         normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
@@ -254,6 +259,7 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
         rows_of = torch.arange(b, device=dev)  # the sentence (its rows, as they were this step) each one continues
         if prunable and b - live >= max(1, b // PRUNE_SHARE):  # the stopped sentences leave: no rows spent on them
             rows_of = active.nonzero()[:, 0]
+            sentence_of = sentence_of[rows_of]
             finished.keep(active, c.eos_id)
             step.keep_sentences(rows_of)
             limit, active = limit[rows_of], active[rows_of]
@@ -289,8 +295,10 @@ def stable_order(parent: Tensor) -> Tensor:
     return torch.empty_like(slot).scatter_(1, slot, j.expand(b, k))  # slot -> child
 
 
-def generate(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
+def generate(model: Transformer, src: Tensor, cfg: DecodeConfig, lines: Tensor | None = None) -> list[Hypothesis]:
     """One hypothesis per source row: greedy for beam_size 1, beam search otherwise; under
-    autocast its steps share one cast of each parameter (qkvmt.model.weight_casts)."""
-    with cast_once():
+    autocast its steps share one cast of each parameter (qkvmt.model.weight_casts). lines: (B,) the
+    index of each row among the lines of the call (qkvmt.decoding.step_view), 0..B-1 by default."""
+    lines = torch.arange(src.size(0), device=src.device) if lines is None else lines
+    with cast_once(), searching(lines):
         return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)

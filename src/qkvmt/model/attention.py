@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.linear import linear
-from qkvmt.model.sites import ATTENTION_SITES, Site
+from qkvmt.model.sites import ATTENTION_SITES, sites
 
 
 def causal_mask(t_q: int, t_k: int, device=None) -> Tensor:
@@ -162,7 +162,7 @@ class MultiHeadAttention(nn.Module):
         # No W_O: an identity module in its place keeps forward's call as it is.
         self.w_o = w_o if w_o is not None else nn.Identity()
         self.positions = positions
-        self.sites = nn.ModuleDict({name: Site() for name in ATTENTION_SITES})  # no parameters: checkpoints unchanged
+        self.sites = sites(ATTENTION_SITES)
 
     def _rows(self, names: str, heads: list[int] | None) -> slice | Tensor:
         """The rows of w_qkv that project `names` ("q" W_Q, "k" W_K, "v" W_V: blocks it holds, in
@@ -299,4 +299,4 @@ class MultiHeadAttention(nn.Module):
             out = unfold_beams(out, groups, t_q)
             weights = unfold_beams(weights, groups, t_q) if weights is not None else None
         out = self.sites["heads"](out.transpose(1, 2).reshape(rows, t_q, -1))  # (B, T_q, D)
-        return self.sites["attention"](self.w_o(out)), weights
+        return self.sites["out"](self.w_o(out)), weights

@@ -12,7 +12,7 @@ from qkvmt.model.attention import MultiHeadAttention
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.linear import Linear
-from qkvmt.model.sites import BLOCK_SITES, Site
+from qkvmt.model.sites import BLOCK_SITES, FFN_SITES, LAYER_ONLY_SITES, sites
 
 # ModelConfig.activation's functions; gelu is the exact (erf) one, which transformers' "gelu" also is.
 ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}
@@ -25,42 +25,37 @@ class FeedForward(nn.Module):
         self.fc2 = Linear(ffn_dim, d_model)
         self.activation_dropout = activation_dropout
         self.activation = ACTIVATION_FUNCTIONS[activation]
+        self.sites = sites(FFN_SITES)  # where its input, hidden activation and output pass (qkvmt.model.sites)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
-        return self.fc2(h)
+        h = self.sites["hidden"](self.activation(self.fc1(self.sites["in"](x))))
+        return self.sites["out"](self.fc2(F.dropout(h, self.activation_dropout, self.training)))
 
 
 class Residual(nn.Module):
-    """Dropout, residual connection and layer norm around one sub-layer, post- or pre-LN."""
+    """Dropout, residual connection and layer norm around one sub-layer, post- or pre-LN. The
+    residual stream entering and leaving the block, and the LayerNorm's output, pass Sites
+    (qkvmt.model.sites) a hook reads and may write."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.dropout = dropout
         self.norm_first = norm_first
+        self.sites = sites(BLOCK_SITES)
+
+    def normed(self, x: Tensor) -> Tensor:
+        return self.sites["norm"](self.norm(x))
 
     def sublayer_input(self, x: Tensor) -> Tensor:
-        return self.norm(x) if self.norm_first else x
+        return self.normed(x) if self.norm_first else x
 
     def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
         """`sublayer` maps the (normalised, for pre-LN) input to (output, attention weights or None)."""
+        x = self.sites["resid_pre"](x)
         out, weights = sublayer(self.sublayer_input(x))
         x = x + F.dropout(out, self.dropout, self.training)
-        return (x if self.norm_first else self.norm(x)), weights
-
-
-class AttentionBlock(Residual):
-    """The Residual around an attention sub-layer, whose input (the residual stream) and output
-    pass Sites (qkvmt.model.sites) a trace reads and an edit may write."""
-
-    def __init__(self, d_model: int, dropout: float, norm_first: bool):
-        super().__init__(d_model, dropout, norm_first)
-        self.sites = nn.ModuleDict({name: Site() for name in BLOCK_SITES})  # no parameters: checkpoints unchanged
-
-    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
-        out, weights = super().forward(self.sites["residual"](x), sublayer)
-        return self.sites["block_out"](out), weights
+        return self.sites["resid_post"](x if self.norm_first else self.normed(x)), weights
 
 
 def attention(cfg: ModelConfig, positions: nn.Module | None = None) -> MultiHeadAttention:
@@ -86,8 +81,9 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = attention(cfg, positions)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.attn_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.sites = sites(LAYER_ONLY_SITES)  # the stream entering and leaving the layer
 
     def self_attention_block(
         self, x: Tensor, src_mask: Tensor, need_weights: bool = False
@@ -98,9 +94,9 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D); src_mask: (B, 1, 1, S), True on real tokens."""
-        x, weights = self.self_attention_block(x, src_mask, need_weights)
+        x, weights = self.self_attention_block(self.sites["resid_pre"](x), src_mask, need_weights)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
-        return x, weights
+        return self.sites["resid_post"](x), weights
 
 
 class DecoderLayer(nn.Module):
@@ -113,9 +109,10 @@ class DecoderLayer(nn.Module):
         self.self_attn = attention(cfg, positions)
         self.cross_attn = attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.self_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.cross_block = AttentionBlock(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.sites = sites(LAYER_ONLY_SITES)
 
     def forward(
         self,
@@ -138,10 +135,10 @@ class DecoderLayer(nn.Module):
         """
         need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
-        x, self_w = self.self_attention_block(x, need_self, self_cache, self_mask)
+        x, self_w = self.self_attention_block(self.sites["resid_pre"](x), need_self, self_cache, self_mask)
         x, cross_w = self.cross_attention_block(x, memory, src_mask, need_cross, cross_cache)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
-        return x, self_w, cross_w
+        return self.sites["resid_post"](x), self_w, cross_w
 
     def self_attention_block(
         self,

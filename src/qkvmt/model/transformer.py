@@ -18,6 +18,7 @@ from qkvmt.model.kv_cache import KVCache
 from qkvmt.model.layers import DecoderLayer, EncoderLayer
 from qkvmt.model.linear import Linear
 from qkvmt.model.positions import RotaryPositions, sinusoidal_positions
+from qkvmt.model.sites import sites
 
 
 @dataclass
@@ -128,6 +129,7 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.output = Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
+        self.sites = sites(("encoder_out", "decoder_out", "logits"))  # the model's own (qkvmt.model.sites)
         self.reset_parameters()
         self.tie()
 
@@ -178,7 +180,7 @@ class Transformer(nn.Module):
         for layer, want in zip(self.encoder_layers, wanted):
             x, w = layer(x, src_mask, want)
             weights.append(w)
-        return self.encoder_norm(x), src_mask, weights if any(wanted) else []
+        return self.sites["encoder_out"](self.encoder_norm(x)), src_mask, weights if any(wanted) else []
 
     def decode(
         self,
@@ -222,8 +224,8 @@ class Transformer(nn.Module):
             state.steps += tgt.size(1)
         if last_only:
             x = x[:, -1:]
-        x = self.decoder_norm(x)
-        return (self.output(x) if project else x), self_ws, cross_ws
+        x = self.sites["decoder_out"](self.decoder_norm(x))
+        return (self.sites["logits"](self.output(x)) if project else x), self_ws, cross_ws
 
     def target_mask(self, tgt: Tensor) -> Tensor:
         """(B, 1, 1, T), True on real target tokens: decode's self_mask for full context."""

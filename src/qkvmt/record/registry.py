@@ -52,27 +52,30 @@ def kinds(record: dict) -> str:
     return table(["kind", "what"], [[code(k), w] for k, w in described(KINDS, KIND_WHAT, "KINDS")])
 
 
-REACHED = {
-    "site": "inside the attention",
-    "input": "the attention's input",
-    "w_o input": "W_O's input",
-    "output": "the attention's output",
-    "block input": "the residual block's input",
-    "block output": "the residual block's output",
-    "embedding": "the embedding",
+NAMES = {  # how each scope's sites are named (qkvmt.model.hook_names), {n} the site
+    "attention": "`encoder.{{i}}.self.{n}`, `decoder.{{i}}.self.{n}`, `decoder.{{i}}.cross.{n}`",
+    "block": "`encoder.{{i}}.{{self,ffn}}.{n}`, `decoder.{{i}}.{{self,cross,ffn}}.{n}`",
+    "ffn": "`encoder.{{i}}.ffn.{n}`, `decoder.{{i}}.ffn.{n}`",
+    "layer": "`encoder.{{i}}.{n}`, `decoder.{{i}}.{n}`",
+    "model": "`encoder.{n}`, `decoder.{n}`",
 }
 
 
 def sites(record: dict) -> str:
-    from qkvmt.model.sites import MODEL_SITE_SPECS, SITES
+    """Every activation's name, axes and meaning, from qkvmt.model.sites.SITES."""
+    from qkvmt.model.sites import SCOPES, SITES
 
-    def row(s, scope):
-        reached = described([s.reached], REACHED, f"site {s.name!r}'s place")[0][1]
-        path = "the explicit path (an edit switches its layer there)" if s.explicit_only else "every path"
-        return [code(s.name), scope, s.shape, s.meaning, reached, "yes" if s.writable else "read only", path]
+    def names(s) -> str:
+        if s.name == "y":
+            return "`decoder.{i}.cross.y`"
+        if s.name == "logits":
+            return "`logits`"
+        return described([s.scope], NAMES, f"scope {s.scope!r}")[0][1].format(n=s.name)
 
-    rows = [row(s, "each layer") for s in SITES] + [row(s, "the model") for s in MODEL_SITE_SPECS]
-    return table(["site", "of", "shape", "what it holds", "reached at", "edit", "fires on"], rows)
+    path = {True: "the explicit path (a hook switches its layer there)", False: "every path"}
+    rows = [[names(s), s.shape, s.meaning, path[s.explicit_only]] for s in SITES]
+    assert {s.scope for s in SITES} <= set(SCOPES)
+    return table(["names", "axes", "what it holds", "fires on"], rows)
 
 
 ROWS_WHAT = {

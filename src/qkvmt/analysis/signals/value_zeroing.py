@@ -38,7 +38,7 @@ def block_again(model: Transformer, site: LayerTrace, src: Tensor, copies: int) 
     """The block of `site` run again on `copies` copies of its traced inputs (batch row 0) by its
     own layer's method, masks and causal wiring included: (copies, T_q, D). Inside `edited` with
     an edit at the v site, which runs the layer's explicit path (qkvmt.analysis.trace decides)."""
-    residual = site.residual[:1].expand(copies, -1, -1)  # (copies, T_q, D)
+    residual = site.resid_pre[:1].expand(copies, -1, -1)  # (copies, T_q, D)
     src_mask = model.source_mask(src[:1])  # (1, 1, 1, S)
     if site.kind == "encoder":
         out, _ = model.encoder_layers[site.layer].self_attention_block(residual, src_mask)
@@ -55,7 +55,7 @@ def zeroing_scores(model: Transformer, site: LayerTrace, src: Tensor) -> Tensor:
     the layer's v site."""
     n = site.v.size(2)  # T_k: one copy per key
     zeroed = F.normalize(block_again(model, site, src, n).float(), dim=-1)  # (T_k, T_q, D)
-    original = F.normalize(site.block_out[:1].float(), dim=-1)
+    original = F.normalize(site.resid_post[:1].float(), dim=-1)
     # 1 − cos as half the squared distance of the unit vectors: 1 − cos itself would lose two
     # nearly equal vectors' difference to rounding
     distance = 0.5 * (zeroed - original).square().sum(-1).T  # (T_q, T_k)
