@@ -21,6 +21,7 @@ DOOR = {
     "heads": ("heads",),
     "faithfulness": ("faithfulness",),
     "sinks": ("sinks",),
+    "patch": ("patch_study",),
 }
 EXEMPT = {
     "train": "makes a model from data: there is no model to ask yet",

@@ -119,6 +119,13 @@ COMMANDS = {
             "ckpt_path=multi30k-de-en split=test",
         ),
         Command(
+            "patch",
+            "qkvmt.pipeline.patch:patch",
+            "patch",
+            "causal tracing: what patching each head and position from a clean source into a corrupt one restores",
+            "ckpt_path=multi30k-de-en clean_file=clean.de corrupt_file=corrupt.de names='decoder.*.cross.v'",
+        ),
+        Command(
             "export",
             "qkvmt.pipeline.export:export",
             "export",

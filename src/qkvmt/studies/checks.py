@@ -11,6 +11,7 @@ from qkvmt.analysis.signals import SIGNALS, cross_signals
 from qkvmt.errors import UserError
 from qkvmt.setting_types import as_typed, whole_number
 
+PATCH_METHODS = ("patching", "attribution")  # Model.patch_study's: real patching, or its gradient estimate
 STUDIES = {"swap": ("swap",), "patch": ("patch",), "both": ("swap", "patch")}  # of keys and values: what each runs
 
 
@@ -18,6 +19,14 @@ def whole_numbers(counts: dict) -> None:
     """Each of `counts` ({setting: value}) a whole number of at least 1, or a UserError naming it."""
     for key, value in counts.items():
         whole_number(key, value)
+
+
+def patch_settings(method: str, batch_size, check) -> None:
+    """Model.patch_study's settings (qkvmt patch's), each a one-line UserError naming it."""
+    if method not in PATCH_METHODS:
+        raise UserError(f"method={method!r}: use one of {', '.join(PATCH_METHODS)}")
+    whole_number("batch_size", batch_size, least=1)
+    whole_number("check", check, least=0)
 
 
 def sentences(lines, name: str) -> list[str]:

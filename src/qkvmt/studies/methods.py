@@ -28,6 +28,8 @@ from qkvmt.studies.kv.corpus import kv_study
 from qkvmt.studies.kv.result import KeyValueStudy
 from qkvmt.studies.lens.corpus import lens_study
 from qkvmt.studies.lens.study import LensStudy
+from qkvmt.studies.patching.corpus import patch_study
+from qkvmt.studies.patching.result import PatchStudy
 from qkvmt.studies.sinks.corpus import sinks
 from qkvmt.studies.sinks.result import SinkMass
 from qkvmt.studies.two_way import aer_both, directions, sentence_both
@@ -273,3 +275,26 @@ class StudyMethods:
         decoder self-attention layer's and head's share on the query's own position."""
         src, refs = sentences(sources, "sources"), sentences(references, "references")
         return sinks(self, src, refs, n, name, **decode)
+
+    def patch_study(
+        self,
+        clean,
+        corrupt,
+        names="decoder.*.cross.v",
+        metric="log_prob",
+        method: str = "patching",
+        unequal: str = "error",
+        batch_size: int = 256,
+        check: int = 10,
+        **decode,
+    ) -> PatchStudy:
+        """Causal tracing: for pairs of sources that differ in a word (`clean`, `corrupt`: lists of texts
+        of as many tokens; unequal="skip" leaves out the others), the share of the clean–corrupt difference
+        in `metric` that patching each slice (each head and position of each activation `names`, a name or
+        glob or a list) from clean into corrupt restores. metric: "log_prob" (of the clean translation's
+        token where the translations first differ), "logit_diff" (its logit minus the corrupt one's), or
+        fn(logits, clean_token, corrupt_token) -> values. method="attribution": the gradient estimate over
+        every pair, real patching over the first `check` only; both report their correlation. batch_size:
+        patched passes run together. Decoding (for the translations): the checkpoint's, with keywords."""
+        with self.fabric.autocast():
+            return patch_study(self, clean, corrupt, names, metric, method, unequal, batch_size, check, **decode)
