@@ -79,9 +79,10 @@ def test_marian_ids_and_text_match_marian_tokenizer(tmp_path, separate):
     assert ours.get_vocab() == theirs.get_vocab() if not separate else ours.get_vocab_size() == theirs.vocab_size
 
 
-def whole_marian_folder(folder, separate: bool = False, texts: dict[str, list[str]] | None = None):
+def whole_marian_folder(folder, separate: bool = False, texts: dict[str, list[str]] | None = None, **random):
     """A Marian folder as the hub holds one: tokenizer files and a random model of their vocabulary (or
-    vocabularies: both of one size here, so <pad> has one id); and the model and its <pad>."""
+    vocabularies: both of one size here, so <pad> has one id); and the model and its <pad>. `random`:
+    folders.randomized's settings (eos_bias 1.0 unless given)."""
     folder = marian_folder(folder, separate, texts)
     vocab = json.loads((folder / "vocab.json").read_text())
     pad = vocab["<pad>"]
@@ -91,7 +92,7 @@ def whole_marian_folder(folder, separate: bool = False, texts: dict[str, list[st
     if separate:
         config.share_encoder_decoder_embeddings = False
         assert json.loads((folder / "target_vocab.json").read_text())["<pad>"] == pad
-    hf = randomized(transformers.MarianMTModel(config), eos_bias=1.0)
+    hf = randomized(transformers.MarianMTModel(config), **({"eos_bias": 1.0} | random))
     saved(hf, folder, bad_words_ids=[[pad]], forced_eos_token_id=0, max_length=12, num_beams=4, early_stopping=False)
     return folder, hf, pad
 
