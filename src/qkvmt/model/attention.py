@@ -281,8 +281,9 @@ class MultiHeadAttention(nn.Module):
         if need_weights:  # the explicit path: Q, K, V and the whole mask pass their sites
             q, k, v = (self.sites[name](t) for name, t in zip("qkv", (q, k, v)))
             mask, causal = self.sites["mask"](full_mask(mask, causal, k.size(0), t_q, k.size(2), q.device)), False
-            if groups > 1:
-                mask = mask.repeat(1, 1, groups, 1)  # (B, 1, G*T_q, T_k): each beam's rows, as fold_beams lays them
+            if groups > 1:  # unfolded: the scores and weights a hook sees have a row per beam, as the queries
+                k, v, mask = (t.repeat_interleave(groups, dim=0) for t in (k, v, mask))
+                groups = 1
         if groups > 1:
             q = fold_beams(q, groups)  # (B, H, G*T_q, d_k)
         out, weights = attend(
@@ -297,6 +298,5 @@ class MultiHeadAttention(nn.Module):
         )
         if groups > 1:
             out = unfold_beams(out, groups, t_q)
-            weights = unfold_beams(weights, groups, t_q) if weights is not None else None
         out = self.sites["heads"](out.transpose(1, 2).reshape(rows, t_q, -1))  # (B, T_q, D)
         return self.sites["out"](self.w_o(out)), weights
