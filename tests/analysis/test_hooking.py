@@ -147,6 +147,20 @@ def test_a_hook_that_raises_raises_the_users_own_exception_and_leaves_no_hook():
     assert no_hooks(model)
 
 
+@pytest.mark.parametrize(
+    "name,said", [("decoder.1.cros.v", "close names: decoder.1.cross.v"), ("decoder.*.cross.v", "takes names")]
+)
+def test_hooked_refuses_a_name_that_would_never_fire(name, said):
+    model = tiny_model(5, layers=2)
+    with pytest.raises(UserError, match=said):
+        with hooked(model, {name: [changes_every_sentence]}):
+            pass
+    with pytest.raises(UserError, match=said):
+        with hooked(model, reads=[name]):
+            pass
+    assert no_hooks(model)
+
+
 def test_hooks_fire_in_the_calling_thread_only():
     model = tiny_model(5, layers=2)
     src, _ = padded_batch([3, 7, 5], model.cfg.vocab_size)

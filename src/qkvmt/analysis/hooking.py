@@ -25,7 +25,7 @@ from torch import Tensor
 from qkvmt.analysis.hooks import after, before
 from qkvmt.decoding import step_view
 from qkvmt.errors import UserError
-from qkvmt.model.hook_names import HookPoint, hook_points
+from qkvmt.model.hook_names import HookPoint, hook_points, resolved
 
 Hook = Callable[[Tensor, "HookContext"], Tensor | None]
 
@@ -179,6 +179,10 @@ def hooked(
     cached search refuses. Every hook is removed when the block ends, however it ends."""
     points = hook_points(model)
     hooks, reads, refused = hooks or {}, set(reads), set(refuse_cached)
+    unknown = [n for n in [*hooks, *reads] if n not in points]
+    if unknown:  # it would never fire: a typo is named with the close names, a glob as one
+        resolved(unknown, points, "hook")
+        raise UserError(f"hook {unknown[0]!r}: hooked() takes names; hooks_by_name resolves a glob to them")
     call = call or Call()
     handles = []
     try:

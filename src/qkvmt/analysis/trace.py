@@ -190,7 +190,7 @@ def trace(
             for i in range(len(attention_modules(model, kind)))
             for name in LAYER_SITES
         ]
-        if w == "src_embedded" or w == "tgt_embedded" or (w[0], w[2]) != ("encoder", "y")
+        if w in MODEL_SITES or w[2] != "y" or w[0] == "cross"  # self-attention has no y
     }
     seen: dict[Where, Tensor] = {}
 
