@@ -17,15 +17,15 @@ from tests.decoding.test_search import assert_same_hyps, rows_per_step, sentence
 ATOL = 1e-5
 
 
-def noisy_model(norm_first=False, positions="sinusoidal", seed=0) -> Transformer:
-    """Three layers each side, biases and layer norms far from their initial 0 and 1."""
+def noisy_model(norm_first=False, positions="sinusoidal", seed=0, encoder_layers=3, decoder_layers=3) -> Transformer:
+    """Three layers each side (unless told), biases and layer norms far from their initial 0 and 1."""
     torch.manual_seed(seed)
     cfg = ModelConfig(
         vocab_size=40,
         d_model=16,
         n_heads=4,
-        encoder_layers=3,
-        decoder_layers=3,
+        encoder_layers=encoder_layers,
+        decoder_layers=decoder_layers,
         ffn_dim=32,
         norm_first=norm_first,
         positions=positions,
