@@ -14,12 +14,18 @@ from qkvmt.text.tokenizer import Specials, train_bpe
 from tests.model.test_transformer import make_model
 
 
-def nontrivial_model(seed: int = 0):
-    """A 2+2-layer model whose biases and LayerNorm parameters are not their initial 0 and 1."""
+def nontrivial_model(seed: int = 0, **overrides):
+    """A 2+2-layer model whose biases and LayerNorm parameters are not their initial 0 and 1;
+    `overrides`: other ModelConfig fields (norm_first=True)."""
     words = [f"w{i}" for i in range(30)]
     tokenizer = train_bpe([" ".join(words[i:] + words[:i]) for i in range(30)], vocab_size=60, min_frequency=1)
     model = make_model(
-        seed, d_model=64, ffn_dim=128, vocab_size=tokenizer.get_vocab_size(), **Specials.of(tokenizer).config_fields()
+        seed,
+        d_model=64,
+        ffn_dim=128,
+        vocab_size=tokenizer.get_vocab_size(),
+        **Specials.of(tokenizer).config_fields(),
+        **overrides,
     )
     with torch.no_grad():
         for name, p in model.named_parameters():
