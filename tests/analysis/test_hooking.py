@@ -119,7 +119,7 @@ def a_number(t, ctx):
 
 @pytest.mark.parametrize(
     "hook,what",
-    [(wider, r"shape \(1, 5, 32\)"), (as_float64, "dtype torch.float64"), (with_nan, "NaN"), (a_number, "a int")],
+    [(wider, r"shape \(1, 5, 32\)"), (as_float64, "dtype torch.float64"), (with_nan, "NaN"), (a_number, "int 3")],
 )
 def test_a_bad_replacement_names_the_hook_and_the_activation_and_leaves_no_hook(hook, what):
     model = noisy_model()

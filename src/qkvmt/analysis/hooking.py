@@ -117,7 +117,7 @@ def _checked(out, t: Tensor, point: HookPoint, fn) -> Tensor:
     """A hook's replacement, or a one-line UserError naming the hook and what is wrong with it."""
     what = None
     if not isinstance(out, Tensor):
-        what = f"a {type(out).__name__}"
+        what = f"{type(out).__name__} {out!r:.40}"
     elif out.shape != t.shape:
         what = f"shape {tuple(out.shape)}"
     elif out.dtype != t.dtype:
@@ -156,8 +156,8 @@ def _explicit(point: HookPoint, refuse_cached: bool):
     def hook(module, args, kwargs):
         if refuse_cached and kwargs.get("cache") is not None:
             raise UserError(
-                f"an edit of query positions at {point.name} cannot follow cached decoding, whose queries arrive "
-                "one step at a time: decode with use_cache=False"
+                f"an edit of query positions in {point.name.rsplit('.', 1)[0]} cannot follow cached decoding, "
+                "whose queries arrive one step at a time: decode with use_cache=False"
             )
         return args, {**kwargs, "need_weights": True}
 
@@ -186,18 +186,19 @@ def hooked(
     call = call or Call()
     handles = []
     try:
-        switched: dict[int, bool] = {}
+        explicit: dict[
+            int, tuple[HookPoint, bool]
+        ] = {}  # per attention module: a point of it, and if cached is refused
         for name in [n for n in points if n in hooks or n in reads]:
             point = points[name]
             handles.append(
                 after(point.module, _fire(point, hooks.get(name, []), read if name in reads else None, call))
             )
             if point.spec.explicit_only:
-                key = id(point.attention)
-                switched[key] = switched.get(key, False) or name in refused
-        for name, point in points.items():
-            if point.spec.explicit_only and id(point.attention) in switched and point.spec.name == "q":
-                handles.append(before(point.attention, _explicit(point, switched.pop(id(point.attention))), True))
+                first, refuse = explicit.get(id(point.attention), (point, False))
+                explicit[id(point.attention)] = (first, refuse or name in refused)
+        for point, refuse in explicit.values():
+            handles.append(before(point.attention, _explicit(point, refuse), True))
         yield points
     finally:
         for h in handles:
