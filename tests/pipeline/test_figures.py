@@ -50,6 +50,7 @@ def drawn(trained_run, out, *extra):
             "lens_record=null",  # drawn from the record: tests/pipeline/test_lens_study.py
             "sinks_record=null",  # likewise: tests/pipeline/test_sinks.py
             "self_record=null",  # likewise
+            "tracing_record=null",  # likewise: tests/studies/patching/
             *extra,
         )
     )

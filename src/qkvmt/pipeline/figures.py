@@ -16,7 +16,7 @@ from qkvmt.errors import UserError
 from qkvmt.explore.screenshot import Unavailable, screenshot
 from qkvmt.pipeline import tour
 from qkvmt.pipeline.inference_setup import load_for_inference
-from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks
+from qkvmt.record.study_figures import draw_lens, draw_self, draw_sinks, draw_tracing
 from qkvmt.results.tutorial import draw
 from qkvmt.setting_types import as_typed, whole_number
 from qkvmt.text.sources import required_text
@@ -67,6 +67,8 @@ def figures(cfg: DictConfig) -> dict:
         files["sinks.png"] = draw_sinks(Path(cfg.sinks_record), out / "sinks.png")
     if cfg.self_record:
         files["self_attention.png"] = draw_self(Path(cfg.self_record), out / "self_attention.png")
+    if cfg.tracing_record:
+        files["tracing.png"] = draw_tracing(Path(cfg.tracing_record), out / "tracing.png")
     if cfg.tour:
         try:
             files["tour.ipynb"] = tour.run_tour(cfg.tour)

@@ -37,7 +37,10 @@ def patch(cfg: DictConfig) -> dict:
     found = model.patch_study(
         clean, corrupt, names, cfg.metric, cfg.method, cfg.unequal, cfg.batch_size, cfg.check, **decode
     )
+    name = Path(files["clean_file"]).name.split(".")[0]
+    # what `qkvmt results add=` records of the command: the pairs' files by name, as the record names a split
+    found.result |= {"split": name, "files": {k: Path(v).name for k, v in files.items()}, "names_given": names}
     found.result["wall_s"] = round(time.time() - start, 1)
-    final = save_result(cfg, model.paths, found, Path(files["clean_file"]).name.split(".")[0], "patch")
+    final = save_result(cfg, model.paths, found, name, "patch")
     print(found.summary() + f"\nwrote {final}")
     return found.result | {"output_dir": str(final)}

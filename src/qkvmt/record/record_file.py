@@ -14,7 +14,8 @@ benchmark or measurement adds a list of labelled `figures`. A faithfulness measu
 "deletion AOPC, <reading>" and "sufficiency, <reading>") names its model in `faithfulness_of`,
 the faithfulness table's column; a study of keys and values names its model in `kv_study_of` and
 keeps the figures of its tables in `kv_study`, a DecoderLens study likewise in `lens_of` and `lens`,
-a study of where cross-attention's mass goes in `sinks_of` and `sinks` (qkvmt.record.from_study), an
+a study of where cross-attention's mass goes in `sinks_of` and `sinks`, a causal-tracing study in
+`tracing_of` and `tracing` (qkvmt.record.from_study), an
 AER measurement of each reading in `aer_of` and `aer_readings` (qkvmt.record.from_analysis)."""
 
 import json
@@ -37,7 +38,12 @@ COMMON = (
     "how_measured",
 )
 # A study's figures and its model: under the key and the key with "_of" (qkvmt.record.from_study)
-STUDIES = {"kv_study": "a study of keys and values", "lens": "a DecoderLens study", "sinks": "a study of the sinks"}
+STUDIES = {
+    "kv_study": "a study of keys and values",
+    "lens": "a DecoderLens study",
+    "sinks": "a study of the sinks",
+    "tracing": "a causal-tracing study",
+}
 BY_KIND = {
     "train": ("experiment", "overrides", "settings", "steps", "test"),
     "benchmark": ("what", "figures"),

@@ -6,6 +6,7 @@ from pathlib import Path
 from qkvmt.errors import UserError
 from qkvmt.record import record_file
 from qkvmt.studies.lens.study import depth_plot
+from qkvmt.studies.patching.result import heat_map
 from qkvmt.studies.recorded import latest_studies
 from qkvmt.studies.sinks.result import self_plot, sink_plot
 
@@ -46,4 +47,12 @@ def draw_self(record_path: Path, path: Path) -> Path:
         raise UserError(f"{record_path} records no {what}: run qkvmt sinks, then add it")
     split = next(iter(measured.values()))["split"]
     self_plot(measured, path, title=f"Self-attention on each token's own position, {split}")
+    return path
+
+
+def draw_tracing(record_path: Path, path: Path) -> Path:
+    """The heat map of the record's latest causal-tracing study (of the model recorded last)."""
+    studies = recorded(record_path, "tracing_record", "tracing", "causal-tracing study", "qkvmt patch")
+    model, study = list(studies.items())[-1]
+    heat_map(study["heat"], path, title=f"Share restored by patching, {model}, {study['split']} ({study['n']} pairs)")
     return path

@@ -13,6 +13,7 @@ from qkvmt.results.markdown import code, command, duration, optional, table
 from qkvmt.studies.faithfulness.table import faithfulness
 from qkvmt.studies.kv.table import kv_study
 from qkvmt.studies.lens.table import lens
+from qkvmt.studies.patching.table import tracing
 from qkvmt.studies.recorded import counted
 from qkvmt.studies.sinks.table import sinks
 
@@ -189,7 +190,7 @@ def figures(record: dict, kind: str, shown_in: str | None = None) -> str:
     (runs at earlier settings stay out: their successors are shown). shown_in: the page table of the entries
     that name it in their `shown_in` (None: of those that name none), so a measurement can stand
     beside what it measures."""
-    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of", "aer_of")
+    own_tables = ("faithfulness_of", "kv_study_of", "lens_of", "sinks_of", "tracing_of", "aer_of")
     kept = [r for r in record["runs"] if not any(k in r for k in own_tables) and r.get("shown_in") == shown_in]
     parts = [figures_of(g) for g in groups(kept, kind)]
     for r in kept:
@@ -240,6 +241,7 @@ TABLES = {
     "kv-study": kv_study,
     "lens": lens,
     "sinks": sinks,
+    "tracing": tracing,
     "ablations": ablations,
     "vocabularies": vocabularies,
     "methods": methods,

@@ -24,6 +24,7 @@ from qkvmt.errors import UserError
 from qkvmt.host.machine import recorded_with
 from qkvmt.model.hook_names import hook_points
 from qkvmt.studies.checks import patch_settings
+from qkvmt.studies.model_protocol import identity
 from qkvmt.studies.patching.attribution import attribution
 from qkvmt.studies.patching.pairs import aligned, checked_texts, with_targets
 from qkvmt.studies.patching.patching import Batch, clean_pass, metric_of, patched, slots, units
@@ -125,6 +126,8 @@ def patch_study(
     ]
     seconds["total"] = time.time() - start
     result = {
+        **identity(model),
+        "study": "tracing",
         "n": n,
         "given": len(clean),
         "left_out": {str(i): why for i, why in sorted(left.items())},
@@ -133,6 +136,7 @@ def patch_study(
         "heads": {s.name: heads if s.heads else 1 for s in layout},
         "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "a function"),
         "method": method,
+        "unequal": unequal,
         "patched_pairs": checked,
         "patched_passes": len(todo),
         "correlation": correlation,

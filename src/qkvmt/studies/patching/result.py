@@ -66,6 +66,17 @@ def shown(x) -> str:
     return "" if x is None else f"{x:.2f}"
 
 
+def heat_table(heat: dict) -> str:
+    """The heat map as a Markdown table: a row per slice, a column per class of positions."""
+    rows = [[f"`{r}`", *map(shown, v)] for r, v in zip(heat["rows"], heat["values"])]
+    return table(["slice", *heat["columns"]], rows)
+
+
+def most_restored(top: list[dict], n: int = 5) -> str:
+    """The `n` slices that restore most on the changed tokens, with their shares."""
+    return ", ".join(f"{t['slice']} {list(t.values())[1]:.2f}" for t in top[:n])
+
+
 @dataclass
 class PatchStudy(Result):
     result: dict  # what patch.json holds
@@ -81,13 +92,10 @@ class PatchStudy(Result):
         )
 
     def markdown(self) -> str:
-        heat = self.result["heat"]
-        rows = [[f"`{r}`", *map(shown, v)] for r, v in zip(heat["rows"], heat["values"])]
-        return f"{self.what()}\n\n{table(['slice', *heat['columns']], rows)}\n"
+        return f"{self.what()}\n\n{heat_table(self.result['heat'])}\n"
 
     def summary(self) -> str:
-        top = ", ".join(f"{t['slice']} {list(t.values())[1]:.2f}" for t in self.result["top"][:5])
-        return f"{self.what()}\nMost restored: {top}"
+        return f"{self.what()}\nMost restored: {most_restored(self.result['top'])}"
 
     def html(self) -> str:
         return page("Activation patching", f"<pre>{escape(self.markdown())}</pre>", {"page": "text"})
