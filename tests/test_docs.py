@@ -21,6 +21,8 @@ from tests.conftest import ROOT
 README = ROOT / "README.md"
 README_MAX_LINES = 200
 LESSON = ROOT / "docs" / "attention.md"
+HOOKS = ROOT / "docs" / "hooks.md"
+NOTEBOOKS = (ROOT / "docs" / "tour.ipynb", ROOT / "docs" / "gender.ipynb")
 # 15 minutes at about 200 words a minute. Every word of the page counts, its code blocks included
 # (a reader reads them too); a generated table would not, but the lesson has none.
 LESSON_MAX_WORDS = 3000
@@ -68,7 +70,7 @@ PROCESS_PROSE = re.compile(
 
 
 def user_docs() -> list:
-    return [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "tour.ipynb"]
+    return [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")), *NOTEBOOKS]
 
 
 def doc_lines(path) -> list[str]:
@@ -92,6 +94,20 @@ def readme_api_example() -> str:
     readme = README.read_text(encoding="utf-8")
     section = readme[readme.index("## Attention for your own sentence") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def python_blocks(page) -> str:
+    """A Markdown page's Python blocks, in order, as one program: a reader runs them one after another."""
+    return "\n".join(re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S))
+
+
+def test_the_hooks_pages_examples_run_as_written(tmp_path):
+    """Every Python block of docs/hooks.md, on the bundled model, in one session as a reader runs them."""
+    code = python_blocks(HOOKS)
+    assert code.count("model.") >= 10  # the page's examples, not an empty program
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "A woman" in r.stdout  # the hook inside search changed the translation, as the page says
 
 
 def test_the_readmes_api_example_runs_as_written(tmp_path):
@@ -230,7 +246,7 @@ def test_the_readme_shows_every_command_with_an_example():
 def test_the_user_docs_run_every_command_as_a_qkvmt_subcommand():
     """One form throughout: `qkvmt <subcommand>`. A generated table keeps the command its recorded run ran."""
     found = []
-    for path in [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "tour.ipynb"]:
+    for path in [README, *sorted((ROOT / "docs").glob("*.md")), *NOTEBOOKS]:
         text = "\n".join(doc_lines(path))
         text = re.sub(r"<!-- results:(\S*?)begin -->.*?<!-- results:\1end -->", "", text, flags=re.S)
         found += [f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r"python scripts/\w+\.py", text)]
