@@ -16,7 +16,7 @@ from qkvmt.cli.table import COMMANDS
 from qkvmt.pipeline.tour import executed
 from qkvmt.record import record_file
 from qkvmt.record.tables import TABLES
-from tests.conftest import ROOT
+from tests.conftest import ROOT, requires_multi30k
 
 README = ROOT / "README.md"
 README_MAX_LINES = 200
@@ -166,12 +166,53 @@ def test_the_tour_notebook_runs_in_a_kernel():
         pages = outputs(cells, "text/html")
         assert len(pages) >= 4 and all(p.startswith("<iframe srcdoc=") for p in pages), what
         assert outputs(cells, "image/png"), f"no static picture of the attention ({what}): a code host shows no iframe"
-    stale = [
+    stale = stale_cells(nb, saved)
+    assert not stale, "docs/tour.ipynb's saved outputs are stale: run `qkvmt figures`\n" + "\n".join(stale)
+
+
+def stale_cells(nb, saved) -> list[str]:
+    """The code cells whose printout now differs from the saved one (same_printout)."""
+    return [
         f"cell {i}: saved {printed(old)!r}\n        now {printed(new)!r}"
         for i, (new, old) in enumerate(zip(nb.cells, saved.cells))
         if new.cell_type == "code" and not same_printout(printed(new), printed(old))
     ]
-    assert not stale, "docs/tour.ipynb's saved outputs are stale: run `qkvmt figures`\n" + "\n".join(stale)
+
+
+GENDER = ROOT / "docs" / "gender.ipynb"
+SHARE_LINE = re.compile(r"^(\S+(?: h\d+)?)\s+(-?\d+\.\d+)$", re.M)
+
+
+def tagged_printout(nb, tag: str) -> str:
+    """What the code cell tagged `tag` printed."""
+    cell = next(c for c in nb.cells if tag in c.metadata.get("tags", []))
+    return printed(cell)[0].get("stdout", "")
+
+
+@requires_multi30k
+@pytest.mark.slow(reason="runs docs/gender.ipynb in a Jupyter kernel: causal tracing over 191 pairs")
+def test_the_gender_notebook_runs_in_a_kernel_and_keeps_its_outputs():
+    """As written, on the bundled model and Multi30k's validation set; the file keeps what it prints now."""
+    saved = nbformat.read(GENDER, as_version=4)
+    try:
+        nb = executed(GENDER, timeout=1200)
+    except Exception as e:
+        pytest.fail(f"a cell of docs/gender.ipynb failed:\n{e}")
+    assert all(c.execution_count for c in saved.cells if c.cell_type == "code"), "a saved cell has not run"
+    assert outputs(nb.cells, "image/png") and outputs(saved.cells, "image/png"), "no heat map"
+    stale = stale_cells(nb, saved)
+    assert not stale, "docs/gender.ipynb's saved outputs are stale: run it again and save it\n" + "\n".join(stale)
+
+
+def test_the_gender_notebooks_slices_and_shares_are_the_records():
+    """The top slices the notebook computes, in its saved outputs, are those of the record's latest
+    causal-tracing study (`qkvmt patch` on the same pairs), each share within 0.002."""
+    found = SHARE_LINE.findall(tagged_printout(nbformat.read(GENDER, as_version=4), "top"))
+    run = record_file.load(ROOT / "docs" / "runs.json")
+    latest = [r for r in run["runs"] if "tracing_of" in r][-1]["tracing"]["top"][: len(found)]
+    assert len(found) >= 5, "the notebook printed no slices"
+    assert [s for s, _ in found] == [t["slice"] for t in latest]
+    assert [float(v) for _, v in found] == pytest.approx([t["changed"] for t in latest], abs=0.002)
 
 
 def test_no_user_doc_speaks_of_the_projects_process():
