@@ -101,11 +101,18 @@ class Batch:
         return metric(at_row, self.clean_token[index], self.corrupt_token[index])
 
 
-def run(model, batch: Batch, index: Tensor, metric, source: str, hooks=None, read=None, reads=()) -> Tensor:
-    """One forced pass of pairs `index` from the `source` ("clean" or "corrupt") side; the metric (R,)."""
+def run(
+    model, batch: Batch, index: Tensor, metric, source: str, hooks=None, read=None, reads=(), memory=None
+) -> Tensor:
+    """One forced pass of pairs `index` from the `source` ("clean" or "corrupt") side; the metric (R,).
+    memory: every pair's encoder output and source mask, where no hook is on the encoder: only the
+    decoder runs."""
     src, tgt_in = batch.rows(index, source)
     with hooked(model, hooks, read, reads):
-        logits, _ = model(src, tgt_in)
+        if memory is None:
+            logits, _ = model(src, tgt_in)
+        else:
+            logits, _, _ = model.decode(tgt_in, memory[0][index], memory[1][index])
     return batch.measured(logits, index, metric)
 
 
@@ -144,16 +151,22 @@ def patched(model, batch: Batch, all_units, layout: list[Slot], clean: dict[str,
     device = batch.at.device
     table = torch.tensor(all_units, device=device)  # (U, 4): pair, slot, head, position
     out = torch.empty(len(all_units), device=device)
-    for start in range(0, len(all_units), size):
-        chunk = table[start : start + size]
-        hooks = {}
-        for s, slot in enumerate(layout):
-            mine = (chunk[:, 1] == s).nonzero()[:, 0]
-            if not mine.numel():
-                continue
-            pair, head, position = chunk[mine, 0], chunk[mine, 2], chunk[mine, 3]
-            source = clean[slot.name]
-            values = source[pair, head, position] if slot.heads else source[pair, position]
-            hooks[slot.name] = [_writer(slot, mine, head, position, values)]
-        out[start : start + len(chunk)] = run(model, batch, chunk[:, 0], metric, "corrupt", hooks)
+    in_decoder = torch.tensor([slot.point.stack == "decoder" for slot in layout], device=device)[table[:, 1]]
+    # A slice of the decoder leaves each pair's encoder pass as it is: that runs once, not once a slice
+    # (the encoder reads the whole source, the decoder only the prefix up to the differing token).
+    memory = model.encode(batch.corrupt)[:2] if bool(in_decoder.any()) else None
+    for group, shared in ((~in_decoder).nonzero()[:, 0], None), (in_decoder.nonzero()[:, 0], memory):
+        for start in range(0, len(group), size):
+            at = group[start : start + size]
+            chunk = table[at]
+            hooks = {}
+            for s, slot in enumerate(layout):
+                mine = (chunk[:, 1] == s).nonzero()[:, 0]
+                if not mine.numel():
+                    continue
+                pair, head, position = chunk[mine, 0], chunk[mine, 2], chunk[mine, 3]
+                source = clean[slot.name]
+                values = source[pair, head, position] if slot.heads else source[pair, position]
+                hooks[slot.name] = [_writer(slot, mine, head, position, values)]
+            out[at] = run(model, batch, chunk[:, 0], metric, "corrupt", hooks, memory=shared)
     return out
