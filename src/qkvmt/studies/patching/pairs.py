@@ -9,6 +9,7 @@ the first target position where the two translations differ: the clean translati
 nothing to restore and is left out, said in the result.
 """
 
+import re
 from dataclasses import dataclass
 
 from qkvmt.errors import UserError
@@ -37,6 +38,32 @@ class Pair:
     def position(self) -> int:
         """The target position the metric reads (the row predicting the differing token)."""
         return len(self.prefix)
+
+
+def swapped_word_pairs(
+    lines, words: dict[str, str], before: dict[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(clean, corrupt) pairs made of `lines`: each line holding a word of `words` (whole words, as
+    written), and the line with each such word replaced by its value and, where the word just before
+    it is a key of `before`, that one replaced too (an article agreeing with the new word). Lines
+    without such a word are left out. E.g. words={"Mann": "Frau"}, before={"Ein": "Eine", "der": "die"}:
+    "Ein Mann schläft ." -> "Eine Frau schläft ."."""
+    before = before or {}
+    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+    articles = "|".join(map(re.escape, sorted(before, key=len, reverse=True))) or "(?!)"  # none: never
+    pattern = re.compile(rf"(?:\b({articles})(\s+))?\b({alternatives})\b")
+
+    def swapped(match: re.Match) -> str:
+        article, space, word = match.groups()
+        return (f"{before[article]}{space}" if article else "") + words[word]
+
+    clean, corrupt = [], []
+    for line in lines:
+        changed = pattern.sub(swapped, line)
+        if changed != line:
+            clean.append(line)
+            corrupt.append(changed)
+    return clean, corrupt
 
 
 def checked_texts(clean, corrupt) -> tuple[list[str], list[str]]:
