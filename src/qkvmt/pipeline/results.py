@@ -1,5 +1,5 @@
 """results(cfg): the function behind scripts/results.py. Records a run when asked (a training run's
-folder, or a study's output folder), then writes the tables of the README,
+folder, a study's output folder, or a benchmark's hooks stage), then writes the tables of the README,
 docs/results.md and the other `pages` from the record, or, with check=true, only says whether they
 are what the record gives."""
 
@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from qkvmt.errors import UserError
 from qkvmt.files import write_text
 from qkvmt.host.machine import this_machine
-from qkvmt.record import from_analysis, from_folder, from_study, pages, record_file, settings
+from qkvmt.record import from_analysis, from_benchmark, from_folder, from_study, pages, record_file, settings
 from qkvmt.setting_types import true_or_false
 
 README_TABLES = (None,)  # the README's one region; docs/results.md may hold any of the tables
@@ -31,12 +31,15 @@ def new_run(cfg: DictConfig, record: dict) -> tuple[dict, dict]:
     """The run in cfg.add as a record entry, compared with its recipe as it is now: a run whose
     settings differ (an older folder) is recorded and listed, never counted for the recipe. A
     study's folder (study.json, sinks.json), or an analysis command's (faithfulness.json, aer.json),
-    is recorded as the measurement it is."""
+    is recorded as the measurement it is, a benchmark's (benchmark.json) as its hooks stage."""
     text = {k: None if cfg[k] is None else str(cfg[k]) for k in ("id", "hardware", "torch", "commit", "conditions")}
     taken = {r["id"] for r in record["runs"]}
     if any((Path(cfg.add) / name).is_file() for name in ("faithfulness.json", "aer.json")):
         del text["torch"]  # the result says which torch ran it
         return from_analysis.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, of=cfg.of, taken_ids=taken)
+    if from_benchmark.benchmark_file(Path(cfg.add)):
+        del text["torch"]  # the stage says which torch ran it
+        return from_benchmark.entry(Path(cfg.add), Path(cfg.conf_dir), **text, disturbed=cfg.disturbed, taken_ids=taken)
     if from_study.study_file(Path(cfg.add)):
         del text["torch"]  # the study's file says which torch ran it
         return from_study.entry(Path(cfg.add), **text, disturbed=cfg.disturbed, of=cfg.of, taken_ids=taken)

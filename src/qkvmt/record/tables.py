@@ -236,6 +236,7 @@ TABLES = {
     "corpus-align": lambda record: figures(record, "measurement", "corpus-align"),
     "serve": lambda record: figures(record, "benchmark", "serve"),
     "corpus": lambda record: figures(record, "benchmark", "corpus"),
+    "hooks": lambda record: figures(record, "benchmark", "hooks"),
     "faithfulness": faithfulness,
     "aer-readings": aer_readings,
     "kv-study": kv_study,
