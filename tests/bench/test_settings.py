@@ -18,7 +18,7 @@ def benchmark_config(*overrides):
 
 @pytest.mark.parametrize("mode", ["full", "quick"])
 def test_every_setting_of_the_configuration_is_checked_and_its_defaults_pass(mode):
-    cfg = benchmark_config(f"mode={mode}", "stages=[peers,memory,imported,serve,corpus]")
+    cfg = benchmark_config(f"mode={mode}", "stages=[peers,memory,imported,serve,corpus,hooks]")
     for section, keys in SECTIONS.items():
         assert set(cfg[section]) == set(keys), section  # a new setting in benchmark.yaml needs its check
     check_settings(cfg)
@@ -58,7 +58,7 @@ def test_every_setting_of_the_configuration_is_checked_and_its_defaults_pass(mod
         (["corpus.tokenizer_sample=-1"], "corpus.tokenizer_sample=-1: give"),
         (["corpus.max_tokens=0"], "corpus.max_tokens=0: give"),
         (["systems=[ours,foo]"], "systems=['ours', 'foo']: give some of ours, ours_align, torch, hf"),
-        (["stages=serve"], "stages='serve': give some of peers, memory, imported, serve, corpus"),
+        (["stages=serve"], "stages='serve': give some of peers, memory, imported, serve, corpus, hooks"),
         (["compile=maybe"], "compile='maybe': give true or false"),
         (["sdpa_backend=fast"], "sdpa_backend='fast': give auto, null or one of"),
         (["peak_tflops=abc"], "peak_tflops='abc': give the device's bf16 peak in TFLOP/s"),
@@ -71,6 +71,8 @@ def test_every_setting_of_the_configuration_is_checked_and_its_defaults_pass(mod
         (["memory.experiment=nope", "stages=[memory]"], "memory.experiment=nope: no such recipe; use one of"),
         (["imported.heads=7"], "imported.d_model=512 with imported.heads=7: give a d_model that the heads divide"),
         (["imported.explorer_words=[22,18]"], "imported.explorer_words=[22, 18]: give the fewest and the most words"),
+        (["hooks.pairs=0"], "hooks.pairs=0: give the clean/corrupt pairs patch_study traces, a whole number"),
+        (["hooks.ckpt_path=no/such/model", "stages=[hooks]"], "hooks.ckpt_path=no/such/model: no such file"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it_and_leaves_no_folder(tmp_path, overrides, message):

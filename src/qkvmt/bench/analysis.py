@@ -47,13 +47,18 @@ def analysis_timings(ours, tokenizer, pairs: tuple[list[str], list[str]], n: int
 def intervention_timings(model, tokenizer, sources: list[str], n: int, beam_size: int = 5) -> dict:
     """Median ms of one intervention (both translations, beam search, and the forced passes that
     compare them) over the n sources nearest INTERVENE_WORDS words long."""
-    nearest = sorted(sources, key=lambda s: abs(len(s.split()) - INTERVENE_WORDS))[:n]
+    closest = nearest(sources, INTERVENE_WORDS, n)
     cfg, times = DecodeConfig(beam_size=beam_size), []
-    for source in nearest:
+    for source in closest:
         t0 = time.perf_counter()
         translate_with_and_without(model, tokenizer, source, [Swap(0, 1, "keys")], cfg)
         times.append(time.perf_counter() - t0)
     return {
         "intervene_ms": 1000 * statistics.median(times),
-        "intervene_words": statistics.mean(len(s.split()) for s in nearest),
+        "intervene_words": statistics.mean(len(s.split()) for s in closest),
     }
+
+
+def nearest(sources: list[str], words: int, n: int) -> list[str]:
+    """The n sources nearest `words` words long, the first of equals first."""
+    return sorted(sources, key=lambda s: abs(len(s.split()) - words))[:n]

@@ -138,6 +138,13 @@ SECTIONS: dict[str, dict[str, Check]] = {
         "repeats": whole(1, "the timed runs of each"),
         "batching": lambda value: None,  # the server's own settings, checked as qkvmt serve checks them
     },
+    "hooks": {
+        "words": whole(1, "the words of the sentence run_with_cache reads", 20),
+        "repeats": whole(1, "the timed calls of each"),
+        "sentences": whole(1, "the validation sentences each beam search decodes"),
+        "pairs": whole(1, "the clean/corrupt pairs patch_study traces", 100),
+        "ckpt_path": model_path,
+    },
     "corpus": {
         "pairs": whole(1, "the sentence pairs to make", 5000000),
         "mean_words": above_zero("the mean words of a sentence", 25),
@@ -225,11 +232,11 @@ def check_relations(cfg) -> None:
 def check_sources(cfg) -> None:
     """What a stage that runs reads from this machine: checked only for the stages that run, since
     another machine may lack what a stage not run would read."""
-    if "serve" in cfg.stages:
-        given = cfg.serve.ckpt_path
-        if names_nothing(given):
+    for section in ("serve", "hooks"):
+        given = cfg[section].ckpt_path
+        if section in cfg.stages and names_nothing(given):
             raise UserError(
-                f"serve.ckpt_path={given}: no such file or folder, nor a bundled model "
+                f"{section}.ckpt_path={given}: no such file or folder, nor a bundled model "
                 f"({', '.join(bundled_names())}): give a trained model"
             )
     experiment = cfg.memory.experiment

@@ -2,8 +2,10 @@
 alike and trained on the same batches (1), then decoding (2), its scaling with output length (3),
 the analysis of one sentence (4) and tokenizing large corpora (5), on the trained weights; the CPU
 recipe's host memory (6); an imported Marian model of OPUS-MT-base's shape (7); `qkvmt serve`
-under concurrent clients against the model's own translate (8); a WMT-sized corpus read by path (9)."""
+under concurrent clients against the model's own translate (8); a WMT-sized corpus read by path (9);
+the hooks API's goals (10)."""
 
+import contextlib
 import functools
 import logging
 import tempfile
@@ -17,6 +19,7 @@ from qkvmt.bench.analysis import analysis_timings
 from qkvmt.bench.corpus import tokenize_scaling
 from qkvmt.bench.decoding import decode_scaling, decode_speed
 from qkvmt.bench.flops import peak_tflops, training_flops
+from qkvmt.bench.hooks import hooks_speed
 from qkvmt.bench.imported import imported_speed, marian_folder
 from qkvmt.bench.large_corpus import corpus_stage
 from qkvmt.bench.memory import recipe_memory
@@ -46,7 +49,7 @@ def peers(cfg, dm, device, precision: str, out: Path, device_name: str) -> dict:
     # compile=true compiles the training step of every system. Decoding stays eager for all:
     # each step has a new cache length, which would recompile or need dynamic shapes.
     trained = {name: compiled_step(m, cfg.compile_mode) if cfg.compile else m for name, m in present.items()}
-    log.info("stage 1/9, training speed: %s on %s", ", ".join(present), device_name)
+    log.info("stage 1/10, training speed: %s on %s", ", ".join(present), device_name)
     batches, batch_ms = timed_batches(dm.train_dataloader(), cfg.train.warmup_steps + cfg.train.steps)
     train = train_speed(cfg, model_cfg, trained, batches, device, DTYPES[precision], out) | {"batch_ms": batch_ms}
     return {"params": params, "train": train} | decoding_and_analysis(
@@ -69,21 +72,21 @@ def systems(cfg, model_cfg) -> dict:
 def decoding_and_analysis(cfg, present: dict, dm, tokenizer, model_cfg, device, out: Path) -> dict:
     """Stages 2 to 5, on the trained weights, uncompiled: decoding, its scaling with output
     length, the analysis of one sentence, and tokenizing large corpora."""
-    log.info("stage 2/9, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
+    log.info("stage 2/10, beam-%d decoding: %s", cfg.decode.beam_size, ", ".join(present))
     sources = dm.read("val")[0][: cfg.decode.sentences]
     ids = encode_sources(tokenizer, sources, model_cfg.max_positions)
     src = build_inputs(ids, None, model_cfg.specials, model_cfg.max_positions).src.to(device)
     models = {name: m.eval() for name, m in present.items()}
     decode = decode_speed(cfg, models, tokenizer, src, device, out, dm.tokenizer_files)
-    log.info("stage 3/9, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
+    log.info("stage 3/10, decoding time per token at output lengths %s", list(cfg.scaling.lengths) or "(none)")
     lengths = decode_scaling(cfg, models.get("ours"), src[: cfg.scaling.sentences], device)
     log.info(
-        "stage 4/9, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
+        "stage 4/10, analysis of one sentence (value norms, token scores, ALTI+), %d validation pairs",
         cfg.analysis.sentences,
     )
     analysis = analysis_timings(models.get("ours"), tokenizer, dm.read("val"), cfg.analysis.sentences)
     log.info(
-        "stage 5/9, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
+        "stage 5/10, tokenizing and caching %s pairs", ", ".join(f"{n:,}" for n in cfg.scaling.corpus_pairs) or "no"
     )
     scaling = {
         "decode": lengths,
@@ -134,7 +137,7 @@ def host_memory(cfg, device) -> dict | None:
     m = cfg.memory
     if not m.experiment or device.type != "cpu":
         return None
-    log.info("stage 6/9, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
+    log.info("stage 6/10, host memory: qkvmt train on %s for %d steps, in a process of its own", m.experiment, m.steps)
     paths = [f"data.root={cfg.data.root}", f"data.cache_dir={cfg.data.cache_dir}"]
     return recipe_memory(m.experiment, m.steps, m.every, list(m.overrides), paths)
 
@@ -143,15 +146,21 @@ def imported(cfg, dm) -> dict:
     """Stage 7: an imported Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported)."""
     c = cfg.imported
     log.info(
-        "stage 7/9, an imported Marian model (d_model %d, %d+%d layers, %d-token vocabulary)",
+        "stage 7/10, an imported Marian model (d_model %d, %d+%d layers, %d-token vocabulary)",
         c.d_model,
         c.layers,
         c.layers,
         c.vocab_size,
     )
-    with tempfile.TemporaryDirectory() as folder:
-        made = marian_folder(c, dm.training_pairs(), (dm.src_lang, dm.tgt_lang), Path(folder) / "marian")
+    with marian_of(cfg, dm) as made:
         return imported_speed(c, made, dm.read("val"))
+
+
+@contextlib.contextmanager
+def marian_of(cfg, dm):
+    """A Marian folder of `imported.*`'s shape, its SentencePiece models trained on the data's, for the block."""
+    with tempfile.TemporaryDirectory() as folder:
+        yield marian_folder(cfg.imported, dm.training_pairs(), (dm.src_lang, dm.tgt_lang), Path(folder) / "marian")
 
 
 def serving(cfg, dm, device) -> dict:
@@ -160,7 +169,7 @@ def serving(cfg, dm, device) -> dict:
 
     c = cfg.serve
     log.info(
-        "stage 8/9, qkvmt serve of %s: %d clients, %d sentences a request, beam %d",
+        "stage 8/10, qkvmt serve of %s: %d clients, %d sentences a request, beam %d",
         c.ckpt_path,
         c.clients,
         c.per_request,
@@ -174,10 +183,29 @@ def large_corpus(cfg) -> dict:
     """Stage 9: a synthetic corpus at WMT14 en-de's lengths, read by path (qkvmt.bench.large_corpus)."""
     c = cfg.corpus
     log.info(
-        "stage 9/9, a synthetic corpus of %s pairs: the tokenizer, encoding and caching, a resumed run's first batch",
+        "stage 9/10, a synthetic corpus of %s pairs: the tokenizer, encoding and caching, a resumed run's first batch",
         f"{c.pairs:,}",
     )
     return corpus_stage(c, cfg.seed)
+
+
+def hooks(cfg, dm) -> dict:
+    """Stage 10: the hooks API's goals, on the imported stage's Marian and the bundled model (qkvmt.bench.hooks)."""
+    import qkvmt
+
+    c = cfg.imported
+    log.info(
+        "stage 10/10, hooks: run_with_cache and hooked search on a Marian of d_model %d, %d+%d layers; "
+        "patch_study of %d pairs on %s",
+        c.d_model,
+        c.layers,
+        c.layers,
+        cfg.hooks.pairs,
+        cfg.hooks.ckpt_path,
+    )
+    with marian_of(cfg, dm) as made:
+        marian, bundled = qkvmt.load(made, device="cpu"), qkvmt.load(cfg.hooks.ckpt_path, device="cpu")
+        return hooks_speed(cfg, marian, bundled, dm.read("val"), dm.src_lang)
 
 
 def compiled_step(model, mode: str = "default", backend: str | Callable = "inductor"):

@@ -1,6 +1,6 @@
 """The table scripts/benchmark.py prints: one row per system (training tokens/s, step time, MFU,
-beam-search sentences/s), the ratios between them, then the scaling, analysis and memory stages,
-each line only where its stage ran."""
+beam-search sentences/s), the ratios between them, then the scaling, analysis and memory stages and
+the later ones, each line only where its stage ran."""
 
 
 def table(r: dict) -> str:
@@ -32,7 +32,31 @@ def table(r: dict) -> str:
         lines.append(serve_line(r["serve"]))
     if r.get("corpus"):
         lines.append(corpus_line(r["corpus"]))
+    if r.get("hooks"):
+        lines += hooks_lines(r["hooks"])
     return "\n".join(lines)
+
+
+def hooks_lines(h: dict) -> list[str]:
+    """The hooks API's figures, each beside its goal."""
+    c, s, p, goal = h["cache"], h["search"], h["patch"], h["goals"]
+    lines = [
+        f"hooks: run_with_cache of all {c['names']} names, one {c['words']}-word sentence, {c['seconds']:.2f} s "
+        f"(goal <= {goal['cache_s']:g} s)",
+        f"  beam {s['beam_size']}, {s['sentences']} sentences, {s['plain_s']:.2f} s without hooks; with a hook "
+        "returning None at "
+        + ", ".join(f"{name} {x['vs_plain']:.2f}x" for name, x in s["hooked"].items())
+        + f" (goal <= {goal['hooked_vs_plain']:g}x)",
+    ]
+    if "skipped" in p:
+        return [*lines, f"  patch_study: left out, {p['skipped']}"]
+    speedup = "-" if p["patching_vs_attribution"] is None else f"{p['patching_vs_attribution']:.1f}x"
+    return [
+        *lines,
+        f"  patch_study of {p['pairs']} pairs ({p['passes']:,} patched passes): {p['seconds']['total']:.0f} s "
+        f"(goal <= {goal['patch_s']:g} s); patching / attribution {speedup} (goal >= "
+        f"{goal['patching_vs_attribution']:g}x), correlation {fmt(p['correlation'], 3)}",
+    ]
 
 
 def corpus_line(c: dict) -> str:

@@ -8,8 +8,9 @@ default, `decode.ctranslate2`), decodes the same sentences beside them. On a CPU
 stage runs qkvmt train on the CPU recipe for its host memory (qkvmt.bench.memory), and the last opens
 a Hugging Face model of OPUS-MT-base's shape (qkvmt.bench.imported), and `qkvmt serve` under
 concurrent clients (qkvmt.bench.serving); a synthetic WMT-sized corpus read by path is stage 9
-(qkvmt.bench.large_corpus); `stages=` chooses among the peers (stages 1-5), memory, imported, serve
-and corpus, each run by qkvmt.bench.stages; this module checks the settings first (the stages' own:
+(qkvmt.bench.large_corpus), and the hooks API's goals stage 10 (qkvmt.bench.hooks); `stages=` chooses
+among the peers (stages 1-5), memory, imported, serve, corpus and hooks, each run by
+qkvmt.bench.stages; this module checks the settings first (the stages' own:
 qkvmt.bench.settings). Writes benchmark.json into output_dir, which appears only when every stage has
 run, and prints a table; `train.profile_steps=N` adds profile.txt, where N steps of ours spent their
 time, and `decode.profile_calls=N` decode_profile.txt, where N of its beam searches did
@@ -29,7 +30,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from qkvmt.bench.settings import check_settings
-from qkvmt.bench.stages import DTYPES, host_memory, imported, large_corpus, peers, serving
+from qkvmt.bench.stages import DTYPES, hooks, host_memory, imported, large_corpus, peers, serving
 from qkvmt.bench.table import table
 from qkvmt.errors import UserError
 from qkvmt.files import StagedFolder, check_new_output, write_json
@@ -43,7 +44,7 @@ from qkvmt.training.compiled import check_compile
 log = logging.getLogger(__name__)
 # precision= takes the short names or Lightning's; autocast runs in the dtype, float32 runs none.
 LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
-STAGES = ("peers", "memory", "imported", "serve", "corpus")  # what stages= may name, in the order they run
+STAGES = ("peers", "memory", "imported", "serve", "corpus", "hooks")  # what stages= may name, in the order they run
 
 
 def benchmark(cfg: DictConfig) -> dict:
@@ -76,6 +77,8 @@ def benchmark(cfg: DictConfig) -> dict:
             result["serve"] = serving(cfg, dm, device)
         if "corpus" in cfg.stages:
             result["corpus"] = large_corpus(cfg)
+        if "hooks" in cfg.stages:
+            result["hooks"] = hooks(cfg, dm)
         write_json(out / "benchmark.json", result)
     print(table(result))
     log.info("wrote %s", final / "benchmark.json")
