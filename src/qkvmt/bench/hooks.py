@@ -8,7 +8,7 @@ measured, each figure beside its goal, with the machine it ran on (recorded_with
    every decoder layer, against none, the three taking turns: at the feed-forward's output
    (`decoder.*.ffn.out`, a fused path's site, every layer at every step: what the engine itself costs)
    and at cross-attention's values (`decoder.*.cross.v`, a site of the explicit path: its layers leave
-   the fused kernel); each as a ratio to the unhooked search (goal: at most 1.3x);
+   the fused kernel); each as the median of each turn's ratio to the unhooked search (goal: at most 1.3x);
 3. `Model.patch_study` of the bundled `hooks.ckpt_path` over every cross-attention head and source
    position (`decoder.*.cross.v`), on the first `hooks.pairs` pairs of as many tokens made of the
    validation sources by putting "Frau" for "Mann" (SWAP): its seconds, translations included (goal:
@@ -27,7 +27,7 @@ import time
 import torch
 
 from qkvmt.bench.analysis import nearest
-from qkvmt.bench.timing import ratio, time_in_turns
+from qkvmt.bench.timing import ratio, seconds_in_turns
 from qkvmt.host.machine import recorded_with
 from qkvmt.studies.patching.pairs import aligned, swapped_word_pairs
 
@@ -76,12 +76,20 @@ def search_speed(model, sources: list[str], repeats: int) -> dict:
 
     calls = {"plain": lambda: model.translate(sources)}
     calls |= {name: lambda name=name: model.translate(sources, hooks={name: none}) for name in HOOKED}
-    seconds = time_in_turns(calls, torch.device("cpu"), repeats)
+    turns = seconds_in_turns(calls, torch.device("cpu"), repeats)
+    plain = turns["plain"]
+
+    def hooked(name: str) -> dict:
+        # the median of each turn's ratio: a neighbour's load, which moves a call's time by several times
+        # on a shared machine, touches the two calls of one turn alike
+        vs_plain = statistics.median(h / p for h, p in zip(turns[name], plain))
+        return {"seconds": statistics.median(turns[name]), "vs_plain": vs_plain}
+
     return {
         "sentences": len(sources),
         "beam_size": model.decoding().beam_size,
-        "plain_s": seconds["plain"],
-        "hooked": {name: {"seconds": seconds[name], "vs_plain": seconds[name] / seconds["plain"]} for name in HOOKED},
+        "plain_s": statistics.median(plain),
+        "hooked": {name: hooked(name) for name in HOOKED},
     }
 
 

@@ -124,6 +124,12 @@ def time_call(fn: Callable[[], object], device: torch.device, repeats: int) -> t
 def time_in_turns(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, float]:
     """Each function's median seconds of `repeats` calls after one untimed warm-up call each, the
     functions taking turns call by call, so a drift of the machine touches all of them alike."""
+    return {name: statistics.median(s) for name, s in seconds_in_turns(fns, device, repeats).items()}
+
+
+def seconds_in_turns(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, list]:
+    """Each function's seconds of each turn, as time_in_turns takes them: turn i of every function
+    ran side by side, so their ratio turn by turn leaves out what the machine did between turns."""
     for fn in fns.values():
         fn()
     seconds: dict[str, list[float]] = {name: [] for name in fns}
@@ -134,7 +140,7 @@ def time_in_turns(fns: dict[str, Callable[[], object]], device: torch.device, re
             fn()
             sync(device)
             seconds[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) for name, s in seconds.items()}
+    return seconds
 
 
 def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool) -> Callable[[], list]:
