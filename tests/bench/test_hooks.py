@@ -85,7 +85,7 @@ def recorded(tmp_path, h):
     )
     assert entry["command"].startswith("qkvmt benchmark device=cpu 'stages=[hooks]' hooks.words=5 hooks.repeats=1")
     cache = entry["figures"][0]
-    assert cache["value"] == round(h["cache"]["seconds"], 3) and "(goal ≤ 1 s)" in cache["label"]
+    assert cache["value"] == round(h["cache"]["seconds"], 2) and "(goal ≤ 1 s)" in cache["label"]
     ratio = f"real patching / attribution patching (goal ≥ 20×) | {h['patch']['patching_vs_attribution']:.1f}×"
     assert "run_with_cache of all" in page.read_text() and (ratio in page.read_text()) == (
         h["patch"]["patching_vs_attribution"] is not None

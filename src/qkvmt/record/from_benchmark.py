@@ -40,7 +40,7 @@ def figures(h: dict) -> list[dict]:
         {
             "label": f"run_with_cache of all {c['names']} names, one {c['words']}-word sentence "
             f"(goal ≤ {goal['cache_s']:g} s)",
-            "value": round(c["seconds"], 3),
+            "value": round(c["seconds"], 2),
             "unit": "s",
         },
         {
