@@ -13,7 +13,7 @@ import qkvmt
 from qkvmt.bench.hooks import ARTICLES, GOALS, HOOKED, SWAP
 from qkvmt.studies.patching.pairs import aligned, swapped_word_pairs
 from tests.bench.test_imported import SHAPE
-from tests.commandline import run_python
+from tests.commandline import run_python, user_error
 from tests.conftest import CONF, write_corpus
 from tests.record.conftest import RECORD
 
@@ -97,3 +97,16 @@ def test_without_pairs_in_the_data_patch_study_is_left_out_and_said_so(tmp_path)
     assert h["patch"] == {"skipped": "no validation source holds Mann with as many tokens once swapped"}
     assert h["cache"]["seconds"] > 0 and h["search"]["plain_s"] > 0  # the other figures stay
     assert "patch_study: left out, no validation source holds Mann" in table
+
+
+def test_a_benchmark_folder_without_the_hooks_stage_is_refused_in_one_line_and_the_record_left_alone(tmp_path):
+    (tmp_path / "runs.json").write_text(json.dumps(RECORD))
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "benchmark.json").write_text(json.dumps({"stages": ["serve"], "serve": {}}))
+    proc = run_python("-m", "qkvmt", "results", f"record={tmp_path / 'runs.json'}", f"add={bench}")
+    assert user_error(proc) == (
+        f"error: {bench / 'benchmark.json'} holds no hooks stage: add= records a benchmark's hooks stage "
+        "(qkvmt benchmark 'stages=[hooks]')"
+    )
+    assert json.loads((tmp_path / "runs.json").read_text()) == RECORD
