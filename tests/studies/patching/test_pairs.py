@@ -18,3 +18,10 @@ def test_without_articles_only_the_words_change():
         ["Ein Mann lacht ."],
         ["Ein Frau weint ."],
     )
+
+
+def test_only_after_keeps_the_lines_whose_every_word_follows_an_article():
+    lines = ["Ein Mann schläft.", "der Mann und dem alten Mann", "der Mann, der lacht, und einem Mann"]
+    clean, corrupt = swapped_word_pairs(lines, {"Mann": "Frau"}, ARTICLES, only_after=True)
+    assert clean == [lines[0], lines[2]]  # "alten Mann": the article is not just before it
+    assert corrupt == ["Eine Frau schläft.", "die Frau, der lacht, und einer Frau"]

@@ -41,13 +41,15 @@ class Pair:
 
 
 def swapped_word_pairs(
-    lines, words: dict[str, str], before: dict[str, str] | None = None
+    lines, words: dict[str, str], before: dict[str, str] | None = None, only_after: bool = False
 ) -> tuple[list[str], list[str]]:
     """(clean, corrupt) pairs made of `lines`: each line holding a word of `words` (whole words, as
     written), and the line with each such word replaced by its value and, where the word just before
     it is a key of `before`, that one replaced too (an article agreeing with the new word). Lines
     without such a word are left out. E.g. words={"Mann": "Frau"}, before={"Ein": "Eine", "der": "die"}:
-    "Ein Mann schläft ." -> "Eine Frau schläft ."."""
+    "Ein Mann schläft ." -> "Eine Frau schläft .". only_after: keep only lines whose every such word
+    follows a key of `before` (where another word stands before it, "dem alten Mann", replacing the
+    word alone would leave the sentence ungrammatical)."""
     before = before or {}
     alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
     articles = "|".join(map(re.escape, sorted(before, key=len, reverse=True))) or "(?!)"  # none: never
@@ -59,6 +61,8 @@ def swapped_word_pairs(
 
     clean, corrupt = [], []
     for line in lines:
+        if only_after and any(m.group(1) is None for m in pattern.finditer(line)):
+            continue
         changed = pattern.sub(swapped, line)
         if changed != line:
             clean.append(line)
