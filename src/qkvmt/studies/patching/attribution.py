@@ -18,9 +18,12 @@ def estimated(model, batch: Batch, index: Tensor, layout: list[Slot], clean: dic
     """{name: (len(index), H or 1, positions)} each slice's estimated change of the metric, for pairs `index`."""
     kept: dict[str, Tensor] = {}
     src, tgt_in = batch.rows(index, "corrupt")
-    with torch.enable_grad(), hooked(model, None, kept.__setitem__, [s.name for s in layout]):
-        logits, _ = model(src, tgt_in)
-        measured = batch.measured(logits, index, metric)
+    decoder_only = all(s.point.stack == "decoder" for s in layout)
+    with torch.no_grad():  # no slice of the encoder: its pass needs no graph, as patching's needs no second run
+        memory = model.encode(src)[:2] if decoder_only else None
+    names = [s.name for s in layout]
+    with torch.enable_grad(), hooked(model, None, kept.__setitem__, names):
+        measured = batch.measured(model, index, metric, src, tgt_in, memory, "logits" in names)
         grads = torch.autograd.grad(measured.sum(), [kept[s.name] for s in layout])
     out = {}
     for slot, grad in zip(layout, grads):

@@ -95,25 +95,28 @@ class Batch:
         src = getattr(self, source)[index][:, : int(self.src_len[index].max())]
         return src, self.tgt_in[index][:, : int(self.at[index].max()) + 1]
 
-    def measured(self, logits: Tensor, index: Tensor, metric) -> Tensor:
-        """The metric of rows of pairs `index` from their logits (R, T, V)."""
-        at_row = logits[torch.arange(logits.size(0), device=logits.device), self.at[index]]
-        return metric(at_row, self.clean_token[index], self.corrupt_token[index])
+    def measured(self, model, index: Tensor, metric, src: Tensor, tgt_in: Tensor, memory=None, logits=False) -> Tensor:
+        """The forced pass of pairs `index` (src, tgt_in) and its metric (R,). Only the row each metric reads
+        goes through the output layer, the costliest matrix product, unless `logits` (a hook is on them).
+        memory: the pairs' encoder output and source mask, where no hook is on the encoder: only the
+        decoder runs."""
+        if memory is None:
+            out, _ = model(src, tgt_in, project=logits)
+        else:
+            out, _, _ = model.decode(tgt_in, memory[0], memory[1], project=logits)
+        at_row = out[torch.arange(out.size(0), device=out.device), self.at[index]]  # (R, V) or (R, D)
+        return metric(at_row if logits else model.output(at_row), self.clean_token[index], self.corrupt_token[index])
 
 
 def run(
     model, batch: Batch, index: Tensor, metric, source: str, hooks=None, read=None, reads=(), memory=None
 ) -> Tensor:
     """One forced pass of pairs `index` from the `source` ("clean" or "corrupt") side; the metric (R,).
-    memory: every pair's encoder output and source mask, where no hook is on the encoder: only the
-    decoder runs."""
+    memory: every pair's encoder output and source mask (Batch.measured)."""
     src, tgt_in = batch.rows(index, source)
+    rows = (memory[0][index], memory[1][index]) if memory is not None else None
     with hooked(model, hooks, read, reads):
-        if memory is None:
-            logits, _ = model(src, tgt_in)
-        else:
-            logits, _, _ = model.decode(tgt_in, memory[0][index], memory[1][index])
-    return batch.measured(logits, index, metric)
+        return batch.measured(model, index, metric, src, tgt_in, rows, "logits" in {*(hooks or {}), *reads})
 
 
 @torch.inference_mode()
