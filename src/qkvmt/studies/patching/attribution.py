@@ -18,9 +18,8 @@ def estimated(model, batch: Batch, index: Tensor, layout: list[Slot], clean: dic
     """{name: (len(index), H or 1, positions)} each slice's estimated change of the metric, for pairs `index`."""
     kept: dict[str, Tensor] = {}
     src, tgt_in = batch.rows(index, "corrupt")
-    decoder_only = all(s.point.stack == "decoder" for s in layout)
-    with torch.no_grad():  # no slice of the encoder: its pass needs no graph, as patching's needs no second run
-        memory = model.encode(src)[:2] if decoder_only else None
+    decoder_only = all(s.point.stack == "decoder" for s in layout)  # the corrupt encoder pass serves as it is
+    memory = (batch.memory[0][index], batch.memory[1][index]) if decoder_only else None
     names = [s.name for s in layout]
     with torch.enable_grad(), hooked(model, None, kept.__setitem__, names):
         measured = batch.measured(model, index, metric, src, tgt_in, memory, "logits" in names)

@@ -89,6 +89,7 @@ class Batch:
         self.clean_token = torch.tensor([p.clean_token for p in pairs], device=device)
         self.corrupt_token = torch.tensor([p.corrupt_token for p in pairs], device=device)
         self.src_len = torch.tensor([len(p.clean_ids) + 1 for p in pairs], device=device)
+        self.memory: tuple[Tensor, Tensor] | None = None  # the corrupt sources' encoder output and mask (clean_pass)
 
     def rows(self, index: Tensor, source: str = "corrupt") -> tuple[Tensor, Tensor]:
         """The inputs of pairs `index`, trimmed to their longest source and prefix."""
@@ -125,7 +126,10 @@ def clean_pass(model, batch: Batch, n: int, names: list[str], metric) -> tuple[d
     kept: dict[str, Tensor] = {}
     index = torch.arange(n, device=batch.at.device)
     clean = run(model, batch, index, metric, "clean", read=lambda name, t: kept.__setitem__(name, t), reads=names)
-    return kept, clean, run(model, batch, index, metric, "corrupt")
+    # The corrupt sources' encoder pass, kept: a slice of the decoder leaves it as it is, so neither
+    # method runs it again for one (the encoder reads the whole source, the decoder only the prefix).
+    batch.memory = model.encode(batch.corrupt)[:2]
+    return kept, clean, run(model, batch, index, metric, "corrupt", memory=batch.memory)
 
 
 def units(pairs: list[Pair], layout: list[Slot], n_heads: int) -> list[tuple[int, int, int, int]]:
@@ -155,10 +159,7 @@ def patched(model, batch: Batch, all_units, layout: list[Slot], clean: dict[str,
     table = torch.tensor(all_units, device=device)  # (U, 4): pair, slot, head, position
     out = torch.empty(len(all_units), device=device)
     in_decoder = torch.tensor([slot.point.stack == "decoder" for slot in layout], device=device)[table[:, 1]]
-    # A slice of the decoder leaves each pair's encoder pass as it is: that runs once, not once a slice
-    # (the encoder reads the whole source, the decoder only the prefix up to the differing token).
-    memory = model.encode(batch.corrupt)[:2] if bool(in_decoder.any()) else None
-    for group, shared in ((~in_decoder).nonzero()[:, 0], None), (in_decoder.nonzero()[:, 0], memory):
+    for group, shared in ((~in_decoder).nonzero()[:, 0], None), (in_decoder.nonzero()[:, 0], batch.memory):
         for start in range(0, len(group), size):
             at = group[start : start + size]
             chunk = table[at]
