@@ -34,11 +34,11 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.alignment.policy import AlignmentPolicy
-from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals, target_names, token_names
-from qkvmt.analysis.hooking import Call, hooked
+from qkvmt.analysis.forced import checked_signals, forced_attention, one_pass_signals
+from qkvmt.analysis.hooking import hooked
 from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.intervention import translate_with_and_without
-from qkvmt.analysis.named_pass import hooks_by_name, named_pass, names_wanted
+from qkvmt.analysis.named_pass import hooks_by_name, lines_call, named_pass, names_wanted
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
@@ -59,7 +59,7 @@ from qkvmt.studies.lens.result import Lens
 from qkvmt.studies.methods import StudyMethods
 from qkvmt.text.sources import required_text
 from qkvmt.text.tokenizer import decode as detokenize
-from qkvmt.text.tokenizer import encode, encode_target
+from qkvmt.text.tokenizer import encode_target
 
 
 def load(
@@ -165,17 +165,12 @@ class Model(StudyMethods):
         lines = [sentences] if isinstance(sentences, str) else list(sentences)
         cfg = self.decoding(settings, **decode)
         by_name = hooks_by_name(self.transformer, hooks)
-        with self.fabric.autocast(), hooked(self.transformer, by_name, call=self._call(lines)):
+        with (
+            self.fabric.autocast(),
+            hooked(self.transformer, by_name, call=lines_call(self.transformer, self.tokenizer, lines)),
+        ):
             ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress)
         return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg))
-
-    def _call(self, lines: list[str]) -> Call:
-        """The token labels a search's hooks may ask for: each line's source tokens, </s> included."""
-        eos = self.transformer.cfg.eos_id
-        return Call(
-            source_tokens=lambda: [token_names(self.tokenizer, [*ids, eos]) for ids in encode(self.tokenizer, lines)],
-            id_tokens=lambda ids: target_names(self.tokenizer, ids),
-        )
 
     def hook_names(self, pattern: str | None = None) -> list[str]:
         """Every activation's name (qkvmt.model.hook_names), in the order a pass reaches them, or those a

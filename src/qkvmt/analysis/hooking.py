@@ -177,8 +177,11 @@ def hooked(
     (name, tensor) sees it, for the names of `hooks` and `reads`. An explicit-path point switches its
     layer to that path; `refuse_cached` names points whose hooks index queries by position, which
     cached search refuses. Every hook is removed when the block ends, however it ends."""
-    points = hook_points(model)
     hooks, reads, refused = hooks or {}, set(reads), set(refuse_cached)
+    if not hooks and not reads:  # a plain translate: no point to look up
+        yield {}
+        return
+    points = hook_points(model)
     unknown = [n for n in [*hooks, *reads] if n not in points]
     if unknown:  # it would never fire: a typo is named with the close names, a glob as one
         resolved(unknown, points, "hook")

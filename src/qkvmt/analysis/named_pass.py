@@ -31,15 +31,13 @@ class NamedPass:
     target_tokens: list[list[str]]  # per sentence, what each decoder position reads: <s> y_1 .. y_m
     output_tokens: list[list[str]]  # per sentence, what each decoder position predicts: y_1 .. y_m </s>
     logits: Tensor  # (B, T, V)
-    src: Tensor  # (B, S) ids
-    tgt_in: Tensor  # (B, T)
-    tgt_out: Tensor  # (B, T)
 
 
 def hooks_by_name(model: Transformer, hooks: dict[str, Hook] | None) -> dict[str, list[Hook]]:
     """{name or glob: fn} as {name: [fn, ...]}: every name a pattern matches takes its function, in the
     order given. A bad pattern, or anything but a function, is a one-line UserError."""
-    hooks = hooks or {}
+    if not hooks:
+        return {}
     if not isinstance(hooks, dict):
         raise UserError(f"hooks={hooks!r}: give a dict of {{name or glob: fn(activation, ctx)}}")
     for pattern, fn in hooks.items():
@@ -84,6 +82,15 @@ def call_of(
     )
 
 
+def lines_call(model: Transformer, tokenizer: Tokenizer, lines: list[str]) -> Call:
+    """The token labels a search's hooks may ask for: each line's source tokens, </s> included."""
+    eos = model.cfg.eos_id
+    return Call(
+        source_tokens=lambda: [token_names(tokenizer, [*ids, eos]) for ids in encode(tokenizer, lines)],
+        id_tokens=lambda ids: target_names(tokenizer, ids),
+    )
+
+
 def batch_of(model: Transformer, tokenizer: Tokenizer, sources: list[str], targets: list[list[int]]):
     c, device = model.cfg, next(model.parameters()).device
     x = build_inputs(encode(tokenizer, sources), targets, c.specials, c.max_positions)
@@ -120,7 +127,4 @@ def named_pass(
         target_tokens=call.once("target", call.target_tokens),
         output_tokens=unpadded(tgt_out, lengths, lambda r: target_names(tokenizer, r)),
         logits=logits,
-        src=src,
-        tgt_in=tgt_in,
-        tgt_out=tgt_out,
     )

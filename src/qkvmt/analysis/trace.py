@@ -181,17 +181,14 @@ def trace(
 
     grad_of=(t, token): the pass runs with gradients, and every site's tensor of batch row 0
     holds in `.grad` the gradient of log p(token) at target row t."""
-    names = {
-        hook_name(w): w
-        for w in [*MODEL_SITES]
-        + [
-            (kind, i, name)
-            for kind in KINDS
-            for i in range(len(attention_modules(model, kind)))
-            for name in LAYER_SITES
-        ]
-        if w in MODEL_SITES or w[2] != "y" or w[0] == "cross"  # self-attention has no y
-    }
+    sites = [
+        (kind, i, name)
+        for kind in KINDS
+        for i in range(len(attention_modules(model, kind)))
+        for name in LAYER_SITES
+        if name != "y" or kind == "cross"  # self-attention has no y
+    ]
+    names = {hook_name(w): w for w in [*MODEL_SITES, *sites]}
     seen: dict[Where, Tensor] = {}
 
     def read(name: str, t: Tensor) -> None:

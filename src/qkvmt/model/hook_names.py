@@ -47,13 +47,6 @@ class HookPoint:
     part: str | None  # "self", "cross" or "ffn" within a layer; None: the layer's own or the model's
     attention: nn.Module | None = None  # for an attention site, its MultiHeadAttention
 
-    @property
-    def kind(self) -> str | None:
-        """The analysis's name for an attention part: encoder, decoder (self) or cross."""
-        if self.part == "cross":
-            return "cross"
-        return self.stack if self.part == "self" else None
-
     def side(self, axis: str) -> str | None:
         """Whose tokens label `axis`: "source", "target", or None for an axis of features or heads."""
         if axis == "position":
@@ -63,10 +56,11 @@ class HookPoint:
         return None
 
 
-def _block(prefix: str, stack: str, layer: int, part: str, block, inner, attention) -> list[HookPoint]:
+def _block(prefix: str, stack: str, layer: int, part: str, block, inner) -> list[HookPoint]:
     """A sub-layer's points in the order a pass reaches them: the block's stream in, its norm (pre-LN,
-    before the sub-layer), the sub-layer's own sites, the norm (post-LN), the stream out."""
-    scope = "ffn" if attention is None else "attention"
+    before the sub-layer), the sub-layer's own sites (`inner`'s: an attention, or the feed-forward), the
+    norm (post-LN), the stream out."""
+    scope, attention = ("ffn", None) if part == "ffn" else ("attention", inner)
     own = [s for s in SITES if s.scope == scope and not (s.name == "y" and part == "self")]
     pre, post = (["norm"], []) if block.norm_first else ([], ["norm"])
 
@@ -95,12 +89,11 @@ def hook_points(model: nn.Module) -> dict[str, HookPoint]:
             points.append(
                 HookPoint(f"{prefix}.resid_pre", SPECS["layer", "resid_pre"], layer.sites["resid_pre"], stack, i, None)
             )
-            if stack == "encoder":
-                points += _block(prefix, stack, i, "self", layer.attn_block, layer.self_attn, layer.self_attn)
-            else:
-                points += _block(prefix, stack, i, "self", layer.self_block, layer.self_attn, layer.self_attn)
-                points += _block(prefix, stack, i, "cross", layer.cross_block, layer.cross_attn, layer.cross_attn)
-            points += _block(prefix, stack, i, "ffn", layer.ffn_block, layer.ffn, None)
+            parts = [("self", layer.attn_block if stack == "encoder" else layer.self_block, layer.self_attn)]
+            if stack == "decoder":
+                parts.append(("cross", layer.cross_block, layer.cross_attn))
+            for part, block, inner in [*parts, ("ffn", layer.ffn_block, layer.ffn)]:
+                points += _block(prefix, stack, i, part, block, inner)
             points.append(
                 HookPoint(
                     f"{prefix}.resid_post", SPECS["layer", "resid_post"], layer.sites["resid_post"], stack, i, None

@@ -63,7 +63,7 @@ NAMES = {  # how each scope's sites are named (qkvmt.model.hook_names), {n} the 
 
 def sites(record: dict) -> str:
     """Every activation's name, axes and meaning, from qkvmt.model.sites.SITES."""
-    from qkvmt.model.sites import SCOPES, SITES
+    from qkvmt.model.sites import SITES
 
     def names(s) -> str:
         if s.name == "y":
@@ -74,7 +74,6 @@ def sites(record: dict) -> str:
 
     path = {True: "the explicit path (a hook switches its layer there)", False: "every path"}
     rows = [[names(s), s.shape, s.meaning, path[s.explicit_only]] for s in SITES]
-    assert {s.scope for s in SITES} <= set(SCOPES)
     return table(["names", "axes", "what it holds", "fires on"], rows)
 
 
