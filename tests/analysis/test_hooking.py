@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from qkvmt.analysis.hooking import hooked
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from tests.analysis.test_trace import no_hooks, noisy_model, pair
 from tests.decoding.test_search import (

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+from qkvmt.decoding.engine import generate
 from qkvmt.decoding.rows import rows_kept
-from qkvmt.decoding.search import DecodeConfig, beam_search, generate, greedy_search, length_penalty, stable_order
+from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, length_penalty, stable_order
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS
 from qkvmt.model.transformer import Transformer

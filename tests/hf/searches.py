@@ -5,7 +5,8 @@ them: the tests build models where neither holds (folders.randomized's eos_bias 
 
 import torch
 
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs
 
 MAX_LENGTH = 14  # generate's max_length, the decoder's start token counted: 13 output tokens at most

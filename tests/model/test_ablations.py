@@ -14,7 +14,8 @@ import qkvmt
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.analysis.trace import KINDS, attention_modules, trace
 from qkvmt.analysis.value_norms import transformed_values
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.loading import load_model
 from qkvmt.model.checkpoint import CheckpointMeta

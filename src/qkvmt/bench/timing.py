@@ -17,7 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.loss import translation_loss
 from qkvmt.training.matmul_rows import LINEAR_ROW_MULTIPLE, few_matmul_shapes
 

@@ -13,7 +13,8 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import decode, encode

@@ -14,10 +14,9 @@ from torch import Tensor, nn
 
 from qkvmt.decoding.finished import Finished, Hypothesis, until_end
 from qkvmt.decoding.rows import are_rows_kept
-from qkvmt.decoding.step_view import at, searching, sentences_searched
+from qkvmt.decoding.step_view import at, sentences_searched
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
-from qkvmt.model.weight_casts import cast_once
 from qkvmt.setting_types import check_fields
 
 
@@ -42,6 +41,7 @@ class DecodeConfig:
     # transformers' renormalize_logits
     early_stopping: bool = True  # a sentence stops at beam_size finished hypotheses; False: transformers'
     # early_stopping=False, which goes on while the best live beam, scored at its length now, beats the worst finished
+    compile: bool | str = "auto"  # the compiled step (qkvmt.decoding.engine): true, false, or auto (where it pays)
 
     def __post_init__(self):
         check_fields(self, "decode.")  # a value of another type, before the comparisons below fail on it
@@ -61,6 +61,15 @@ class DecodeConfig:
             raise UserError(f"decode.max_tokens must be at least 1, got {self.max_tokens}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+        if isinstance(self.compile, bool):  # Hydra reads decode.compile=true as a boolean
+            self.compile = "true" if self.compile else "false"
+        if self.compile not in ("auto", "true", "false"):
+            raise UserError(f"decode.compile={self.compile!r}: use auto, true or false")
+        if self.compile == "true" and not self.use_cache:
+            raise UserError(
+                "decode.compile=true and decode.use_cache=false: the compiled step runs over the KV cache; "
+                "set one of them otherwise"
+            )
         if self.free_eos_at_limit and self.cut_at_limit:
             raise UserError(
                 "decode.free_eos_at_limit=true and decode.cut_at_limit=true: an output at the length limit ends "
@@ -97,11 +106,21 @@ def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:
 class Stepper:
     """Next-token scores, with or without the KV cache, within length limits."""
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, limit: Tensor, cfg: DecodeConfig):
+    def __init__(
+        self,
+        model: Transformer,
+        memory: Tensor,
+        src_mask: Tensor,
+        limit: Tensor,
+        cfg: DecodeConfig,
+        length: int | None = None,
+    ):
         self.model, self.memory, self.src_mask = model, memory, src_mask
         self.limit = limit  # (N,) output tokens allowed per row, EOS included
         self.first_limit = int(limit.min())  # before it, no row is at its limit (known on the host)
-        self.state = model.new_state() if cfg.use_cache else None
+        # length: the positions the KV cache makes room for at once (a compiled step's: one more, so no
+        # step fills it, which would take a graph of its own), else it grows
+        self.state = None if not cfg.use_cache else model.new_state() if length is None else model.new_state(length + 1)
         self.min_len = cfg.min_len
         self.forced_first, self.free_eos = cfg.forced_first_id, cfg.free_eos_at_limit
         self.cut, self.renormalize = cfg.cut_at_limit, cfg.renormalize
@@ -128,10 +147,15 @@ class Stepper:
         if self.forced_first is not None and n_out == 1:  # only the forced token, at log-probability 0
             logp = torch.full_like(logp, float("-inf"))
             logp[:, self.forced_first] = 0.0
-        near_limit = n_out >= self.first_limit and not self.cut
+        # A compiled step takes every branch that depends on the step, so one graph serves all of them.
+        compiling = torch.compiler.is_compiling()
+        near_limit = not self.cut and (compiling or n_out >= self.first_limit)
         if near_limit:
             eos = torch.zeros_like(logp[:, 0]) if self.free_eos else logp[:, c.eos_id].clone()
-        if n_out < self.min_len:
+        if compiling:
+            too_short = torch.full((), n_out, device=logp.device) < self.min_len
+            logp[:, c.eos_id] = logp[:, c.eos_id].masked_fill(too_short, float("-inf"))
+        elif n_out < self.min_len:
             logp[:, c.eos_id] = float("-inf")
         if near_limit:  # the length limit wins over min_len
             at_limit = n_out >= self.limit  # (N,)
@@ -163,26 +187,37 @@ def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tenso
 
 
 @torch.inference_mode()
-def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
+def greedy_search(model: Transformer, src: Tensor, cfg: DecodeConfig, compiled=None) -> list[Hypothesis]:
+    """Greedy search; `compiled`: greedy_step compiled (qkvmt.decoding.compiled), which then runs each step."""
     c = model.cfg
     memory, src_mask, _ = model.encode(src)
     limit = max_lengths(src_mask.flatten(1).sum(-1), cfg, c.max_positions)
-    step = Stepper(model, memory, src_mask, limit, cfg)
+    max_t = int(limit.max())
+    step = Stepper(model, memory, src_mask, limit, cfg, max_t if compiled else None)
     b = src.size(0)
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
     scores = torch.zeros(b, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     sentence_of = sentences_searched(b, src.device)
-    for t in range(int(limit.max())):
+    for t in range(max_t):
         at(sentence_of, 1, t, prefix)
-        best, token = step(prefix).max(dim=-1)
-        token = token.masked_fill(done, c.pad_id)
-        scores += best.masked_fill(done, 0.0)
-        prefix = torch.cat([prefix, token[:, None]], dim=1)
-        done |= (token == c.eos_id) | (prefix.size(1) > limit)  # a row ends at </s> or its limit
+        prefix = (compiled if compiled is not None and t else greedy_step)(
+            step, prefix, scores, done, limit, c.pad_id, c.eos_id
+        )
         if done.all():
             break
     return [Hypothesis(until_end(row, c.eos_id, c.pad_id), float(s)) for row, s in zip(prefix[:, 1:].tolist(), scores)]
+
+
+def greedy_step(step: Stepper, prefix: Tensor, scores: Tensor, done: Tensor, limit: Tensor, pad_id: int, eos_id: int):
+    """A step of greedy search: the best token of each row (pad once the row is done) appended to
+    `prefix`, its log-probability added to `scores` and `done` updated (those two in place)."""
+    best, token = step(prefix).max(dim=-1)
+    token = token.masked_fill(done, pad_id)
+    scores += best.masked_fill(done, 0.0)
+    prefix = torch.cat([prefix, token[:, None]], dim=1)
+    done |= (token == eos_id) | (prefix.size(1) > limit)  # a row ends at </s> or its limit
+    return prefix
 
 
 # Done sentences leave the batch once they are at least 1/PRUNE_SHARE of it: leaving copies every
@@ -205,15 +240,52 @@ def candidates(step: Stepper, prefix: Tensor, scores: Tensor, width: int, k: int
     return top_scores, beam, token, prefixes
 
 
+def advance(
+    step: Stepper,
+    prefix: Tensor,
+    scores: Tensor,
+    width: int,
+    limit: Tensor,
+    active: Tensor,
+    finished: Finished,
+    cfg: DecodeConfig,
+) -> tuple[Tensor, ...]:
+    """A step of beam search up to what it must read back: the candidates of B sentences of `width` live
+    beams, those that end finished (`finished` and `active` (B,) updated in place), and the best K of each
+    sentence that go on: their scores and indices among the candidates (B, K), ordered so that rows
+    continuing themselves stay put, and the candidates' beams and tokens (B, 2K)."""
+    k, t = cfg.beam_size, prefix.size(1) - 1  # t: the tokens so far
+    eos_id = step.model.cfg.eos_id
+    top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
+    ends = ((token == eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)
+    normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
+    ended = torch.cat([prefixes, token[:, :, None]], dim=2)  # its last token too (until_end drops an EOS)
+    if cfg.early_stopping:
+        finished.add(ends & active[:, None], normed, ended)
+        active &= (finished.count < k) & (t + 1 < limit)
+    else:
+        finished.merge(ends & active[:, None], normed, ended)
+    # Continue with the best K candidates of each sentence that do not end.
+    keep_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=-1)  # (B, K)
+    if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
+        best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
+        active &= (best_live > finished.worst()) & (t + 1 < limit)
+    if width == k:  # beams are a set: order them so that rows continuing themselves stay put
+        order = stable_order(beam.gather(1, keep))
+        keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
+    return keep_scores, keep, beam, token
+
+
 @torch.inference_mode()
-def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypothesis]:
-    """Batched beam search: B sentences × K beams advance together as B*K decoder rows.
+def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig, compiled=None) -> list[Hypothesis]:
+    """Batched beam search: B sentences × K beams advance together as B*K decoder rows; `compiled`:
+    qkvmt.decoding.compiled's beam_step compiled, which then runs every step after the first.
 
     Each step takes the top 2K continuations per sentence, so K continue even if some end in
     EOS. Finished hypotheses are ranked by length-normalised score; a sentence stops once it
     has K of them, or when it reaches its length limit, where every candidate ends (with EOS,
     or, with cut_at_limit, on its last token), and the stopped ones leave the batch (not within
-    qkvmt.decoding.rows.rows_kept, where every row stays the sentence it was).
+    qkvmt.decoding.rows.rows_kept, where every row stays the sentence it was, nor in a compiled search).
     All bookkeeping is tensor operations, with no Python work per hypothesis; each step reads
     back only how many sentences are still active and which cache rows move.
     """
@@ -225,37 +297,27 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[Hypo
     max_t = int(limit.max())
     # The beams of a sentence share its memory (B rows): cross-attention folds them together.
     # All K beams would start identical, so the first step runs one row per sentence.
-    step = Stepper(model, memory, src_mask, limit, cfg)
+    step = Stepper(model, memory, src_mask, limit, cfg, max_t if compiled else None)
     prefix = torch.full((b, 1), c.bos_id, dtype=torch.long, device=dev)
     scores = torch.zeros(b, 1, device=dev)
     width = 1  # live rows per sentence: 1 at the first step, K after
     finished = Finished(b, k, max_t, c.pad_id, dev)
     active = torch.ones(b, dtype=torch.bool, device=dev)
     # Only an nn.Module's state drops sentences (keep_sentences); a duck-typed model keeps them all.
-    prunable = isinstance(model, nn.Module) and not are_rows_kept()
+    # A compiled step keeps them all too: its rows stay as many, so its graph serves every step.
+    prunable = isinstance(model, nn.Module) and not are_rows_kept() and compiled is None
     sentence_of = sentences_searched(b, dev)  # (B,) the sentence of the call each of the batch is, for hooks
     for t in range(max_t):
         at(sentence_of, width, t, prefix)
-        top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
-        ends = ((token == c.eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)
-        normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
-        ended = torch.cat([prefixes, token[:, :, None]], dim=2)  # its last token too (until_end drops an EOS)
-        if cfg.early_stopping:
-            finished.add(ends & active[:, None], normed, ended)
-            active &= (finished.count < k) & (t + 1 < limit)
-        else:
-            finished.merge(ends & active[:, None], normed, ended)
-        # Continue with the best K candidates of each sentence that do not end.
-        keep_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=-1)  # (B, K)
-        if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
-            best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
-            active &= (best_live > finished.worst()) & (t + 1 < limit)
+        if compiled is not None and width == k:  # one graph, from the decoder layers to the cache rows moved
+            prefix, scores = compiled(step, prefix, scores, limit, active, finished, cfg)
+            if not active.any():
+                break
+            continue
+        keep_scores, keep, beam, token = advance(step, prefix, scores, width, limit, active, finished, cfg)
         live = int(active.sum())
         if not live:
             break
-        if width == k:  # beams are a set: order them so that rows continuing themselves stay put
-            order = stable_order(beam.gather(1, keep))
-            keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
         rows_of = torch.arange(b, device=dev)  # the sentence (its rows, as they were this step) each one continues
         if prunable and b - live >= max(1, b // PRUNE_SHARE):  # the stopped sentences leave: no rows spent on them
             rows_of = active.nonzero()[:, 0]
@@ -293,12 +355,3 @@ def stable_order(parent: Tensor) -> Tensor:
     rank = (~first).long().cumsum(dim=1) - 1  # the other children, numbered in order
     slot = torch.where(first, parent, free_slots.gather(1, rank.clamp(min=0)))
     return torch.empty_like(slot).scatter_(1, slot, j.expand(b, k))  # slot -> child
-
-
-def generate(model: Transformer, src: Tensor, cfg: DecodeConfig, lines: Tensor | None = None) -> list[Hypothesis]:
-    """One hypothesis per source row: greedy for beam_size 1, beam search otherwise; under
-    autocast its steps share one cast of each parameter (qkvmt.model.weight_casts). lines: (B,) the
-    index of each row among the lines of the call (qkvmt.decoding.step_view), 0..B-1 by default."""
-    lines = torch.arange(src.size(0), device=src.device) if lines is None else lines
-    with cast_once(), searching(lines):
-        return greedy_search(model, src, cfg) if cfg.beam_size == 1 else beam_search(model, src, cfg)

@@ -14,7 +14,9 @@ class KVCache:
     the same size, and the two swap, so reordering allocates nothing.
     """
 
-    def __init__(self):
+    def __init__(self, capacity: int = 16):
+        self.capacity = capacity  # positions the first append makes room for (a search that knows its length
+        # limit asks for all of them: then the buffer never grows, and a compiled step sees one buffer throughout)
         self.k: Tensor | None = None  # (B, H, capacity, d_k)
         self.v: Tensor | None = None
         self.spare: tuple[Tensor, Tensor] | None = None  # reorder target, same shape as k and v
@@ -23,7 +25,7 @@ class KVCache:
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         t = k.size(2)
         if self.k is None or self.length + t > self.k.size(2):
-            capacity = max(2 * (self.length + t), 16)
+            capacity = max(2 * (self.length + t), self.capacity)
             grown_k = k.new_empty(k.size(0), k.size(1), capacity, k.size(3))
             grown_v = v.new_empty(grown_k.shape)
             if self.k is not None:
@@ -43,6 +45,13 @@ class KVCache:
         for buf in (self.k, self.v):
             part = buf[:, :, : self.length]
             part.index_copy_(0, dst, part.index_select(0, src))
+
+    def gather_rows(self, index: Tensor) -> None:
+        """Row i takes row index[i]'s keys and values, the rows staying as many, in place: what a compiled
+        step does, reading nothing back to the host (reorder's choices do)."""
+        n = self.length
+        for buf in (self.k, self.v):
+            buf[:, :, :n] = buf[:, :, :n].index_select(0, index)
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` (beam search reorders hypotheses every step); the number of

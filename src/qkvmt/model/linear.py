@@ -106,6 +106,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
     float32 on a CPU, no gradient to record, no autocast. Under autocast, in a search, the
     parameters come cast once (qkvmt.model.weight_casts)."""
+    if torch.compiler.is_compiling():  # the compiler chooses its own kernels (qkvmt.decoding.compiled)
+        return F.linear(x, weight, bias)
     if (
         x.device.type == "cpu"
         and x.dtype is torch.float32

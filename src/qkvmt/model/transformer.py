@@ -47,6 +47,12 @@ class DecoderState:
         for cache in caches:
             cache.reorder(index)
 
+    def gather_beams(self, index: Tensor) -> None:
+        """As reorder_beams with as many rows, every self-attention row gathered in place, with no choice
+        read back to the host (a compiled step's)."""
+        for self_cache, _ in self.caches:
+            self_cache.gather_rows(index)
+
     def keep_sentences(self, index: Tensor) -> None:
         """Only sentences `index` go on: the cross-attention caches (one row a sentence) keep
         their rows; the self-attention rows follow with reorder_beams."""
@@ -231,8 +237,9 @@ class Transformer(nn.Module):
         """(B, 1, 1, T), True on real target tokens: decode's self_mask for full context."""
         return (tgt != self.cfg.pad_id)[:, None, None, :]
 
-    def new_state(self) -> DecoderState:
-        return DecoderState([(KVCache(), KVCache()) for _ in self.decoder_layers])
+    def new_state(self, length: int = 16) -> DecoderState:
+        """An empty decoding state whose self-attention caches first make room for `length` positions."""
+        return DecoderState([(KVCache(length), KVCache()) for _ in self.decoder_layers])
 
     def forward(
         self, src: Tensor, tgt: Tensor, need_weights: "bool | WeightRequest" = False, project: bool = True

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from qkvmt.analysis.trace import attention_modules
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.studies.heads.masking import every_head, masked, profile

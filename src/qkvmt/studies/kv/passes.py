@@ -17,7 +17,8 @@ from torch import Tensor
 
 from qkvmt.analysis.forced import forced_attention
 from qkvmt.analysis.trace import Where, edited
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import WeightRequest
 from qkvmt.studies.kv.words import Word, first_pair, translated_words

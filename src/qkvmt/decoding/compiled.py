@@ -1,0 +1,79 @@
+"""The compiled decoder step: one step of search, from the decoder layers through the output layer,
+log-softmax and top-k to the beams' bookkeeping and the cache rows that move, as one graph of
+torch.compile (TorchInductor), over a KV cache allocated once for the search's length.
+
+The graph is traced from the eager code itself (`qkvmt.decoding.search.advance` and the model's
+modules), so there is one definition of a step; shapes are dynamic (the batch's rows, the tokens so
+far, the source length), so one graph serves every batch and step, with a second one traced where
+two of those sizes first coincide. TorchInductor keeps what it compiles on disk (its cache, in
+TORCHINDUCTOR_CACHE_DIR, by default under the system's temporary folder): a process that meets a model
+of a shape compiled before loads the graph instead of compiling it. On CUDA the graph is captured in
+CUDA graphs ("reduce-overhead"), which take a step's kernel launches off the CPU.
+"""
+
+import os
+import shutil
+
+import torch
+from torch import Tensor
+
+from qkvmt.decoding.finished import Finished
+from qkvmt.decoding.search import DecodeConfig, Stepper, advance
+
+
+def beam_step(
+    step: Stepper,
+    prefix: Tensor,
+    scores: Tensor,
+    limit: Tensor,
+    active: Tensor,
+    finished: Finished,
+    cfg: DecodeConfig,
+) -> tuple[Tensor, Tensor]:
+    """A step of beam search over K live beams a sentence, every row kept (no sentence leaves):
+    `advance`, then the beams that go on take their rows, prefixes and caches. Returns the prefixes
+    (B*K, t+2) and scores (B, K) of the next step; `active` and `finished` are updated in place. It
+    reads nothing back to the host."""
+    k = cfg.beam_size
+    keep_scores, keep, beam, token = advance(step, prefix, scores, k, limit, active, finished, cfg)
+    rows = torch.arange(keep.size(0), device=keep.device)
+    src_rows = (rows[:, None] * k + beam.gather(1, keep)).view(-1)  # (B*K,)
+    prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
+    step.limit = step.limit.index_select(0, src_rows)
+    step.state.gather_beams(src_rows)
+    return prefix, keep_scores.masked_fill(~active[:, None], float("-inf"))
+
+
+def unavailable(device: torch.device) -> str | None:
+    """Why torch.compile cannot build a step on `device` here, or None where it can."""
+    if not torch._dynamo.is_dynamo_supported():
+        return f"torch {torch.__version__} cannot compile on this Python or platform"
+    if device.type == "cpu":
+        given = os.environ.get("CXX")
+        if given and not shutil.which(given):
+            return f"CXX={given}: no such C++ compiler (TorchInductor compiles the step with it)"
+        if not given and not any(shutil.which(cc) for cc in ("g++", "c++", "clang++")):
+            return "no C++ compiler (g++ or clang++) was found, which TorchInductor needs on a CPU"
+        return None
+    if device.type == "cuda":
+        from torch.utils._triton import has_triton
+
+        return None if has_triton() else "Triton, which TorchInductor needs on CUDA, is not installed"
+    return f"the compiled step is built for CPUs and CUDA GPUs, not {device.type}"
+
+
+def options(device: torch.device) -> dict:
+    """torch.compile's settings for a step on `device`: CUDA graphs on CUDA, dynamic shapes everywhere."""
+    return {"dynamic": True, "mode": "reduce-overhead" if device.type == "cuda" else None}
+
+
+_compiled: dict[tuple[str, str], object] = {}  # (function, device type) -> its compiled form, made once a process
+
+
+def compiled(fn, device: torch.device):
+    """`fn` (beam_step or greedy_step) compiled for `device`: made on first use; torch.compile
+    traces it on its first call and whenever a guard of the graphs it has fails."""
+    key = (fn.__name__, device.type)
+    if key not in _compiled:
+        _compiled[key] = torch.compile(fn, **options(device))
+    return _compiled[key]
