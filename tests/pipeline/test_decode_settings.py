@@ -171,3 +171,20 @@ def test_a_huge_length_factor_is_the_models_own_limit(model):
     """1e99 tokens per source token was cast to a negative limit: every translation came out empty."""
     r = qkvmt_command("translate", "ckpt_path=multi30k-de-en", f"sentence={SENTENCE}", "decode.max_len_a=1e99")
     assert r.stdout.splitlines() == list(model.translate([SENTENCE], model.decoding(max_len_a=1000)))
+
+
+def test_ctranslate2_refuses_our_engines_compute_type(exported):
+    """CTranslate2 computes in its own compute_type=: decode.compute_type would be ignored."""
+    r = run_python(
+        "-m",
+        "qkvmt",
+        "translate",
+        "engine=ctranslate2",
+        f"model_dir={exported}",
+        "sentence=x",
+        "decode.compute_type=int8",
+    )
+    assert user_error(r) == (
+        "error: decode.compute_type=int8 is for engine=qkvmt; engine=ctranslate2 computes in compute_type= "
+        "(the type the folder was exported with, or int8, bfloat16, ...): give compute_type=int8"
+    )

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
 from qkvmt.decoding.compiled import beam_step, compiled, unavailable
+from qkvmt.decoding.compute_type import computing
 from qkvmt.decoding.finished import Hypothesis
 from qkvmt.decoding.rows import are_rows_kept
 from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, greedy_step
@@ -57,6 +58,8 @@ def engine_for(model, device: torch.device, cfg: DecodeConfig, sentences: int) -
         return Engine(False, "decode.use_cache=false: the compiled step runs over the KV cache")
     if not isinstance(model, nn.Module):
         return Engine(False, "the model is no torch module")
+    if cfg.compute_type == "int8":
+        return Engine(False, "decode.compute_type=int8 runs on the eager step")
     reason = unavailable(device)
     if reason is not None:
         if asked:
@@ -85,13 +88,15 @@ def generate(
     model, src: Tensor, cfg: DecodeConfig, lines: Tensor | None = None, engine: Engine | None = None
 ) -> list[Hypothesis]:
     """One hypothesis per source row: greedy for beam_size 1, beam search otherwise, on `engine` (by
-    default the one engine_for chooses for these rows); under autocast its steps share one cast of
-    each parameter (qkvmt.model.weight_casts). lines: (B,) the index of each row among the lines of
-    the call (qkvmt.decoding.step_view), 0..B-1 by default."""
+    default the one engine_for chooses for these rows), computed in cfg.compute_type
+    (qkvmt.decoding.compute_type: float32 keeps a caller's autocast, bfloat16 sets one over it, int8 sets it
+    aside); under autocast its steps share one cast of each parameter (qkvmt.model.weight_casts).
+    lines: (B,) the index of each row among the lines of the call (qkvmt.decoding.step_view), 0..B-1
+    by default."""
     lines = torch.arange(src.size(0), device=src.device) if lines is None else lines
     if engine is None:
         engine = engine_for(model, src.device, cfg, src.size(0))
     greedy = cfg.beam_size == 1
     step = compiled(greedy_step if greedy else beam_step, src.device) if engine.compiled else None
-    with cast_once(), searching(lines):
+    with computing(cfg.compute_type, src.device), cast_once(), searching(lines):
         return greedy_search(model, src, cfg, step) if greedy else beam_search(model, src, cfg, step)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 from torch import Tensor, nn
 
+from qkvmt.decoding.compute_type import COMPUTE_TYPES
 from qkvmt.decoding.finished import Finished, Hypothesis, until_end
 from qkvmt.decoding.rows import are_rows_kept
 from qkvmt.decoding.step_view import at, sentences_searched
@@ -41,6 +42,7 @@ class DecodeConfig:
     # transformers' renormalize_logits
     early_stopping: bool = True  # a sentence stops at beam_size finished hypotheses; False: transformers'
     # early_stopping=False, which goes on while the best live beam, scored at its length now, beats the worst finished
+    compute_type: str = "float32"  # float32, bfloat16 or int8 (linear layers' weights): qkvmt.decoding.compute_type
     compile: bool | str = "auto"  # the compiled step (qkvmt.decoding.engine): true, false, or auto (where it pays)
 
     def __post_init__(self):
@@ -61,6 +63,8 @@ class DecodeConfig:
             raise UserError(f"decode.max_tokens must be at least 1, got {self.max_tokens}")
         if self.len_penalty_style not in ("fairseq", "gnmt"):
             raise UserError(f"decode.len_penalty_style must be 'fairseq' or 'gnmt', got {self.len_penalty_style!r}")
+        if self.compute_type not in COMPUTE_TYPES:
+            raise UserError(f"decode.compute_type must be one of {', '.join(COMPUTE_TYPES)}, got {self.compute_type!r}")
         if isinstance(self.compile, bool):  # Hydra reads decode.compile=true as a boolean
             self.compile = "true" if self.compile else "false"
         if self.compile not in ("auto", "true", "false"):
@@ -69,6 +73,11 @@ class DecodeConfig:
             raise UserError(
                 "decode.compile=true and decode.use_cache=false: the compiled step runs over the KV cache; "
                 "set one of them otherwise"
+            )
+        if self.compile == "true" and self.compute_type == "int8":
+            raise UserError(
+                "decode.compile=true and decode.compute_type=int8: the compiled step computes in float32 or "
+                "bfloat16, and int8 runs on the eager one; set decode.compile=auto or false"
             )
         if self.free_eos_at_limit and self.cut_at_limit:
             raise UserError(

@@ -113,6 +113,12 @@ def search_options(cfg: DecodeConfig, model: ModelConfig, target) -> dict:
             "decode.early_stopping=false: CTranslate2 stops a sentence at beam_size finished hypotheses, as "
             "decode.early_stopping=true does; give decode.early_stopping=true, or translate with engine=qkvmt"
         )
+    if cfg.compute_type != "float32":  # CTranslate2 computes in the type the folder was loaded with
+        raise UserError(
+            f"decode.compute_type={cfg.compute_type} is for engine=qkvmt; engine=ctranslate2 computes in "
+            "compute_type= (the type the folder was exported with, or int8, bfloat16, ...): "
+            f"give compute_type={cfg.compute_type}"
+        )
     if cfg.renormalize:  # generate's way after the bans, not CTranslate2's
         raise UserError(
             "decode.renormalize=true (a Hugging Face folder's generation settings) is not a setting CTranslate2 "

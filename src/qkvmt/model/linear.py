@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from qkvmt.errors import UserError
 from qkvmt.model.weight_casts import autocast_operand
+from qkvmt.model.weight_int8 import int8_linear
 
 SETTING = "QKVMT_FLOAT32_LINEAR"
 KERNELS = ("auto", "torch", "onednn")
@@ -105,9 +106,13 @@ def float32_kernel() -> Kernel:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
     float32 on a CPU, no gradient to record, no autocast. Under autocast, in a search, the
-    parameters come cast once (qkvmt.model.weight_casts)."""
+    parameters come cast once (qkvmt.model.weight_casts); in a search with int8 weights, they come
+    rounded to int8 (qkvmt.model.weight_int8)."""
     if torch.compiler.is_compiling():  # the compiler chooses its own kernels (qkvmt.decoding.compiled)
         return F.linear(x, weight, bias)
+    quantized = int8_linear(x, weight, bias)
+    if quantized is not None:
+        return quantized
     if (
         x.device.type == "cpu"
         and x.dtype is torch.float32

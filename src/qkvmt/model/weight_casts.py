@@ -1,9 +1,10 @@
 """Parameters cast to autocast's dtype once a search, not once a step.
 
-Under autocast (Lightning's bf16-mixed) every linear layer casts its float32 weight and bias to
-bfloat16 at every call. In training that is a small part of a large product. In a search it is
-not: each step runs every layer on a few rows, so the casts read and write the whole model every
-step (on 2 cores with AMX, 1.2 ms of a 5 ms step over 5 rows, a third of it the output layer's; measured).
+Under autocast (Lightning's bf16-mixed, or decode.compute_type=bfloat16) every linear layer casts
+its float32 weight and bias to bfloat16 at every call. In training that is a small part of a large
+product. In a search it is not: each step runs every layer on a few rows, so the casts read and
+write the whole model every step (on 2 cores with AMX, 1.2 ms of a 5 ms step over 5 rows, a
+third of it the output layer's; measured).
 
 Inside `cast_once()`, a parameter (or a view of one, as attention's slices of its stacked
 projection are) that autocast would cast is cast on first use and the cast reused while the

@@ -66,7 +66,8 @@ def translator(cfg: DictConfig) -> Model | CTranslate2Model:
     if cfg.compute_type != "default":  # our engine computes in fabric.precision
         raise UserError(
             f"compute_type={cfg.compute_type} is for engine=ctranslate2; engine=qkvmt computes in "
-            "fabric.precision= (32-true, bf16-mixed, ...)"
+            "fabric.precision= (32-true, bf16-mixed, ...), its searches in decode.compute_type= "
+            "(float32, bfloat16, int8)"
         )
     return load_for_inference(cfg)
 
