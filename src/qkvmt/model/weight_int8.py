@@ -5,14 +5,17 @@ as torch.ao.quantization.quantize_dynamic with per_channel_dynamic_qconfig does:
 rounded to int8 with a scale per output row (symmetric, from the row's largest magnitude), each
 input is rounded to uint8 as it comes (a scale per call, over 7 bits: torch's reduce_range, which
 keeps every x86 CPU's int8 kernels from saturating), the product is taken in integers and comes
-back float32, bias added. Every linear layer of the model is computed so, the output layer
-(the vocabulary projection) included: on the bundled models it is the costliest product of a step,
-and BLEU holds (docs/evaluation.md).
+back float32, bias added. The input's scale is one for the whole call, all rows of the batch: a
+sentence may translate otherwise alone than among others (9 of 40 test sentences of the bundled
+German-English model did), where CTranslate2 scales each row. Every linear layer of the model is
+computed so, the output layer (the vocabulary projection) included: on the bundled models it is
+the costliest product of a step, int8 takes half of float32's time there (200 rows), and the test
+set's BLEU holds (measured: 41.8 for float32's 42.1 German-English, 40.0 for 39.6 English-German).
 
 A weight is packed (rounded and laid out for the engine's kernels) on first use and the packing
 kept while the parameter lives and is unchanged (its version counter, which every in-place
 operation bumps, is checked at each use; a write through `.data` bypasses it), so the searches
-of one model share it: packing a bundled model takes about 0.3 s on 2 cores, which each short
+of one model share it: packing a bundled model takes a few tenths of a second on 2 cores, which each short
 request to a server, or each batch of a file, would pay again if packed once a search. A view of a
 parameter (attention's rows of its stacked projection) is packed per view, keyed by its place.
 A weight that is no parameter nor view of one (rows picked by an index tensor, which copies
