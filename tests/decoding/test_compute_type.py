@@ -10,7 +10,8 @@ from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 import qkvmt
 import qkvmt.model.linear
 from qkvmt.decoding.compute_type import computing
-from qkvmt.decoding.search import DecodeConfig, generate
+from qkvmt.decoding.engine import generate
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weights_folder import write_weights_folder
 from tests.commandline import run_script, user_error
