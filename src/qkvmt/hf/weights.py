@@ -26,6 +26,7 @@ from qkvmt.hf.names import (
     layer_names,
     projections,
 )
+from qkvmt.hf.safetensors_file import SafetensorsFile
 from qkvmt.model.checkpoint import load_plain
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.finite import non_finite
@@ -42,8 +43,8 @@ def weight_file(folder: Path) -> Path | None:
 
 class Tensors(Mapping):
     """The tensors of a safetensors or pytorch_model.bin file, or of the shards an .index.json lists, by
-    name, each read from its file when asked for: an import holds the weights it has made and the one it is
-    reading, never a second copy of the whole file."""
+    name, each read from its file when asked for, straight into the memory that keeps it (`read_into`): an
+    import holds the weights it has made and the one it is reading, never a second copy of the file."""
 
     def __init__(self, path: Path):
         self.handles: dict[Path, object] = {}
@@ -55,17 +56,28 @@ class Tensors(Mapping):
     def handle(self, file: Path):
         if file not in self.handles:
             if file.suffix == ".safetensors":
-                from safetensors import safe_open
-
-                self.handles[file] = safe_open(str(file), framework="pt")
+                self.handles[file] = SafetensorsFile(file)
             else:  # plain tensors only, never pickled code; mapped, where the format allows it (not the legacy one)
                 advice = "use a folder whose weights are model.safetensors"
                 self.handles[file] = load_plain(file, "weights file", advice, mmap=zipfile.is_zipfile(file))
         return self.handles[file]
 
+    def meta(self, name: str) -> Tensor:
+        """The tensor's dtype and shape, without reading its values where the format allows it."""
+        h = self.handle(self.files[name])
+        return h.meta(name) if isinstance(h, SafetensorsFile) else h[name]
+
+    def read_into(self, name: str, out: Tensor) -> None:
+        """Fills `out` (contiguous, as many values) with the tensor's, converted to out's dtype."""
+        h = self.handle(self.files[name])
+        if isinstance(h, SafetensorsFile):
+            h.read_into(name, out)
+        else:
+            out.copy_(h[name].reshape(out.shape))
+
     def __getitem__(self, name: str) -> Tensor:
         h = self.handle(self.files[name])
-        return h.get_tensor(name) if hasattr(h, "get_tensor") else h[name]
+        return h.read(name) if isinstance(h, SafetensorsFile) else h[name]
 
     def __iter__(self):
         return iter(self.files)
@@ -92,7 +104,7 @@ class Renamed:
     """The tensors of the weights file `where` under our Transformer's names (float32) as `out`, each read
     once, checked for its shape and for NaN or infinity as it is read; `used` names the file's tensors read."""
 
-    def __init__(self, tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path):
+    def __init__(self, tensors: Tensors, cfg: ModelConfig, where: Path):
         prefixed = ("model.", "lm_head", "final_logits_bias")
         self.held = {k if k.startswith(prefixed) else f"model.{k}": k for k in tensors}  # one prefix -> the file's
         with torch.device("meta"):  # the shapes the config needs, without allocating a model
@@ -106,17 +118,16 @@ class Renamed:
         for name in names:
             parts = name.split("+")
             if all(p in self.held for p in parts):
-                want = self.expected[ours].shape
-                rows = want[0] // len(parts)
-                read = []
-                for p in parts:
-                    t = self.tensors[self.held[p]]
-                    check(t, p, (rows, *want[1:]), self.where)
-                    if non_finite({p: t}):  # named as the folder names it
+                want = self.expected[ours]
+                rows = want.size(0) // len(parts)
+                out = torch.empty_like(want, device="cpu")  # the parameter itself (from_weights takes it)
+                for p, block in zip(parts, out.split(rows)):  # each part read straight into its rows
+                    check(self.tensors.meta(self.held[p]), p, block.shape, self.where)
+                    self.tensors.read_into(self.held[p], block)
+                    if non_finite({p: block}):  # named as the folder names it
                         raise UserError(f"{self.where}: {p} holds NaN or infinity")
-                    read.append(t.float().reshape(rows, *want[1:]))
                     self.used.add(p)
-                self.out[ours] = read[0] if len(read) == 1 else torch.cat(read)
+                self.out[ours] = out
                 return
         if not optional:
             raise UserError(
@@ -148,7 +159,7 @@ def check_layer_counts(names, cfg: ModelConfig, where: Path, config: Path) -> No
             raise UserError(f"{config}: {stack}_layers={given}, but {where} holds {n} {stack} layers")
 
 
-def state_dict(tensors: Mapping[str, Tensor], cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
+def state_dict(tensors: Tensors, cfg: ModelConfig, where: Path) -> dict[str, Tensor]:
     """Our Transformer's state dict (float32) from the tensors of the weights file `where`, each read once
     (twice for a tied copy, compared), checked for its shape and for NaN or infinity as it is read."""
     r = Renamed(tensors, cfg, where)
