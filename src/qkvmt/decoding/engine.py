@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from torch.nn.modules import module as torch_module
 
 from qkvmt.decoding.compiled import beam_step, compiled, unavailable
 from qkvmt.decoding.compute_type import computing
@@ -24,6 +23,7 @@ from qkvmt.decoding.rows import are_rows_kept
 from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, greedy_step
 from qkvmt.decoding.step_view import searching
 from qkvmt.errors import UserError
+from qkvmt.model.sites import any_global_hook
 from qkvmt.model.weight_casts import cast_once
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,7 @@ class Engine:
 
 def hooked_modules(model: nn.Module) -> bool:
     """Whether any forward hook, of the model's modules or global, would fire in a pass."""
-    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
-        return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return any_global_hook() or any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
 def engine_for(model, device: torch.device, cfg: DecodeConfig, sentences: int) -> Engine:

@@ -29,6 +29,9 @@ SETTING = "QKVMT_FLOAT32_LINEAR"
 KERNELS = ("auto", "torch", "onednn")
 CLEAR_WIN = 0.8  # oneDNN is chosen only where it takes at most this share of torch's time
 PROBE = (1024, 256, 1024)  # rows, inputs, outputs: one layer of a decoding step at 200 sentences x 5 beams
+# Products of fewer multiply-adds keep torch's kernel: oneDNN's call, with weights it has not packed, costs
+# some 20 microseconds before any arithmetic, torch's 4 (2 Zen 5 cores: even at 5 rows x 256 x 768).
+SMALL_PRODUCT = 500_000
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,9 @@ def float32_kernel() -> Kernel:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
-    float32 on a CPU, no gradient to record, no autocast. Under autocast, in a search, the
-    parameters come cast once (qkvmt.model.weight_casts); in a search with int8 weights, they come
-    rounded to int8 (qkvmt.model.weight_int8)."""
+    float32 on a CPU, no gradient to record, no autocast, a product of SMALL_PRODUCT multiply-adds or
+    more. Under autocast, in a search, the parameters come cast once (qkvmt.model.weight_casts); in a
+    search with int8 weights, they come rounded to int8 (qkvmt.model.weight_int8)."""
     if torch.compiler.is_compiling():  # the compiler chooses its own kernels (qkvmt.decoding.compiled)
         return F.linear(x, weight, bias)
     quantized = int8_linear(x, weight, bias)
@@ -119,6 +122,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and weight.dtype is torch.float32
         and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
         and not torch.is_autocast_enabled("cpu")
+        and x.numel() * weight.size(0) >= SMALL_PRODUCT
         and float32_kernel().name == "onednn"
     ):
         return onednn_linear(x, weight, bias)
