@@ -108,25 +108,43 @@ def float32_kernel() -> Kernel:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
-    float32 on a CPU, no gradient to record, no autocast, a product of SMALL_PRODUCT multiply-adds or
-    more. Under autocast, in a search, the parameters come cast once (qkvmt.model.weight_casts); in a
-    search with int8 weights, they come rounded to int8 (qkvmt.model.weight_int8)."""
-    if torch.compiler.is_compiling():  # the compiler chooses its own kernels (qkvmt.decoding.compiled)
-        return F.linear(x, weight, bias)
+    float32 on a CPU, no gradient to record, no autocast (`float32_product`). Under autocast, in a
+    search, the parameters come cast once (qkvmt.model.weight_casts); in a search with int8 weights,
+    they come rounded to int8 (qkvmt.model.weight_int8). In a graph torch.compile traces
+    (qkvmt.decoding.compiled), float32 products on a CPU are `float32_product` still, as one opaque
+    operator: TorchInductor cannot lower oneDNN's unpacked product, and would otherwise take torch's."""
+    cpu_float32 = x.device.type == "cpu" and x.dtype is torch.float32 and weight.dtype is torch.float32
+    if torch.compiler.is_compiling():
+        return compiled_product(x, weight, bias) if cpu_float32 else F.linear(x, weight, bias)
     quantized = int8_linear(x, weight, bias)
     if quantized is not None:
         return quantized
     if (
-        x.device.type == "cpu"
-        and x.dtype is torch.float32
-        and weight.dtype is torch.float32
+        cpu_float32
         and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
         and not torch.is_autocast_enabled("cpu")
-        and x.numel() * weight.size(0) >= SMALL_PRODUCT
-        and float32_kernel().name == "onednn"
     ):
-        return onednn_linear(x, weight, bias)
+        return float32_product(x, weight, bias)
     return F.linear(x, autocast_operand(weight), autocast_operand(bias))
+
+
+def float32_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x times weightᵀ plus bias, in float32 on a CPU, with no gradient: by oneDNN where `float32_kernel`
+    chose it and the product has SMALL_PRODUCT multiply-adds or more, else by torch."""
+    if x.numel() * weight.size(0) >= SMALL_PRODUCT and float32_kernel().name == "onednn":
+        return onednn_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+@torch.library.custom_op("qkvmt::float32_product", mutates_args=())
+def compiled_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """float32_product as an operator a compiled graph calls as it is."""
+    return float32_product(x, weight, bias)
+
+
+@compiled_product.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return x.new_empty(*x.shape[:-1], weight.size(0))
 
 
 class Linear(nn.Linear):
