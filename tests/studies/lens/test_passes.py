@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import qkvmt
+from qkvmt.decoding.lines import translate_ids
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
-from qkvmt.studies.lens.passes import decoder_layer_outputs, encoder_depth
+from qkvmt.studies.lens.passes import decoder_layer_outputs, depth_ids, encoder_depth
 from qkvmt.text.tokenizer import encode
 from tests.analysis.test_trace import close, no_hooks, noisy_model, pair
 
@@ -62,6 +63,28 @@ def test_depths_and_top_k_outside_the_model_are_one_line_errors():
 @pytest.fixture(scope="module")
 def bundled():
     return qkvmt.load("multi30k-de-en", device="cpu")
+
+
+@pytest.mark.parametrize("max_tokens", [4096, 12])  # the copies of the lines in one batch; split over several
+@pytest.mark.parametrize("beam_size", [1, 5])
+def test_one_search_over_every_depth_translates_each_line_as_a_search_per_depth(bundled, max_tokens, beam_size):
+    lines = ["Zwei Männer spielen Fußball auf einer Wiese .", "", "Ein Hund rennt .", "Eine Frau mit Hut liest"]
+    model, tokenizer = bundled.transformer, bundled.tokenizer
+    cfg = bundled.decoding(beam_size=beam_size, max_tokens=max_tokens)
+    per_depth = []
+    for depth in range(1, len(model.encoder_layers) + 1):
+        with encoder_depth(model, depth):
+            per_depth.append(translate_ids(model, tokenizer, lines, cfg))
+    passes = []
+    counting = model.encoder_norm.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        assert depth_ids(model, tokenizer, lines, cfg) == per_depth
+    finally:
+        counting.remove()
+    assert per_depth[0] != per_depth[-1]  # the depths translate differently: each line read its own
+    if max_tokens == 4096:  # every copy fits one batch: one search, where there was one per depth
+        assert len(passes) == 1
+    assert no_hooks(model)
 
 
 def test_model_lens_gives_one_translation_per_depth_the_last_the_models_and_saves(bundled, tmp_path):

@@ -26,10 +26,17 @@ from qkvmt.analysis.hooks import after
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig
+from qkvmt.decoding.step_view import sentences_searched
 from qkvmt.errors import UserError
 from qkvmt.model.inputs import build_inputs
 from qkvmt.model.transformer import Transformer
 from qkvmt.text.tokenizer import decode, encode
+
+
+def check_depth(model: Transformer, depth) -> None:
+    n = len(model.encoder_layers)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= n:
+        raise UserError(f"encoder depth {depth!r}: the model has encoder layers 1..{n}")
 
 
 @contextlib.contextmanager
@@ -37,9 +44,7 @@ def encoder_depth(model: Transformer, depth: int):
     """Within the block the encoder ends after its first `depth` layers: each later layer hands its
     input on unchanged, so the final norm (pre-LN) and every cross-attention read layer `depth`'s
     output."""
-    n = len(model.encoder_layers)
-    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= n:
-        raise UserError(f"encoder depth {depth!r}: the model has encoder layers 1..{n}")
+    check_depth(model, depth)
     hooks = [after(layer, lambda m, args, out: (args[0], out[1])) for layer in model.encoder_layers[depth:]]
     try:
         with rows_kept():  # each depth's search keeps every sentence's rows, as an edit's does
@@ -49,16 +54,43 @@ def encoder_depth(model: Transformer, depth: int):
             h.remove()
 
 
+@contextlib.contextmanager
+def encoder_depths(model: Transformer, depths: list[int]):
+    """encoder_depth with a depth of each line's own: within the block, line i of a search
+    (qkvmt.decoding.step_view; row i of a pass outside one) reads the output of encoder layer
+    depths[i]. The encoder runs once, before the first step, with every line of its batch in it,
+    so the search may let done lines leave as it goes."""
+    for depth in depths:
+        check_depth(model, depth)
+    depth_of = torch.tensor(depths)
+
+    def stop_from(i: int):
+        def hook(m, args, out):
+            x = args[0]
+            stopped = depth_of.to(x.device)[sentences_searched(x.size(0), x.device)] <= i  # (B,)
+            return torch.where(stopped[:, None, None], x, out[0]), out[1]
+
+        return hook
+
+    hooks = [after(layer, stop_from(i)) for i, layer in enumerate(model.encoder_layers)]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def depth_ids(
     model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
 ) -> list[list[list[int]]]:
     """DecoderLens: the subword ids of each line's translation with the decoder reading each
-    encoder depth, [depth - 1][line]; the last depth is the model itself."""
-    out = []
-    for depth in range(1, len(model.encoder_layers) + 1):
-        with encoder_depth(model, depth):
-            out.append(translate_ids(model, tokenizer, lines, cfg, progress))
-    return out
+    encoder depth, [depth - 1][line]; the last depth is the model itself. One search translates
+    a copy of the lines for each depth: a step of a few rows costs about what one of many does
+    (it reads every weight once), so one search of L copies takes far less than L searches."""
+    n, layers = len(lines), len(model.encoder_layers)
+    with encoder_depths(model, [depth for depth in range(1, layers + 1) for _ in lines]):
+        ids = translate_ids(model, tokenizer, lines * layers, cfg, progress)
+    return [ids[d * n : (d + 1) * n] for d in range(layers)]
 
 
 def depth_translations(
