@@ -1,10 +1,11 @@
-"""Gradient signals: input × gradient against autograd row by row, integrated gradients'
+"""Gradient signals: input × gradient and integrated gradients against autograd row by row (the
+rows in one part or in several, each part's decoder cut after its last row), integrated gradients'
 completeness as its steps grow, and models in which one source token alone decides."""
 
 import pytest
 import torch
 
-from qkvmt.analysis.signals import SIGNALS, Context
+from qkvmt.analysis.signals import SIGNALS, Context, gradients
 from qkvmt.analysis.signals.gradients import integrated_gradients
 from qkvmt.analysis.trace import edited, trace
 from tests.analysis.test_signals_rollout import one_source_token_decides, sentence
@@ -21,9 +22,11 @@ def maps(model, src, tgt_in, tgt_out, signal):
     return torch.tensor(SIGNALS[signal](Context(model, trace(model, src, tgt_in), tgt_out))["cross"].layers)
 
 
+@pytest.mark.parametrize("copies", [gradients.COPIES, 2])  # every row in one part; two rows a part
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
-def test_input_x_gradient_is_each_rows_own_gradient(norm_first, positions):
+def test_input_x_gradient_is_each_rows_own_gradient(norm_first, positions, copies, monkeypatch):
+    monkeypatch.setattr(gradients, "COPIES", copies)
     model, src, tgt_in, tgt_out = sentence(norm_first, positions)
     e = model.src_embed(src).detach()
     expected = []
@@ -54,7 +57,9 @@ def test_integrated_gradients_add_up_to_the_change_in_log_probability(norm_first
     )
 
 
-def test_integrated_gradients_are_the_trapezoid_rule_from_the_positions_alone():
+@pytest.mark.parametrize("copies", [gradients.COPIES, 4])  # every row in one part; one row a part
+def test_integrated_gradients_are_the_trapezoid_rule_from_the_positions_alone(copies, monkeypatch):
+    monkeypatch.setattr(gradients, "COPIES", copies)
     model, src, tgt_in, tgt_out = sentence(norm_first=True, seed=1)
     e = model.src_embed(src).detach()
     e0 = e - model.src_embed.tokens(src) * model.src_embed.scale

@@ -20,8 +20,11 @@ rule's error, which shrinks as STEPS grows; `integrated_gradients` returns them 
 maps show their size.
 
 Every row depends on the same source, so one backward pass of their summed log-probabilities
-would mix their gradients: the source is copied once per row (and per point of the path), copy
-(k, t) reads log p(tgt_out[t]) at row t alone, and its embedding's gradient is row t's.
+would mix their gradients. Each point of the path is run forward once (torch.func.vjp), and each
+row's backward pass starts from its log-probability's gradient at its own final state, the rows'
+passes batched together (torch.func.vmap); row t's decoder runs only to target position t
+(causal: no later position changes it). Attention runs its explicit path (need_weights), whose
+backward vmap batches; it differs from the fused kernel's by float rounding only.
 Both signals are of the whole model (one map, L = 1) and of cross-attention only. Their cost
 grows with the rows, so they compute only the context's rows when it names some (the others
 are NaN): faithfulness scores a few target tokens of a sentence, the explorer's curves one.
@@ -35,29 +38,40 @@ from qkvmt.analysis.trace import edited
 from qkvmt.model.transformer import Transformer
 
 STEPS = 20
-COPIES = 256  # source copies per forward pass: bounds the memory a long sentence's path takes
+COPIES = 256  # path points × rows per backward pass: bounds the memory a long sentence's path takes
 
 
+@torch.no_grad()  # of the parameters: torch.func takes the gradients of the embeddings itself
 def row_gradients(
     model: Transformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, embedded: Tensor, rows: Tensor
 ) -> Tensor:
     """For K source embeddings (K, S, D) of one sentence (src, tgt_in, tgt_out: (1, ·) ids),
-    the gradient (K, R, S, D) of each of the R `rows` t's log p(tgt_out[t]) with respect to each."""
-    k, r = embedded.size(0), rows.numel()
-    copies = embedded[:, None].expand(-1, r, -1, -1).reshape(k * r, *embedded.shape[1:])  # copy (k, t)
-    rows = rows.to(src.device).repeat(k)
-    parts = -(-copies.size(0) // COPIES)
-    grads = []
-    with torch.enable_grad():
-        for part, at in zip(copies.tensor_split(parts), rows.tensor_split(parts)):
-            part = part.detach().requires_grad_()
-            n = part.size(0)
-            with edited(model, {"src_embedded": lambda _, part=part: part}):
-                states, _ = model(src.expand(n, -1), tgt_in.expand(n, -1), project=False)  # (n, T, D)
-            copy = torch.arange(n, device=src.device)
-            log_p = model.output(states[copy, at]).float().log_softmax(-1)[copy, tgt_out[0, at]]  # (n,)
-            grads.append(torch.autograd.grad(log_p.sum(), part)[0])
-    return torch.cat(grads).view(k, r, *embedded.shape[1:])
+    the gradient (K, R, S, D) of each of the R distinct `rows` t's log p(tgt_out[t]) with respect to each."""
+    k, device = embedded.size(0), src.device
+    rows, src, src_mask = rows.to(device), src.expand(k, -1), model.source_mask(src).expand(k, -1, -1, -1)
+
+    def encoded(e: Tensor) -> Tensor:
+        with edited(model, {"src_embedded": lambda _: e}):
+            return model.encode(src, need_weights=True)[0]
+
+    def final_states(memory: Tensor, end: int) -> Tensor:
+        return model.decode(tgt_in[:, :end].expand(k, -1), memory, src_mask, need_weights=True, project=False)[0]
+
+    grads = torch.empty(rows.numel(), *embedded.shape, dtype=embedded.dtype, device=device)
+    memory, encoder_vjp = torch.func.vjp(encoded, embedded)
+    # Causal: row t reads target positions 0..t alone, so rows taken in order need the decoder
+    # only up to the last one's position in each part.
+    for part in rows.argsort().split(max(1, COPIES // k)):
+        at, n = rows[part], part.numel()
+        states, decoder_vjp = torch.func.vjp(lambda m, end=int(at.max()) + 1: final_states(m, end), memory)
+        with torch.enable_grad():
+            h = states[:, at].detach().requires_grad_()  # (K, n, D)
+            log_p = model.output(h).float().log_softmax(-1)[:, torch.arange(n), tgt_out[0, at]]  # (K, n)
+            (seed,) = torch.autograd.grad(log_p.sum(), h)
+        each = torch.zeros(n, *states.shape, dtype=states.dtype, device=device)  # row i's at its position alone
+        each[torch.arange(n), :, at] = seed.transpose(0, 1)
+        (grads[part],) = torch.func.vmap(encoder_vjp)(*torch.func.vmap(decoder_vjp)(each))
+    return grads.transpose(0, 1)
 
 
 def every_row(tgt_in: Tensor, rows: Tensor | None) -> Tensor:
