@@ -30,10 +30,13 @@ def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_di
     d = cfg.decode
     n = src.size(0)
     runs, profiled = {}, None
+    engines = {}
     if "ours" in models:
         ours = models["ours"].model
         runs["ours"] = ours_fixed_length(ours, src, d.beam_size, d.length, True)
         runs["uncached"] = ours_fixed_length(ours, src, d.beam_size, d.length, False)
+        engines = engine_runs(ours, src, d)
+        runs |= {name: fn for name, fn in engines.items() if callable(fn)}
     if "hf" in models:
         runs["hf"] = hf_fixed_length(models["hf"], src, d.beam_size, d.length)
     with ctranslate2_runs(cfg, models.get("ours"), tokenizer, src, files) as (ct2_runs, ct2_info):
@@ -45,15 +48,42 @@ def decode_speed(cfg, models: dict, tokenizer, src: torch.Tensor, device, out_di
         profiled, text = profile_steps(lambda i: runs["ours"](), d.profile_calls, device.type == "cuda")
         write_text(out_dir / "decode_profile.txt", text)
     out = {"sentences": n, "beam_size": d.beam_size, "output_tokens": d.length, "seconds": seconds, "profile": profiled}
-    for name in ("ours", "uncached", "hf", *ct2_runs):
+    for name in ("ours", "uncached", "hf", *ENGINES, *ct2_runs):
         out[f"{name}_sent_s"] = n / seconds[name] if name in seconds else None
+    out["engines_missing"] = {name: why for name, why in engines.items() if isinstance(why, str)}
+    for name in ENGINES:
+        out[f"{name}_vs_ours"] = ratio(out[f"{name}_sent_s"], out["ours_sent_s"])
     out["ours_vs_hf"] = ratio(out["ours_sent_s"], out["hf_sent_s"])
     out["ours_vs_uncached"] = ratio(out["ours_sent_s"], out["uncached_sent_s"])
     for name in ct2_runs:
         out[f"ours_vs_{name}"] = ratio(out["ours_sent_s"], out[f"{name}_sent_s"])
+        out[f"best_vs_{name}"] = ratio(max(out[f"{x}_sent_s"] or 0 for x in ("ours", *ENGINES)), out[f"{name}_sent_s"])
     if "hf" in cfg.systems and "hf" not in models:
         out["hf_missing"] = NO_HF
     return out | ct2_info
+
+
+# Our search on its other engines, beside the eager float32 one ("ours"): decode.compile and decode.compute_type.
+ENGINES = {
+    "ours_compiled": {"compile": "true"},
+    "ours_bfloat16": {"compute_type": "bfloat16"},
+    "ours_int8": {"compute_type": "int8"},
+}
+
+
+def engine_runs(model, src: torch.Tensor, d) -> dict:
+    """Each of ENGINES' searches as ours_fixed_length makes it, or why it cannot run here (its one-line
+    error: no compiler, no native bf16, no int8 kernels)."""
+    out = {}
+    for name, engine in ENGINES.items():
+        fn = ours_fixed_length(model, src[:1], d.beam_size, 2, True, **engine)
+        try:
+            fn()  # the settings' checks, on one sentence (a compiled step is traced in the first turn)
+        except UserError as e:
+            out[name] = str(e)
+            continue
+        out[name] = ours_fixed_length(model, src, d.beam_size, d.length, True, **engine)
+    return out
 
 
 @contextlib.contextmanager

@@ -128,10 +128,18 @@ def _ratio_lines(t: dict, d: dict) -> list[str]:
     if "ours_align_vs_ours" in t:
         lines.append(f"train ours_align/ours {fmt(t['ours_align_vs_ours'], 3)}")
     lines.append(f"{'uncached':<10}{'':>59}{fmt(d['uncached_sent_s']):>13}")
+    for name, why in d.get("engines_missing", {}).items():
+        lines.append(f"{name:<14}  missing: {why}")
     for key in d:
+        if key.startswith("ours_") and key.endswith("_sent_s") and d[key] is not None:
+            name = key[: -len("_sent_s")]
+            lines.append(f"{name:<14}{'':>55}{fmt(d[key]):>13}   /ours {fmt(d[name + '_vs_ours'], 2)}")
         if key.startswith("ct2_") and key.endswith("_sent_s"):
             kind = key[len("ct2_") : -len("_sent_s")]
-            lines.append(f"{'ct2 ' + kind:<14}{'':>55}{fmt(d[key]):>13}   ours/ct2 {fmt(d['ours_vs_ct2_' + kind], 2)}")
+            lines.append(
+                f"{'ct2 ' + kind:<14}{'':>55}{fmt(d[key]):>13}   ours/ct2 {fmt(d['ours_vs_ct2_' + kind], 2)}"
+                f"  best of ours/ct2 {fmt(d.get('best_vs_ct2_' + kind), 2)}"
+            )
     lines.append(
         f"train ours/torch {fmt(t['ours_vs_torch'], 2)}  ours/hf {fmt(t['ours_vs_hf'], 2)}   "
         f"decode ours/hf {fmt(d['ours_vs_hf'], 2)}  cached/uncached {fmt(d['ours_vs_uncached'], 2)}"

@@ -144,9 +144,13 @@ def seconds_in_turns(fns: dict[str, Callable[[], object]], device: torch.device,
     return seconds
 
 
-def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool) -> Callable[[], list]:
-    """Our beam search, every hypothesis exactly `length` tokens (EOS last)."""
-    cfg = DecodeConfig(beam_size=beam_size, max_len_a=0.0, max_len_b=length, min_len=length, use_cache=use_cache)
+def ours_fixed_length(model, src: Tensor, beam_size: int, length: int, use_cache: bool, **engine) -> Callable[[], list]:
+    """Our beam search, every hypothesis exactly `length` tokens (EOS last); `engine`: decode.compile and
+    decode.compute_type, if given (the eager step in float32 by default)."""
+    engine = {"compile": "false"} | engine
+    cfg = DecodeConfig(
+        beam_size=beam_size, max_len_a=0.0, max_len_b=length, min_len=length, use_cache=use_cache, **engine
+    )
 
     def run():
         hyps = generate(model, src, cfg)

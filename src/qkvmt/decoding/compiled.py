@@ -1,6 +1,9 @@
 """The compiled decoder step: one step of search, from the decoder layers through the output layer,
-log-softmax and top-k to the beams' bookkeeping and the cache rows that move, as one graph of
-torch.compile (TorchInductor), over a KV cache allocated once for the search's length.
+log-softmax and top-k to the beams' bookkeeping, as one graph of torch.compile (TorchInductor), over a
+KV cache allocated once for the search's length. The cache rows of the beams that move are copied
+after it, eagerly: only those rows (QKVMT's stable beam order keeps most in place), which a graph
+could not choose without reading the choice back; a graph moving every row copied the whole cache
+each step, half of a step at 64 sentences of model=small.
 
 The graph is traced from the eager code itself (`qkvmt.decoding.search.advance` and the model's
 modules), so there is one definition of a step; shapes are dynamic (the batch's rows, the tokens so
@@ -29,19 +32,18 @@ def beam_step(
     active: Tensor,
     finished: Finished,
     cfg: DecodeConfig,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
     """A step of beam search over K live beams a sentence, every row kept (no sentence leaves):
-    `advance`, then the beams that go on take their rows, prefixes and caches. Returns the prefixes
-    (B*K, t+2) and scores (B, K) of the next step; `active` and `finished` are updated in place. It
-    reads nothing back to the host."""
+    `advance`, then the beams that go on take their prefixes. Returns the prefixes (B*K, t+2) and
+    scores (B, K) of the next step and the row each row continues (B*K,), whose cache rows the caller
+    moves (Stepper.reorder_beams); `active` and `finished` are updated in place. It reads nothing back
+    to the host."""
     k = cfg.beam_size
     keep_scores, keep, beam, token = advance(step, prefix, scores, k, limit, active, finished, cfg)
     rows = torch.arange(keep.size(0), device=keep.device)
     src_rows = (rows[:, None] * k + beam.gather(1, keep)).view(-1)  # (B*K,)
     prefix = torch.cat([prefix.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
-    step.limit = step.limit.index_select(0, src_rows)
-    step.state.gather_beams(src_rows)
-    return prefix, keep_scores.masked_fill(~active[:, None], float("-inf"))
+    return prefix, keep_scores.masked_fill(~active[:, None], float("-inf")), src_rows
 
 
 def unavailable(device: torch.device) -> str | None:

@@ -319,9 +319,10 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig, compiled=Non
     for t in range(max_t):
         at(sentence_of, width, t, prefix)
         if compiled is not None and width == k:  # one graph, from the decoder layers to the cache rows moved
-            prefix, scores = compiled(step, prefix, scores, limit, active, finished, cfg)
+            prefix, scores, src_rows = compiled(step, prefix, scores, limit, active, finished, cfg)
             if not active.any():
                 break
+            step.reorder_beams(src_rows)
             continue
         keep_scores, keep, beam, token = advance(step, prefix, scores, width, limit, active, finished, cfg)
         live = int(active.sum())

@@ -46,13 +46,6 @@ class KVCache:
             part = buf[:, :, : self.length]
             part.index_copy_(0, dst, part.index_select(0, src))
 
-    def gather_rows(self, index: Tensor) -> None:
-        """Row i takes row index[i]'s keys and values, the rows staying as many, in place: what a compiled
-        step does, reading nothing back to the host (reorder's choices do)."""
-        n = self.length
-        for buf in (self.k, self.v):
-            buf[:, :, :n] = buf[:, :, :n].index_select(0, index)
-
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` (beam search reorders hypotheses every step); the number of
         rows may change (after the first step of beam search, B rows become B*K)."""

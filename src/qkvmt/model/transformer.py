@@ -47,12 +47,6 @@ class DecoderState:
         for cache in caches:
             cache.reorder(index)
 
-    def gather_beams(self, index: Tensor) -> None:
-        """As reorder_beams with as many rows, every self-attention row gathered in place, with no choice
-        read back to the host (a compiled step's)."""
-        for self_cache, _ in self.caches:
-            self_cache.gather_rows(index)
-
     def keep_sentences(self, index: Tensor) -> None:
         """Only sentences `index` go on: the cross-attention caches (one row a sentence) keep
         their rows; the self-attention rows follow with reorder_beams."""
