@@ -40,6 +40,7 @@ from qkvmt.analysis.inspection import inspect_head
 from qkvmt.analysis.intervention import translate_with_and_without
 from qkvmt.analysis.named_pass import hooks_by_name, lines_call, named_pass, names_wanted
 from qkvmt.bundled import bundled_name, resolve
+from qkvmt.decoding.engine import engine_for
 from qkvmt.decoding.lines import translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -169,8 +170,9 @@ class Model(StudyMethods):
             self.fabric.autocast(),
             hooked(self.transformer, by_name, call=lines_call(self.transformer, self.tokenizer, lines)),
         ):
-            ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress)
-        return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg))
+            engine = engine_for(self.transformer, next(self.transformer.parameters()).device, cfg, len(lines))
+            ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress, engine)
+        return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg), str(engine))
 
     def hook_names(self, pattern: str | None = None) -> list[str]:
         """Every activation's name (qkvmt.model.hook_names), in the order a pass reaches them, or those a

@@ -1,4 +1,7 @@
-"""Tests for greedy and beam search (qkvmt.decoding.search).
+"""Tests for greedy and beam search (qkvmt.decoding.search), each on both engines (qkvmt.decoding.engine):
+the eager step and the compiled one, compiled here by torch.compile's aot_eager backend (the same
+tracing, guards and graphs as TorchInductor's, without its code generation, which tests/decoding/
+test_compiled.py runs).
 
 Two kinds of model are used:
 
@@ -9,12 +12,17 @@ Two kinds of model are used:
   trap, length-penalty trade-offs, exact length limits).
 """
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from torch import nn
 
+from qkvmt.decoding import compiled as compiled_step
+from qkvmt.decoding import engine as engines
+from qkvmt.decoding import search
 from qkvmt.decoding.engine import generate
 from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, length_penalty, stable_order
@@ -23,6 +31,25 @@ from qkvmt.model.positions import POSITIONS
 from qkvmt.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
+
+
+def on_compiled_step(search_fn, step_fn, model, src, cfg):
+    """search_fn (beam_search or greedy_search) running step_fn compiled, where the model is a module
+    decoding over its KV cache (else eagerly, as generate would)."""
+    use = isinstance(model, nn.Module) and cfg.use_cache
+    return search_fn(model, src, cfg, compiled_step.compiled(step_fn, src.device) if use else None)
+
+
+@pytest.fixture(autouse=True, params=["eager", "compiled"])
+def engine(request, monkeypatch):
+    """Every test twice: as it is, and with each search of a module on the compiled step (generate's too)."""
+    if request.param == "compiled":
+        monkeypatch.setattr(compiled_step, "options", lambda device: {"dynamic": True, "backend": "aot_eager"})
+        monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1000)  # many models and settings here
+        monkeypatch.setattr(engines, "AUTO_SENTENCES", 0)
+        for name, step in (("beam_search", compiled_step.beam_step), ("greedy_search", search.greedy_step)):
+            monkeypatch.setitem(globals(), name, functools.partial(on_compiled_step, getattr(search, name), step))
+    return request.param
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,9 +303,12 @@ def sentences_finishing_apart(early_stopping: bool, use_cache: bool):
 
 @pytest.mark.parametrize("early_stopping", [True, False])
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_done_sentences_leave_the_batch_unless_rows_are_kept(early_stopping, use_cache):
+def test_done_sentences_leave_the_batch_unless_rows_are_kept(early_stopping, use_cache, engine):
     model, src, cfg, single = sentences_finishing_apart(early_stopping, use_cache)
     seen = rows_per_step(model, lambda: assert_same_hyps(beam_search(model, src, cfg), single))
+    if engine == "compiled" and use_cache:  # one graph for every step: each sentence's rows stay to the end
+        assert set(seen[1:]) == {8 * 3}
+        return
     assert seen[1] == 8 * 3 and min(seen[1:]) < seen[1]  # every beam at the second step, fewer rows later
     handle = model.decoder_layers[0].register_forward_hook(lambda module, args, out: None)  # one's own hook
     try:

@@ -2,6 +2,8 @@
 beam-search sentences/s), the ratios between them, then the scaling, analysis and memory stages and
 the later ones, each line only where its stage ran."""
 
+from qkvmt.bench.decoding import ENGINES
+
 
 def table(r: dict) -> str:
     lines = [
@@ -130,10 +132,10 @@ def _ratio_lines(t: dict, d: dict) -> list[str]:
     lines.append(f"{'uncached':<10}{'':>59}{fmt(d['uncached_sent_s']):>13}")
     for name, why in d.get("engines_missing", {}).items():
         lines.append(f"{name:<14}  missing: {why}")
+    for name in ENGINES:
+        if d.get(f"{name}_sent_s") is not None:
+            lines.append(f"{name:<14}{'':>55}{fmt(d[name + '_sent_s']):>13}   /ours {fmt(d[name + '_vs_ours'], 2)}")
     for key in d:
-        if key.startswith("ours_") and key.endswith("_sent_s") and d[key] is not None:
-            name = key[: -len("_sent_s")]
-            lines.append(f"{name:<14}{'':>55}{fmt(d[key]):>13}   /ours {fmt(d[name + '_vs_ours'], 2)}")
         if key.startswith("ct2_") and key.endswith("_sent_s"):
             kind = key[len("ct2_") : -len("_sent_s")]
             lines.append(

@@ -1,16 +1,17 @@
 """The compiled decoder step: one step of search, from the decoder layers through the output layer,
 log-softmax and top-k to the beams' bookkeeping, as one graph of torch.compile (TorchInductor), over a
 KV cache allocated once for the search's length. The cache rows of the beams that move are copied
-after it, eagerly: only those rows (QKVMT's stable beam order keeps most in place), which a graph
-could not choose without reading the choice back; a graph moving every row copied the whole cache
+after it, eagerly: only those rows (stable_order keeps most beams in place), which a graph could not
+choose without reading its choice back to the host; a graph moving every row copied the whole cache
 each step, half of a step at 64 sentences of model=small.
 
 The graph is traced from the eager code itself (`qkvmt.decoding.search.advance` and the model's
 modules), so there is one definition of a step; shapes are dynamic (the batch's rows, the tokens so
-far, the source length), so one graph serves every batch and step, with a second one traced where
-two of those sizes first coincide. TorchInductor keeps what it compiles on disk (its cache, in
-TORCHINDUCTOR_CACHE_DIR, by default under the system's temporary folder): a process that meets a model
-of a shape compiled before loads the graph instead of compiling it. On CUDA the graph is captured in
+far, the source length), so a few graphs serve every batch and step (torch.compile traces the first
+call's sizes as they are, then as symbols, and once more where two of them first coincide).
+TorchInductor keeps what it compiles on disk (its cache, in TORCHINDUCTOR_CACHE_DIR, by default under
+the system's temporary folder): a process that meets a model of a shape compiled before traces it
+again but compiles nothing, and a cache it cannot read is compiled again. On CUDA the graph is captured in
 CUDA graphs ("reduce-overhead"), which take a step's kernel launches off the CPU.
 """
 
@@ -69,13 +70,14 @@ def options(device: torch.device) -> dict:
     return {"dynamic": True, "mode": "reduce-overhead" if device.type == "cuda" else None}
 
 
-_compiled: dict[tuple[str, str], object] = {}  # (function, device type) -> its compiled form, made once a process
+_compiled: dict[tuple[str, str], object] = {}  # (function, options) -> its compiled form, made once a process
 
 
 def compiled(fn, device: torch.device):
     """`fn` (beam_step or greedy_step) compiled for `device`: made on first use; torch.compile
     traces it on its first call and whenever a guard of the graphs it has fails."""
-    key = (fn.__name__, device.type)
+    settings = options(device)
+    key = (fn.__name__, repr(settings))
     if key not in _compiled:
-        _compiled[key] = torch.compile(fn, **options(device))
+        _compiled[key] = torch.compile(fn, **settings)
     return _compiled[key]

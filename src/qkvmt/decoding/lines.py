@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from qkvmt.decoding.engine import generate
+from qkvmt.decoding.engine import Engine, engine_for, generate
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.inputs import build_inputs, fits, token_budget_batches
 from qkvmt.model.transformer import Transformer
@@ -45,12 +45,19 @@ def translate_lines(
 
 
 def translate_ids(
-    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, progress: bool = False
+    model: Transformer,
+    tokenizer: Tokenizer,
+    lines: list[str],
+    cfg: DecodeConfig,
+    progress: bool = False,
+    engine: Engine | None = None,
 ) -> list[list[int]]:
     """The generated subword ids of each line (no <s>/</s>), in order; [] for an empty line.
-    With `progress`, a bar on stderr counts sentences and sentences/s."""
+    With `progress`, a bar on stderr counts sentences and sentences/s. engine: the one every batch
+    decodes on (default: engine_for the whole call)."""
     ids = encode_sources(tokenizer, lines, model.cfg.max_positions)
     device = next(model.parameters()).device
+    engine = engine or engine_for(model, device, cfg, len(lines))
     lengths = np.array([min(len(x) + 1, model.cfg.max_positions) if x else 0 for x in ids])
     nonempty = np.flatnonzero(lengths > 0)
     order = nonempty[np.argsort(lengths[nonempty], kind="stable")]
@@ -63,7 +70,7 @@ def translate_ids(
                 device
             )
             lines_of = torch.as_tensor(batch, dtype=torch.long, device=device)
-            for i, hyp in zip(batch, generate(model, src, cfg, lines_of)):
+            for i, hyp in zip(batch, generate(model, src, cfg, lines_of, engine)):
                 out[i] = hyp.tokens
             bar.update(len(batch))
     return out

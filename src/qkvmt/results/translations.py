@@ -16,11 +16,13 @@ class Translations(list, Result):
         sources: list[str],
         ids: list[list[int]] | None = None,
         settings: dict | None = None,
+        engine: str | None = None,
     ):
         super().__init__(translations)
         self.sources = list(sources)
         self.ids = ids  # the generated subword ids of each (None from an exported model)
         self.settings = settings or {}  # the decoding settings, as DecodeConfig's fields
+        self.engine = engine  # which step decoded them and why (qkvmt.decoding.engine), None from an exported model
 
     def html(self) -> str:
         rows = "".join(
@@ -28,7 +30,8 @@ class Translations(list, Result):
             for i, (s, t) in enumerate(zip(self.sources, self))
         )
         shown = ", ".join(f"{k} {v}" for k, v in self.settings.items())
-        return page("Translations", texts_html([("decoding", shown)]) + rows, {"page": "text"})
+        engine = [("engine", self.engine)] if self.engine else []
+        return page("Translations", texts_html([("decoding", shown), *engine]) + rows, {"page": "text"})
 
     def files(self) -> dict:
         return {
@@ -37,6 +40,7 @@ class Translations(list, Result):
                 Path(path),
                 {
                     "settings": self.settings,
+                    "engine": self.engine,
                     "pairs": [{"source": s, "translation": t} for s, t in zip(self.sources, self)],
                 },
             ),
