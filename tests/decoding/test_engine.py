@@ -3,19 +3,23 @@ refusals as a user meets them."""
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 import qkvmt
 from qkvmt.decoding import compiled as compiled_step
 from qkvmt.decoding import engine as engines
-from qkvmt.decoding.engine import engine_for
+from qkvmt.decoding.engine import engine_for, generate
 from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.weights_folder import write_weights_folder
 from tests.commandline import run_script, start_python, user_error
+from tests.conftest import compose_inference
 from tests.decoding.test_compiled import nontrivial_model
+from tests.decoding.test_search import padded_batch
 from tests.model.test_weights_folder import nontrivial_model as nontrivial_folder_model
 
 SOURCES = ["w1 w2 w3 w4", "w7 w3 w9 w12 w5 w6"]
+DEFAULT = instantiate(compose_inference("translate").decode)  # decode=default, as the commands start from
 CPU = torch.device("cpu")
 
 
@@ -93,7 +97,8 @@ def test_compile_true_without_a_compiler_is_one_line_and_auto_decodes_eagerly(fo
         "with it); use decode.compile=auto or false"
     )
     r = run_script("translate", f"ckpt_path={folder}", "decode.compile=auto", "sentence=w1 w2")
-    assert r.returncode == 0 and r.stdout.strip() == qkvmt.load(folder).translate("w1 w2", compile="false")[0]
+    assert r.returncode == 0 and "decodes eagerly: no compiled step: CXX=/nonexistent/c++" in r.stderr
+    assert r.stdout.strip() == qkvmt.load(folder).translate("w1 w2", DEFAULT, compile="false")[0]
 
 
 # A tiny model's greedy search on the compiled step, its tokens printed: run twice over one compile cache.
@@ -102,6 +107,7 @@ import torch
 from qkvmt.decoding.engine import generate
 from qkvmt.decoding.search import DecodeConfig
 from tests.decoding.test_compiled import nontrivial_model
+from tests.decoding.test_search import padded_batch
 from tests.decoding.test_search import padded_batch
 model = nontrivial_model()
 src, _ = padded_batch([5, 3], model.cfg.vocab_size)
@@ -121,3 +127,18 @@ def test_a_corrupted_compile_cache_is_rebuilt(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     eager = start_python("-c", SEARCH.format(compile="false"), env=env)
     assert again.stdout == first.stdout == eager.stdout
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no native bfloat16 here")
+def test_the_compiled_step_computes_in_bfloat16_where_asked(aot_eager):
+    """Under bf16 autocast the graph's products are autocast's, as the eager step's, not float32's."""
+    model = nontrivial_model()
+    src, _ = padded_batch([4, 7, 3], model.cfg.vocab_size)
+    found = {
+        (c, t): generate(model, src, DecodeConfig(beam_size=3, compile=c, compute_type=t))
+        for c in ("false", "true")
+        for t in ("float32", "bfloat16")
+    }
+    for t in ("float32", "bfloat16"):
+        assert [h.score for h in found["true", t]] == pytest.approx([h.score for h in found["false", t]], abs=1e-5)
+    assert [h.score for h in found["true", "bfloat16"]] != pytest.approx([h.score for h in found["true", "float32"]])

@@ -110,20 +110,22 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """F.linear(x, weight, bias), by oneDNN where `float32_kernel` chose it and the call allows it:
     float32 on a CPU, no gradient to record, no autocast (`float32_product`). Under autocast, in a
     search, the parameters come cast once (qkvmt.model.weight_casts); in a search with int8 weights,
-    they come rounded to int8 (qkvmt.model.weight_int8). In a graph torch.compile traces
-    (qkvmt.decoding.compiled), float32 products on a CPU are `float32_product` still, as one opaque
-    operator: TorchInductor cannot lower oneDNN's unpacked product, and would otherwise take torch's."""
-    cpu_float32 = x.device.type == "cpu" and x.dtype is torch.float32 and weight.dtype is torch.float32
+    they come rounded to int8 (qkvmt.model.weight_int8). In a graph torch.compile traces without
+    gradients (qkvmt.decoding.compiled), float32 products on a CPU are `float32_product` still, as one
+    opaque operator: TorchInductor cannot lower oneDNN's unpacked product, and would take torch's."""
+    plain = (  # a float32 product on a CPU, with no gradient to record and no autocast to cast it
+        x.device.type == "cpu"
+        and x.dtype is torch.float32
+        and weight.dtype is torch.float32
+        and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
+        and not torch.is_autocast_enabled("cpu")
+    )
     if torch.compiler.is_compiling():
-        return compiled_product(x, weight, bias) if cpu_float32 else F.linear(x, weight, bias)
+        return compiled_product(x, weight, bias) if plain else F.linear(x, weight, bias)
     quantized = int8_linear(x, weight, bias)
     if quantized is not None:
         return quantized
-    if (
-        cpu_float32
-        and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
-        and not torch.is_autocast_enabled("cpu")
-    ):
+    if plain:
         return float32_product(x, weight, bias)
     return F.linear(x, autocast_operand(weight), autocast_operand(bias))
 
