@@ -13,11 +13,9 @@ from qkvmt.decoding.compute_type import computing
 from qkvmt.decoding.engine import generate
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.model.transformer import Transformer
-from qkvmt.model.weights_folder import write_weights_folder
 from tests.commandline import run_script, user_error
 from tests.conftest import compose_inference
 from tests.model.test_weight_casts import model
-from tests.model.test_weights_folder import nontrivial_model
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning")
 DEFAULT = instantiate(compose_inference("translate").decode)  # decode=default, as the commands start from
@@ -112,14 +110,6 @@ def test_a_pass_with_gradients_keeps_float32_weights():
     with computing("int8", src.device):
         logits, _ = m(src, tgt)
     assert logits.requires_grad and torch.equal(logits, m(src, tgt)[0])
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    transformer, tokenizer, meta = nontrivial_model()
-    out = tmp_path_factory.mktemp("compute_type")
-    write_weights_folder(transformer, tokenizer, meta, out)
-    return out
 
 
 @pytest.mark.parametrize("compute_type", ["int8", pytest.param("bfloat16", marks=cpu_bf16)])

@@ -11,12 +11,10 @@ from qkvmt.decoding import engine as engines
 from qkvmt.decoding.engine import engine_for, generate
 from qkvmt.decoding.rows import rows_kept
 from qkvmt.decoding.search import DecodeConfig
-from qkvmt.model.weights_folder import write_weights_folder
 from tests.commandline import run_script, start_python, user_error
 from tests.conftest import compose_inference
 from tests.decoding.test_compiled import nontrivial_model
 from tests.decoding.test_search import padded_batch
-from tests.model.test_weights_folder import nontrivial_model as nontrivial_folder_model
 
 SOURCES = ["w1 w2 w3 w4", "w7 w3 w9 w12 w5 w6"]
 DEFAULT = instantiate(compose_inference("translate").decode)  # decode=default, as the commands start from
@@ -47,14 +45,6 @@ def test_each_setting_chooses_its_engine_and_says_why(monkeypatch):
     monkeypatch.setattr(compiled_step, "unavailable", lambda device: "no compiler here")
     monkeypatch.setattr(engines, "unavailable", compiled_step.unavailable)
     assert choose(engines.AUTO_SENTENCES).why == "no compiled step: no compiler here"
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    transformer, tokenizer, meta = nontrivial_folder_model()
-    out = tmp_path_factory.mktemp("engine")
-    write_weights_folder(transformer, tokenizer, meta, out)
-    return out
 
 
 def test_translations_say_which_engine_ran_and_a_hook_falls_back_to_the_eager_one(folder, aot_eager):
