@@ -2,10 +2,11 @@
 
 decode.compile=true asks for the compiled step: where it cannot be built at all, the command fails
 in one line before any work. decode.compile=auto uses it only where the steps it saves repay its
-compile, on a CPU: measured on 2 Zen 5 cores at model=small's size, a compiled step is 4-9% faster
-than the eager one (the products and the attention kernel, the same in both, are most of a step), and
-a compile costs over a minute the first time and some 25 s in each later process (TorchInductor's disk
-cache spares the code generation, not the tracing); so a call of AUTO_SENTENCES sentences or more.
+compile, on a CPU: measured on 2 Zen 5 cores at model=small's size, a compiled step is within a few
+percent of the eager one (0.97x at 512 sentences a batch, up to 1.09x at 4: the products and the
+attention kernel, the same in both, are most of a step), and a compile costs over a minute the first
+time and some 30 s in each later process (TorchInductor's disk cache spares the code generation, not
+the tracing); so only a call of AUTO_SENTENCES sentences or more.
 On CUDA, where the compiled step runs in CUDA graphs, it has not been measured: there auto decodes
 eagerly, and decode.compile=true compiles. A model that a hook or edit reads or writes runs eagerly
 under either setting, as does one whose rows an edit keeps in place: the graph would not run them.
