@@ -6,7 +6,8 @@ import torch
 
 from qkvmt.decoding.compiled import beam_step, compiled
 from qkvmt.decoding.engine import generate
-from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, greedy_step
+from qkvmt.decoding.greedy import greedy_search, greedy_step
+from qkvmt.decoding.search import DecodeConfig, beam_search
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 

@@ -22,10 +22,11 @@ from torch import nn
 
 from qkvmt.decoding import compiled as compiled_step
 from qkvmt.decoding import engine as engines
-from qkvmt.decoding import search
+from qkvmt.decoding import greedy, search
 from qkvmt.decoding.engine import generate
+from qkvmt.decoding.greedy import greedy_search
 from qkvmt.decoding.rows import rows_kept
-from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, length_penalty, stable_order
+from qkvmt.decoding.search import DecodeConfig, beam_search, length_penalty, stable_order
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.positions import POSITIONS
 from qkvmt.model.transformer import Transformer
@@ -47,8 +48,11 @@ def engine(request, monkeypatch):
         monkeypatch.setattr(compiled_step, "options", lambda device: {"dynamic": True, "backend": "aot_eager"})
         monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1000)  # many models and settings here
         monkeypatch.setattr(engines, "AUTO_SENTENCES", 0)
-        for name, step in (("beam_search", compiled_step.beam_step), ("greedy_search", search.greedy_step)):
-            monkeypatch.setitem(globals(), name, functools.partial(on_compiled_step, getattr(search, name), step))
+        for name, search_fn, step in (
+            ("beam_search", search.beam_search, compiled_step.beam_step),
+            ("greedy_search", greedy.greedy_search, greedy.greedy_step),
+        ):
+            monkeypatch.setitem(globals(), name, functools.partial(on_compiled_step, search_fn, step))
     return request.param
 
 

@@ -9,7 +9,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from qkvmt.decoding.engine import generate
-from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search
+from qkvmt.decoding.greedy import greedy_search
+from qkvmt.decoding.search import DecodeConfig, beam_search
 from qkvmt.model.config import ModelConfig
 from qkvmt.model.transformer import Transformer
 from qkvmt.model.weight_casts import autocast_operand, cast_once

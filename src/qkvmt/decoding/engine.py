@@ -24,8 +24,9 @@ from torch import Tensor, nn
 from qkvmt.decoding.compiled import beam_step, compiled, unavailable
 from qkvmt.decoding.compute_type import computing
 from qkvmt.decoding.finished import Hypothesis
+from qkvmt.decoding.greedy import greedy_search, greedy_step
 from qkvmt.decoding.rows import are_rows_kept
-from qkvmt.decoding.search import DecodeConfig, beam_search, greedy_search, greedy_step
+from qkvmt.decoding.search import DecodeConfig, beam_search
 from qkvmt.decoding.step_view import searching
 from qkvmt.errors import UserError
 from qkvmt.model.sites import any_global_hook
