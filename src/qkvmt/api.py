@@ -27,6 +27,8 @@ commands (scripts/*.py, through qkvmt.pipeline) call this same object, so a note
 command give the same numbers for the same checkpoint and settings.
 """
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,7 +43,7 @@ from qkvmt.analysis.intervention import translate_with_and_without
 from qkvmt.analysis.named_pass import hooks_by_name, lines_call, named_pass, names_wanted
 from qkvmt.bundled import bundled_name, resolve
 from qkvmt.decoding.engine import engine_for
-from qkvmt.decoding.lines import translate_ids
+from qkvmt.decoding.lines import RunningLines, running_lines, translate_ids
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import is_ctranslate2_folder, load_ctranslate2
@@ -173,6 +175,17 @@ class Model(StudyMethods):
             engine = engine_for(self.transformer, next(self.transformer.parameters()).device, cfg, len(lines))
             ids = translate_ids(self.transformer, self.tokenizer, lines, cfg, progress, engine)
         return Translations(detokenize(self.tokenizer, ids), lines, ids, asdict(cfg), str(engine))
+
+    @contextlib.contextmanager
+    def running(self, settings: DecodeConfig | None = None, **decode) -> Iterator[RunningLines]:
+        """A search that lines join while it runs (continuous batching, as qkvmt serve's), decoding as
+        `translate` would (`settings` and keywords alike), within the block: `join(lines, tags)` adds lines
+        at its next step, `step()` advances every line a token and returns [(tag, translation)] of those
+        done, each as soon as it is, whatever the others do; `len()` counts the lines not yet done.
+        Each line's translation is the one `translate` gives it. No hook runs in it."""
+        cfg = self.decoding(settings, **decode)
+        with self.fabric.autocast(), running_lines(self.transformer, self.tokenizer, cfg) as lines:
+            yield lines
 
     def hook_names(self, pattern: str | None = None) -> list[str]:
         """Every activation's name (qkvmt.model.hook_names), in the order a pass reaches them, or those a

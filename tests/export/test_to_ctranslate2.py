@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from qkvmt.decoding.lines import translate_ids
-from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.decoding.stepper import max_lengths
 from qkvmt.errors import UserError
 from qkvmt.loading import load_model
 from qkvmt.model.config import ModelConfig

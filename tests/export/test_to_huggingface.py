@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from qkvmt.decoding.lines import translate_ids
-from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.decoding.stepper import max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.hf_weights import residual_permutation
 from qkvmt.export.to_huggingface import check_exportable, export_huggingface

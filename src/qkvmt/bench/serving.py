@@ -20,6 +20,7 @@ from qkvmt.bench.timing import time_in_turns
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.serve.app import create_app
 from qkvmt.serve.batcher import Batcher, batching_of
+from qkvmt.serve.joining import Joining, batcher_for
 from qkvmt.serve.requests import Limits
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import HEAD_SECONDS, bind, in_thread
@@ -31,9 +32,14 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
     calls, out = [], {}
     in_flight = cfg.clients * cfg.per_request  # the most sentences the clients wait on at once: the fullest call
 
-    def counted(lines, wanted):
-        calls.append(len(lines))
-        return model.translate(lines, wanted)
+    class Counted:  # the model, each call or search of the server's loop counted
+        def translate(self, lines, wanted):
+            calls.append(len(lines))
+            return model.translate(lines, wanted)
+
+        def running(self, wanted):
+            calls.append(0)
+            return model.running(wanted)
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -44,7 +50,7 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
         beam_size=cfg.beam_size,
         head_seconds=HEAD_SECONDS,
     )
-    batcher = Batcher(counted, batching_of(cfg.batching, "serve.batching."))
+    batcher = batcher_for(Counted(), batching_of(cfg.batching, "serve.batching."), settings)
     app = create_app(batcher, Access.of("127.0.0.1", port), limits, settings, {"model": cfg.ckpt_path})
     job = {"port": port, "sources": sources, "clients": cfg.clients, "per_request": cfg.per_request}
     with in_thread(app, sock), client_process(job) as process:
@@ -74,7 +80,8 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
         "in_flight": in_flight,
         "in_flight_sent_s": len(sources) / seconds["in_flight"],
         "served_vs_in_flight": seconds["in_flight"] / served_s,
-        "calls_per_run": len(calls) / runs,
+        "continuous": isinstance(batcher, Joining),
+        "calls_per_run": len(calls) / runs,  # with continuous batching, searches started
         "requests_per_run": -(-len(sources) // cfg.per_request),
         "identical": sum(a == b for a, b in zip(direct, served)),
     }

@@ -76,14 +76,15 @@ def corpus_line(c: dict) -> str:
 
 def serve_line(s: dict) -> str:
     """qkvmt serve under concurrent clients against translate over the same sentences."""
-    wait = s["batching"]
+    wait, joining = s["batching"], s.get("continuous", False)
+    how = "requests joining a running search" if joining else "a call"
     return (
         f"qkvmt serve of {s['model']}, {s['clients']} clients, {s['per_request']} sentences a request, "
-        f"beam {s['beam_size']}, a call waiting {wait['gap_ms']:g} ms for each next request (at most "
+        f"beam {s['beam_size']}, {how} waiting {wait['gap_ms']:g} ms for each next request (at most "
         f"{wait['max_wait_ms']:g}): {s['served_sent_s']:.1f} sentences/s, translate alone {s['direct_sent_s']:.1f} "
         f"({s['served_vs_direct']:.0%}), in calls of {s['in_flight']} sentences {s['in_flight_sent_s']:.1f} "
-        f"({s['served_vs_in_flight']:.0%}); {s['calls_per_run']:.1f} calls for {s['requests_per_run']} requests; "
-        f"{s['identical']} of {s['sentences']} identical"
+        f"({s['served_vs_in_flight']:.0%}); {s['calls_per_run']:.1f} {'searches' if joining else 'calls'} for "
+        f"{s['requests_per_run']} requests; {s['identical']} of {s['sentences']} identical"
     )
 
 

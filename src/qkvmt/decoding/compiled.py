@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from qkvmt.decoding.finished import Finished
-from qkvmt.decoding.search import DecodeConfig, Stepper, advance
+from qkvmt.decoding.search import DecodeConfig, advance
+from qkvmt.decoding.stepper import Stepper
 
 
 def beam_step(

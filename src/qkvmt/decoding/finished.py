@@ -52,6 +52,14 @@ class Finished:
         self.scores[:, :k] = top
         self.count = torch.isfinite(top).sum(dim=1)
 
+    def add_sentences(self, b: int) -> None:
+        """b sentences more, with nothing finished yet, after the others (sentences joining a search)."""
+        k, dev = self.k, self.scores.device
+        self.scores = torch.cat([self.scores, torch.full((b, k + 1), float("-inf"), device=dev)])
+        self.tokens = torch.cat([self.tokens, torch.full((b, *self.tokens.shape[1:]), self.pad_id, device=dev)])
+        self.count = torch.cat([self.count, torch.zeros(b, dtype=torch.long, device=dev)])
+        self.ids = torch.cat([self.ids, torch.arange(len(self.ids), len(self.ids) + b)])
+
     def worst(self) -> Tensor:
         """(B,) the worst finished score of each sentence, -inf until it has K."""
         return torch.where(self.count >= self.k, self.scores[:, : self.k].min(dim=1).values, float("-inf"))
@@ -61,6 +69,10 @@ class Finished:
         kept for `results`."""
         index, gone = going_on.nonzero()[:, 0], (~going_on).nonzero()[:, 0]
         self.done.update(zip(self.ids[gone.cpu()].tolist(), self.best(eos_id, gone)))
+        self.select(index)
+
+    def select(self, index: Tensor) -> None:
+        """Only sentences `index` stay, nothing kept of the others (whose hypotheses were read already)."""
         self.ids = self.ids[index.cpu()]
         kept = [t.index_select(0, index) for t in (self.scores, self.tokens, self.count)]
         self.scores, self.tokens, self.count = kept
@@ -85,9 +97,14 @@ class Finished:
 
 
 def until_end(tokens: list[int], eos: int, pad: int) -> list[int]:
-    out = []
+    """The tokens up to the first EOS or padding, after any padding before them (a search whose
+    sentences began at different steps keeps them left-padded; <pad> is never an output token)."""
+    out, began = [], False
     for tok in tokens:
+        if tok == pad and not began:
+            continue
         if tok in (eos, pad):
             break
+        began = True
         out.append(tok)
     return out

@@ -5,8 +5,9 @@ import torch
 from torch import Tensor
 
 from qkvmt.decoding.finished import Hypothesis, until_end
-from qkvmt.decoding.search import DecodeConfig, Stepper, max_lengths
+from qkvmt.decoding.search import DecodeConfig
 from qkvmt.decoding.step_view import at, sentences_searched
+from qkvmt.decoding.stepper import Stepper, max_lengths
 from qkvmt.model.transformer import Transformer
 
 

@@ -16,6 +16,7 @@ from qkvmt.decoding.compute_type import COMPUTE_TYPES
 from qkvmt.decoding.finished import Finished, Hypothesis
 from qkvmt.decoding.rows import are_rows_kept
 from qkvmt.decoding.step_view import at, sentences_searched
+from qkvmt.decoding.stepper import Stepper, max_lengths
 from qkvmt.errors import UserError
 from qkvmt.model.transformer import Transformer
 from qkvmt.setting_types import check_fields
@@ -112,89 +113,6 @@ def length_penalty(length: Tensor, cfg: DecodeConfig) -> Tensor:
     return length.float() ** cfg.len_penalty
 
 
-class Stepper:
-    """Next-token scores, with or without the KV cache, within length limits."""
-
-    def __init__(
-        self,
-        model: Transformer,
-        memory: Tensor,
-        src_mask: Tensor,
-        limit: Tensor,
-        cfg: DecodeConfig,
-        length: int | None = None,
-    ):
-        self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.limit = limit  # (N,) output tokens allowed per row, EOS included
-        self.first_limit = int(limit.min())  # before it, no row is at its limit (known on the host)
-        # length: the positions the KV cache makes room for at once (a compiled step's: one more, so no
-        # step fills it, which would take a graph of its own), else it grows
-        self.state = None if not cfg.use_cache else model.new_state() if length is None else model.new_state(length + 1)
-        self.min_len = cfg.min_len
-        self.forced_first, self.free_eos = cfg.forced_first_id, cfg.free_eos_at_limit
-        self.cut, self.renormalize = cfg.cut_at_limit, cfg.renormalize
-        c = model.cfg
-        self.banned = torch.tensor(c.banned_ids, device=limit.device)
-
-    def __call__(self, prefix: Tensor) -> Tensor:
-        """prefix: (N, t + 1) BOS and the t tokens so far -> log-probabilities (N, V), float32.
-
-        One fused log_softmax over the vocabulary: on a CPU it costs half of a logsumexp, which
-        reads the row four times. <pad> and <s> never appear inside an output
-        (ModelConfig.banned_ids); forced_first_id, where set, is the only first token; EOS waits
-        for min_len; a row at its length limit can only end (EOS keeps its own probability, so
-        scores stay comparable, or costs nothing with free_eos_at_limit), or with cut_at_limit
-        chooses as at any step and the search ends it there. With renormalize, the scores left
-        are normalised again (what the bans and forced tokens took is shared out).
-        """
-        c = self.model.cfg
-        ids = prefix[:, -1:] if self.state is not None else prefix
-        logits, _, _ = self.model.decode(ids, self.memory, self.src_mask, self.state, last_only=True)
-        logp = logits[:, -1].float().log_softmax(dim=-1)
-        n_out = prefix.size(1)  # output length if this step ends the row
-        logp.index_fill_(1, self.banned, float("-inf"))
-        if self.forced_first is not None and n_out == 1:  # only the forced token, at log-probability 0
-            logp = torch.full_like(logp, float("-inf"))
-            logp[:, self.forced_first] = 0.0
-        # A compiled step takes every branch that depends on the step, so one graph serves all of them.
-        compiling = torch.compiler.is_compiling()
-        near_limit = not self.cut and (compiling or n_out >= self.first_limit)
-        if near_limit:
-            eos = torch.zeros_like(logp[:, 0]) if self.free_eos else logp[:, c.eos_id].clone()
-        if compiling:
-            too_short = torch.full((), n_out, device=logp.device) < self.min_len
-            logp[:, c.eos_id] = logp[:, c.eos_id].masked_fill(too_short, float("-inf"))
-        elif n_out < self.min_len:
-            logp[:, c.eos_id] = float("-inf")
-        if near_limit:  # the length limit wins over min_len
-            at_limit = n_out >= self.limit  # (N,)
-            logp.masked_fill_(at_limit[:, None], float("-inf"))
-            logp[:, c.eos_id] = torch.where(at_limit, eos, logp[:, c.eos_id])
-        return logp.log_softmax(dim=-1) if self.renormalize else logp
-
-    def reorder_beams(self, index: Tensor) -> None:
-        """Row i continues row index[i], a beam of the same sentence (the number of rows may
-        grow, as after the first step, or shrink, as sentences leave); the source and its mask
-        are shared by a sentence's beams and stay."""
-        self.limit = self.limit.index_select(0, index)
-        if self.state is not None:
-            self.state.reorder_beams(index)
-
-    def keep_sentences(self, index: Tensor) -> None:
-        """Only sentences `index` go on: their sources, masks and cross-attention caches stay
-        (their beams' rows move with reorder_beams)."""
-        self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
-        if self.state is not None:
-            self.state.keep_sentences(index)
-
-
-def max_lengths(src_len: Tensor, cfg: DecodeConfig, max_positions: int) -> Tensor:
-    """(B,) number of output tokens allowed, EOS included, within the model's positions, for
-    source rows of src_len tokens (</s> included)."""
-    limit = cfg.max_len_a * src_len.float() + cfg.max_len_b
-    return limit.clamp(1, max_positions - 1).long()  # clamped first: a huge float cast to long wraps negative
-
-
 # Done sentences leave the batch once they are at least 1/PRUNE_SHARE of it: leaving copies every
 # cache row (a step otherwise copies only the beams that moved), so it waits until that pays.
 PRUNE_SHARE = 4
@@ -224,27 +142,31 @@ def advance(
     active: Tensor,
     finished: Finished,
     cfg: DecodeConfig,
+    tokens: Tensor | None = None,
 ) -> tuple[Tensor, ...]:
     """A step of beam search up to what it must read back: the candidates of B sentences of `width` live
     beams, those that end finished (`finished` and `active` (B,) updated in place), and the best K of each
     sentence that go on: their scores and indices among the candidates (B, K), ordered so that rows
-    continuing themselves stay put, and the candidates' beams and tokens (B, 2K)."""
-    k, t = cfg.beam_size, prefix.size(1) - 1  # t: the tokens so far
-    eos_id = step.model.cfg.eos_id
+    continuing themselves stay put, and the candidates' beams and tokens (B, 2K).
+    tokens: (B, 1) each sentence's tokens so far, where they differ (qkvmt.decoding.running: its prefixes
+    are left-padded); by default the prefix's."""
+    k = cfg.beam_size
+    t = prefix.size(1) - 1 if tokens is None else tokens  # the tokens so far
+    eos_id = step.eos_id
     top_scores, beam, token, prefixes = candidates(step, prefix, scores, width, k)
-    ends = ((token == eos_id) | (t + 1 >= limit)[:, None]) & torch.isfinite(top_scores)
-    normed = top_scores / length_penalty(torch.full_like(top_scores, t + 1), cfg)
+    ends = ((token == eos_id) | (t + 1 >= limit[:, None])) & torch.isfinite(top_scores)
+    normed = top_scores / length_penalty(lengths_like(top_scores, t + 1), cfg)
     ended = torch.cat([prefixes, token[:, :, None]], dim=2)  # its last token too (until_end drops an EOS)
     if cfg.early_stopping:
         finished.add(ends & active[:, None], normed, ended)
-        active &= (finished.count < k) & (t + 1 < limit)
+        active &= (finished.count < k) & (t + 1 < limit[:, None])[:, 0]
     else:
         finished.merge(ends & active[:, None], normed, ended)
     # Continue with the best K candidates of each sentence that do not end.
     keep_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=-1)  # (B, K)
     if not cfg.early_stopping:  # stop where the best live beam, at its length now, cannot beat the worst kept
-        best_live = keep_scores[:, 0] / length_penalty(torch.full_like(keep_scores[:, 0], t + 1), cfg)
-        active &= (best_live > finished.worst()) & (t + 1 < limit)
+        best_live = keep_scores[:, :1] / length_penalty(lengths_like(keep_scores[:, :1], t + 1), cfg)
+        active &= (best_live > finished.worst()[:, None])[:, 0] & (t + 1 < limit[:, None])[:, 0]
     if width == k:  # beams are a set: order them so that rows continuing themselves stay put
         order = stable_order(beam.gather(1, keep))
         keep_scores, keep = keep_scores.gather(1, order), keep.gather(1, order)
@@ -309,6 +231,11 @@ def beam_search(model: Transformer, src: Tensor, cfg: DecodeConfig, compiled=Non
         step.reorder_beams(src_rows)
         width = k
     return finished.results(c.eos_id)
+
+
+def lengths_like(like: Tensor, length: int | Tensor) -> Tensor:
+    """`length` (a number, or (B, 1) one a sentence) as a float tensor of the shape of `like` (B, ·)."""
+    return length.expand_as(like).to(like.dtype) if isinstance(length, Tensor) else torch.full_like(like, length)
 
 
 def check_beam_size(k: int, vocab_size: int) -> None:

@@ -27,7 +27,8 @@ import torch
 from tokenizers import Tokenizer
 
 from qkvmt.decoding.lines import encode_sources
-from qkvmt.decoding.search import DecodeConfig, max_lengths
+from qkvmt.decoding.search import DecodeConfig
+from qkvmt.decoding.stepper import max_lengths
 from qkvmt.errors import UserError
 from qkvmt.export.metadata import METADATA, TOKENIZER, ExportMetadata
 from qkvmt.export.to_ctranslate2 import require_ctranslate2, vocabulary

@@ -238,6 +238,12 @@ class MultiHeadAttention(nn.Module):
         k, *v = self._per_head(y, "kv" if values else "k", heads)
         return q, k, (v[0] if v else None)
 
+    def memory_keys_values(self, y: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-attention's K and V per head of memory y (B, S, D), each (B, H, S, d_k), as its cache
+        holds them (for sentences that join a search in progress)."""
+        k, v = self._per_head(y, "kv", None)
+        return k, v
+
     def head_weights(self, x: Tensor, y: Tensor | None, heads: list[int], mask: Tensor | None = None) -> Tensor:
         """The weights (B, len(heads), T_q, T_k) of `heads` alone: only their rows of W_Q (where the
         model has one) and W_K are projected, and no values are read (an alignment loss needs nothing else)."""
@@ -252,6 +258,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        offset: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """x: (B, T_q, D) queries. y: (B, T_k, D) memory for cross-attention, None for self;
         or (B / G, T_k, D) memory that each block of G consecutive query rows shares (beams).
@@ -260,11 +267,14 @@ class MultiHeadAttention(nn.Module):
         causal: each query sees only keys at or before its own position (decoder self-attention).
         cache: self-attention appends this step's K, V to it; cross-attention computes K, V from
             `y` on the first call and reuses them afterwards.
+        offset: (B,) the position of each row's first query in self-attention, where rows began at
+            different steps (qkvmt.decoding.running); by default every row's follows the cached ones.
         Returns the output (B, T_q, D) and, if need_weights, the weights (B, H, T_q, T_k).
         """
         x, y = self.sites["x"](x), self.sites["y"](y)  # y None: self-attention
         if y is None:  # self-attention: this step's rows follow the cached ones
-            q, k, v = self.head_projections(x, offset=cache.length if cache is not None else 0)  # each (B, H, T, d_k)
+            at = offset if offset is not None else cache.length if cache is not None else 0
+            q, k, v = self.head_projections(x, offset=at)  # each (B, H, T, d_k)
             if cache is not None:
                 k, v = cache.append(k, v)
         elif cache is not None and cache.length:  # cross-attention, the memory's keys and values cached

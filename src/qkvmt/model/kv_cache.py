@@ -37,6 +37,32 @@ class KVCache:
         self.length += t
         return self.get()
 
+    def add_rows(self, k: Tensor, v: Tensor | None, keep: Tensor | None = None) -> None:
+        """Rows k, v (B', H, T', d_k) join after the cached ones (v None: as zeros), the shorter side padded
+        with zeros to the longer length: the caller's mask leaves the padding out (zeros, not empty memory,
+        since a masked key must still score a number). keep: only these cached rows stay, in the same copy."""
+        if self.k is None:
+            if k.size(2):
+                self.append(k, v)
+            return
+        n, t, length = self.k.size(0) if keep is None else keep.numel(), k.size(2), max(self.length, k.size(2))
+        shape = (n + k.size(0), self.k.size(1), max(self.k.size(2), length), self.k.size(3))
+        grown_k, grown_v = self.k.new_empty(shape), self.v.new_empty(shape)
+        for grown, old, new in ((grown_k, self.k, k), (grown_v, self.v, v)):
+            if keep is None:
+                grown[:n, :, : self.length] = old[:, :, : self.length]
+            else:
+                torch.index_select(old[:, :, : self.length], 0, keep, out=grown[:n, :, : self.length])
+            grown[:n, :, self.length : length] = 0
+            grown[n:, :, t:length] = 0
+            grown[n:, :, :t] = new if new is not None else 0
+        self.k, self.v, self.spare, self.length = grown_k, grown_v, None, length
+
+    def drop_slots(self, n: int) -> None:
+        """The first n positions leave (no row reads them any more)."""
+        self.k, self.v, self.spare = self.k[:, :, n:], self.v[:, :, n:], None
+        self.length -= n
+
     def get(self) -> tuple[Tensor, Tensor]:
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 

@@ -122,6 +122,7 @@ class DecoderLayer(nn.Module):
         need_weights: tuple[bool, bool] = (False, False),
         cache: tuple[KVCache, KVCache] | None = None,
         self_mask: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x: (B, T, D) target states; memory: (B, S, D) encoder output; src_mask: (B, 1, 1, S).
 
@@ -131,11 +132,12 @@ class DecoderLayer(nn.Module):
         need_weights: (self-attention, cross-attention): which of the two return weights.
         self_mask: (B, 1, 1, T), True on real target tokens, for a pass without the causal mask
         (full-context alignment); there each token sees the whole target, so pads must be masked.
+        positions: (B,) each row's position, where rows began at different steps (one token each).
         Returns x and the self- and cross-attention weights (None where not asked for).
         """
         need_self, need_cross = need_weights
         self_cache, cross_cache = cache if cache is not None else (None, None)
-        x, self_w = self.self_attention_block(self.sites["resid_pre"](x), need_self, self_cache, self_mask)
+        x, self_w = self.self_attention_block(self.sites["resid_pre"](x), need_self, self_cache, self_mask, positions)
         x, cross_w = self.cross_attention_block(x, memory, src_mask, need_cross, cross_cache)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return self.sites["resid_post"](x), self_w, cross_w
@@ -146,6 +148,7 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
         self_mask: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """The self-attention sub-layer in its residual block, as forward runs it (and value
         zeroing, again): x (B, T, D) -> (B, T, D), and the weights if asked for. Causal unless
@@ -153,7 +156,7 @@ class DecoderLayer(nn.Module):
         return self.self_block(
             x,
             lambda h: self.self_attn(
-                h, mask=self_mask, causal=self_mask is None, need_weights=need_weights, cache=cache
+                h, mask=self_mask, causal=self_mask is None, need_weights=need_weights, cache=cache, offset=positions
             ),
         )
 

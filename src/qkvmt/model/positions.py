@@ -82,12 +82,17 @@ class RotaryPositions(nn.Module):
         angles = torch.outer(torch.arange(self.max_positions, dtype=torch.float32), theta)  # (P, d_k/2)
         self.cos, self.sin = angles.cos(), angles.sin()
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         """x: (B, H, T, d_k), rows at positions offset .. offset+T-1 (a cached decoder's new rows
-        follow the cached ones). Returns x rotated, same shape and dtype; computed in float32,
-        since half-precision angles would blur neighbouring positions."""
+        follow the cached ones); offset (B,): each row's own (rows that began at different steps).
+        Returns x rotated, same shape and dtype; computed in float32, since half-precision angles
+        would blur neighbouring positions."""
         t = x.size(2)
-        cos, sin = self.cos[offset : offset + t], self.sin[offset : offset + t]  # (T, d_k/2)
+        if isinstance(offset, Tensor):
+            at = offset[:, None] + torch.arange(t, device=offset.device)  # (B, T)
+            cos, sin = self.cos[at][:, None], self.sin[at][:, None]  # (B, 1, T, d_k/2)
+        else:
+            cos, sin = self.cos[offset : offset + t], self.sin[offset : offset + t]  # (T, d_k/2)
         even, odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)  # (B, H, T, d_k/2) each: dims 2i, 2i+1
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (B, H, T, d_k/2, 2)
         return rotated.flatten(-2).to(x.dtype)

@@ -26,7 +26,10 @@ class DecoderState:
     """Incremental decoding state: one (self, cross) KV cache pair per decoder layer."""
 
     caches: list[tuple[KVCache, KVCache]]
-    steps: int = 0  # target positions already decoded
+    steps: int = 0  # target positions already decoded: the self-attention caches' slots
+    # (N,) the slot each row's history starts at, where rows began at different steps (sentences that joined
+    # a search in progress, qkvmt.decoding.running); None: every row at slot 0
+    start: Tensor | None = None
 
     def reorder_beams(self, index: Tensor) -> None:
         """Row i takes row index[i]'s decoder self-attention history.
@@ -34,6 +37,8 @@ class DecoderState:
         Beam search only moves a row within its own sentence's beams, and those share one
         source, so the cross-attention caches (the same for every beam of a sentence) stay put.
         """
+        if self.start is not None:
+            self.start = self.start.index_select(0, index)
         caches = [self_cache for self_cache, _ in self.caches]
         if caches[0].k is None:
             return
@@ -52,6 +57,42 @@ class DecoderState:
         their rows; the self-attention rows follow with reorder_beams."""
         for _, cross in self.caches:
             cross.reorder(index)
+
+    def add_rows(
+        self,
+        rows: int,
+        memory_kv: list[tuple[Tensor, Tensor]],
+        device,
+        keep: tuple[Tensor, Tensor] | None = None,
+    ) -> None:
+        """`rows` rows with no history yet join after the others (their decoding starts at the next
+        step), of the sentences whose cross-attention keys and values per layer are `memory_kv`
+        ((B', H, S', d_k) each, rows / B' beams a sentence): each cache's rows are padded to the
+        longer of the two lengths, which the masks leave out (decode's own for the slots before a
+        row's start, the source mask for the memory's). keep: (rows, sentences) of those here that
+        stay, in the same copy."""
+        keep_rows, keep_sentences = keep if keep is not None else (None, None)
+        start = torch.full((rows,), self.steps, dtype=torch.long, device=device)
+        if self.start is not None and keep_rows is not None:
+            self.start = self.start.index_select(0, keep_rows)
+        self.start = start if self.start is None else torch.cat([self.start, start])
+        for (own, cross), (k, v) in zip(self.caches, memory_kv):
+            if own.k is not None:
+                own.add_rows(own.k.new_zeros(rows, *own.k.shape[1:2], 0, own.k.size(3)), None, keep_rows)
+            cross.add_rows(k, v, keep_sentences)
+
+    def forget_slots(self) -> None:
+        """The slots before every row's start leave the self-attention caches (no row reads them), when
+        they are half of them: a search that takes sentences in for ever keeps a bounded cache."""
+        if self.start is None or not len(self.start):
+            return
+        first = int(self.start.min())
+        if 2 * first < self.steps:
+            return
+        for own, _ in self.caches:
+            own.drop_slots(first)
+        self.steps -= first
+        self.start -= first
 
 
 @dataclass(frozen=True)
@@ -101,14 +142,16 @@ class Embedding(nn.Module):
         if c.positions == "sinusoidal":
             self.positions = sinusoidal_positions(c.max_positions, c.d_model, c.sinusoidal_layout, c.pad_id)
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """ids (B, T) at positions offset .. offset+T-1 -> (B, T, D)."""
+    def forward(self, ids: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """ids (B, T) at positions offset .. offset+T-1 -> (B, T, D); offset (B,): each row's own."""
         t = ids.size(1)
-        if offset + t > self.max_positions:
+        per_row = isinstance(offset, Tensor)
+        if not per_row and offset + t > self.max_positions:  # a row's own offset is within its length limit
             raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions={self.max_positions}")
         x = self.tokens(ids) * self.scale
         if self.positions is not None:
-            x = x + self.positions[offset : offset + t]
+            at = offset[:, None] + torch.arange(t, device=ids.device) if per_row else slice(offset, offset + t)
+            x = x + self.positions[at]
         return self.dropout(x)
 
 
@@ -206,8 +249,12 @@ class Transformer(nn.Module):
         depth: only the first `depth` layers run, for a reading of their weights that needs no
         later layer; the states returned are then layer depth-1's, not the model's.
         """
-        offset = state.steps if state is not None else 0
-        x = self.tgt_embed(tgt, offset)
+        offset, positions = (state.steps if state is not None else 0), None
+        if state is not None and state.start is not None:  # rows that began at different steps, a token each
+            positions = offset - state.start  # (B,) each row's own
+            slots = torch.arange(offset + tgt.size(1), device=tgt.device)
+            self_mask = (slots >= state.start[:, None])[:, None, None, :]  # (B, 1, 1, slots): none before its start
+        x = self.tgt_embed(tgt, offset if positions is None else positions)
         n = len(self.decoder_layers)
         want_self, want_cross = (
             WeightRequest.wanted(need_weights, "decoder", n),
@@ -216,7 +263,7 @@ class Transformer(nn.Module):
         self_ws, cross_ws = [], []
         for i, layer in enumerate(self.decoder_layers[:depth]):
             cache = state.caches[i] if state is not None else None
-            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache, self_mask)
+            x, self_w, cross_w = layer(x, memory, src_mask, (want_self[i], want_cross[i]), cache, self_mask, positions)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         self_ws, cross_ws = (self_ws if any(want_self) else []), (cross_ws if any(want_cross) else [])
@@ -230,6 +277,10 @@ class Transformer(nn.Module):
     def target_mask(self, tgt: Tensor) -> Tensor:
         """(B, 1, 1, T), True on real target tokens: decode's self_mask for full context."""
         return (tgt != self.cfg.pad_id)[:, None, None, :]
+
+    def memory_keys_values(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each decoder layer's cross-attention K and V of `memory` (B, S, D), as its cache holds them."""
+        return [layer.cross_attn.memory_keys_values(memory) for layer in self.decoder_layers]
 
     def new_state(self, length: int = 16) -> DecoderState:
         """An empty decoding state whose self-attention caches first make room for `length` positions."""

@@ -10,7 +10,8 @@ from qkvmt.host.process_memory import keep_freed_host_memory
 from qkvmt.pipeline.inference_setup import decode_overrides
 from qkvmt.pipeline.translate import translator
 from qkvmt.serve.app import create_app
-from qkvmt.serve.batcher import Batcher, batching_of
+from qkvmt.serve.batcher import batching_of
+from qkvmt.serve.joining import batcher_for
 from qkvmt.serve.requests import limits_of
 from qkvmt.web.guard import Access
 from qkvmt.web.json_api import bind, in_thread
@@ -24,7 +25,7 @@ def serve(cfg: DictConfig) -> dict:
     keep_freed_host_memory()  # call after call allocates the same large buffers: reuse them, not fresh pages
     engine = translator(cfg)
     settings = engine.decoding(**given)  # the server's own, which /health shows and a request changes
-    batcher = Batcher(engine.translate, batching)
+    batcher = batcher_for(engine, batching, settings)
     host, port = sock.getsockname()[:2]
     access = Access.of(str(cfg.host), port)
     served = cfg.model_dir if cfg.engine == "ctranslate2" else cfg.ckpt_path

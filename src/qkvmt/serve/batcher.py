@@ -43,6 +43,9 @@ class Batching:
 
     gap_ms: float = 0.0  # it keeps taking requests while each comes within gap_ms of the one before
     max_wait_ms: float = 0.0  # but starts at most max_wait_ms after the loop took the first
+    # auto: requests join a running search at its next step where the engine can (qkvmt.serve.joining), and
+    # then the waits above apply to a search started while none runs; true: that or an error; false: calls
+    continuous: str = "auto"
 
 
 def batching_of(settings, prefix: str) -> Batching:
@@ -51,8 +54,18 @@ def batching_of(settings, prefix: str) -> Batching:
     values = dict(settings)
     unknown = sorted(set(values) - {f.name for f in fields(Batching)})
     if unknown:
-        raise UserError(f"{prefix}{unknown[0]} is no batching setting: use {prefix}gap_ms and {prefix}max_wait_ms")
+        raise UserError(
+            f"{prefix}{unknown[0]} is no batching setting: use {prefix}gap_ms, {prefix}max_wait_ms or "
+            f"{prefix}continuous"
+        )
+    if "continuous" in values:
+        given = values["continuous"]
+        values["continuous"] = {True: "true", False: "false"}.get(given, given)  # Hydra reads true as a boolean
+        if values["continuous"] not in ("auto", "true", "false"):
+            raise UserError(f"{prefix}continuous={given}: use auto, true or false")
     for name, value in values.items():
+        if name == "continuous":
+            continue
         if (ms := finite(value)) is None or ms < 0:
             raise UserError(f"{prefix}{name}={as_typed(value)}: give a number of milliseconds, at least 0")
     batching = Batching(**values)
