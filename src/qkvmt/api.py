@@ -30,6 +30,7 @@ command give the same numbers for the same checkpoint and settings.
 import contextlib
 from collections.abc import Iterator
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,6 +49,7 @@ from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.export.ctranslate2_engine import is_ctranslate2_folder, load_ctranslate2
 from qkvmt.hf.languages import for_pair
+from qkvmt.host.placement import placement
 from qkvmt.loading import average_checkpoints, build_model, load_checkpoint
 from qkvmt.model.checkpoint import CheckpointMeta
 from qkvmt.model.transformer import Transformer
@@ -84,8 +86,9 @@ def load(
     - a Hugging Face model folder (Marian, M2M100), or hf:ORG/NAME in huggingface_hub's cache -> `Model`.
 
     average: more checkpoint files; the model is then the average of `path` and them.
-    device: where Lightning Fabric puts the model ("auto": a GPU when there is one, or "cpu").
-    precision: a Lightning precision for translation ("32-true", "bf16-mixed", ...).
+    device: where the model goes, as Lightning Fabric's accelerator ("auto": a GPU when there is one, or "cpu").
+    precision: a Lightning precision for translation ("32-true", "bf16-mixed", ...). Float32 on the CPU is
+    placed without Lightning (qkvmt.host.placement), every other choice by its Fabric.
     src_lang, tgt_lang: the pair a many-to-many model (M2M100) translates; by default the one its folder names.
     """
     path = resolve(path)
@@ -96,17 +99,13 @@ def load(
     if path.is_dir() and (path / "checkpoints" / "best.ckpt").is_file():
         path = path / "checkpoints" / "best.ckpt"
 
-    def fabric():
-        import lightning as L  # here, not above: a missing or bad file is reported without waiting seconds for it
-
-        return L.Fabric(accelerator=device, devices=1, precision=precision)
-
+    fabric = partial(placement, device, precision)  # once the files are read: see Model.from_checkpoints
     return Model.from_checkpoints([path, *map(resolve, average or [])], fabric, src_lang, tgt_lang)
 
 
 class Model(StudyMethods):
-    """A checkpoint's Transformer and tokenizer, placed by Lightning Fabric; the methods over many
-    sentences are StudyMethods'."""
+    """A checkpoint's Transformer and tokenizer, placed by a Lightning Fabric (or, float32 on the CPU, a
+    CPUPlacement, which does what that Fabric would); the methods over many sentences are StudyMethods'."""
 
     def __init__(self, transformer: Transformer, tokenizer: Tokenizer, meta: CheckpointMeta, paths: list[Path], fabric):
         self.transformer, self.tokenizer, self.meta = transformer, tokenizer, meta
@@ -117,8 +116,8 @@ class Model(StudyMethods):
         cls, paths: list[Path], fabric, src_lang: str | None = None, tgt_lang: str | None = None
     ) -> "Model":
         """The model of one checkpoint file, or the average of several, placed by `fabric`: a
-        Lightning Fabric, or a function that makes one once the files are read (Lightning takes
-        seconds to import, and a missing or bad file should not wait for it). src_lang, tgt_lang:
+        Lightning Fabric or a CPUPlacement, or a function that makes one once the files are read (Lightning
+        takes seconds to import, and a missing or bad file should not wait for it). src_lang, tgt_lang:
         the pair of a many-to-many model (qkvmt.hf.languages.for_pair)."""
         ckpt = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
         transformer, tokenizer = build_model(ckpt, paths[0])

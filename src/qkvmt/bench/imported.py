@@ -87,7 +87,7 @@ def marian_folder(cfg, train: tuple[list[str], list[str]], langs: tuple[str, str
     return folder
 
 
-# What a user's script does, timed from its first line: qkvmt.load imports torch and Lightning as it goes.
+# What a user's script does, timed from its first line: qkvmt.load imports torch and the rest as it goes.
 TIME_LOAD = (
     "import time; start = time.perf_counter(); import sys, qkvmt; qkvmt.load(sys.argv[1], device='cpu'); "
     "print(time.perf_counter() - start)"
@@ -118,7 +118,7 @@ def _measure_load(folder: Path) -> dict:
     peak = peak_resident_bytes() / MB
     weights = sum(f.stat().st_size for f in folder.glob("*.safetensors")) / MB
     return {
-        "load_after_imports_s": seconds,  # lightning, imported here, is imported by qkvmt.load
+        "load_after_imports_s": seconds,  # qkvmt.api and what it imports, imported here, included
         "weights_mib": weights,
         "peak_growth_mib": peak - before,
         "peak_vs_weights": (peak - before) / weights,

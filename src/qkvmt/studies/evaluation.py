@@ -12,6 +12,7 @@ from qkvmt.analysis.forced import forced_attention
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
 from qkvmt.files import sha256
+from qkvmt.host.placement import precision_of
 from qkvmt.results.evaluation import Evaluation, Samples
 from qkvmt.results.heads import HeadsReport
 from qkvmt.results.report import ReportSample
@@ -120,7 +121,7 @@ def evaluate(
         decode=asdict(settings),
         checkpoints=[{"path": str(p), "sha256": sha256(p)} for p in model.paths],
         device=str(model.fabric.device),
-        precision=run["precision"] or model.fabric.strategy.precision.precision,
+        precision=run["precision"] or precision_of(model.fabric),
         decode_s=round(decode_s, 2),
         sent_per_s=round(len(sources) / decode_s, 2),
         wall_s=round(time.time() - start, 2),

@@ -18,7 +18,7 @@ class ModelLike(Protocol):
     tokenizer: Tokenizer
     meta: CheckpointMeta
     paths: list[Path]
-    fabric: object  # a Lightning Fabric: its device and autocast
+    fabric: object  # a Lightning Fabric or qkvmt.host.placement's CPUPlacement: its device and autocast
 
     @property
     def default_policy(self) -> AlignmentPolicy: ...
