@@ -1,5 +1,6 @@
 """Attention maps and scores as PNG figures, each on its own Agg canvas (no pyplot global
-state, nothing to leak), written atomically:
+state, nothing to leak), written atomically; matplotlib is imported when the first one is drawn, not
+by what only loads or translates with a model:
 
 * `heatmap_grid`: one heatmap per layer × head of one kind of attention;
 * `aer_heatmap`: alignment error rate per layer × head, the best boxed;
@@ -7,15 +8,15 @@ state, nothing to leak), written atomically:
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from qkvmt.files import atomic_write
 from qkvmt.results.html import check_labels
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def heatmap_grid(
@@ -64,6 +65,8 @@ def aer_heatmap(grid, col_labels: list[str], path, title: str = "") -> None:
     for (r, c), value in np.ndenumerate(g):
         ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value > 0.5 else "black")
     if np.isfinite(g).any():
+        from matplotlib.patches import Rectangle
+
         r, c = np.unravel_index(np.nanargmin(g), g.shape)
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
     fig.colorbar(image, ax=ax, label="AER (lower is better)")
@@ -92,19 +95,24 @@ def curve_plot(
 def colours(n: int) -> list:
     """n colours told apart, one a model: matplotlib's ten (tab20's dark half, in order), then
     tab20's pale half, where the default cycle would give the eleventh model the first's colour."""
+    from matplotlib import colormaps
+
     tab20 = colormaps["tab20"].colors
     palette = [*tab20[0::2], *tab20[1::2]]
     return [palette[i % len(palette)] for i in range(n)]
 
 
-def _figure(size) -> Figure:
+def _figure(size) -> "Figure":
     """A figure on its own Agg canvas: no pyplot registry, so nothing to close or leak."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig: Figure, path, title: str, dpi: float = 100.0) -> None:
+def _save(fig: "Figure", path, title: str, dpi: float = 100.0) -> None:
     if title:
         fig.suptitle(title)
     atomic_write(Path(path), lambda f: fig.savefig(f, format="png", dpi=dpi))

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from qkvmt.files import atomic_write, write_json, write_text
+from qkvmt.results.figures import _figure
 from qkvmt.results.html import escape, page
 from qkvmt.results.result import Result, timed
 
@@ -69,8 +68,7 @@ class Faithfulness(Result):
     def plot(self, path: Path) -> None:
         """Deletion AOPC with its interval per reading (reversed as a hollow mark), random as a line."""
         result, rows = self.result, self.result["readings"]
-        fig = Figure(figsize=(7, 1.5 + 0.32 * len(rows)), layout="constrained")
-        FigureCanvasAgg(fig)  # its own canvas: no pyplot state
+        fig = _figure((7, 1.5 + 0.32 * len(rows)))
         ax = fig.subplots()
         y = np.arange(len(rows))[::-1]
         for key, style in (
