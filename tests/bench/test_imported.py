@@ -1,20 +1,26 @@
 """The benchmark's imported-model stage (qkvmt.bench.imported): scripts/benchmark.py stages=[imported] on a
 small Marian shape makes a folder transformers itself loads and generates with, opens it in qkvmt, and reports
-the load, its memory, beam search against generate (identical translations) and the explorer's timings."""
+the load, its memory, beam search against generate and against the model exported to CTranslate2 (identical
+translations) and the explorer's timings."""
 
+import importlib.util
 import json
+import sys
 
 import pytest
 
 from qkvmt.analysis.signals import SIGNALS
 from qkvmt.bench.imported import marian_folder
+from qkvmt.errors import UserError
 from qkvmt.explore.lazy_signals import FIRST
+from qkvmt.export.to_ctranslate2 import require_ctranslate2
 from tests.commandline import run_python, start_python
 from tests.conftest import write_corpus
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[hf]')")
 pytest.importorskip("sentencepiece", reason="sentencepiece is not installed (pip install -e '.[hf]')")
 
+HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
 SHAPE = [f"imported.{k}={v}" for k, v in dict(d_model=32, layers=2, heads=4, ffn_dim=64, vocab_size=300).items()]
 
 
@@ -46,9 +52,29 @@ def test_the_imported_stage_alone_reports_load_memory_search_and_the_explorer(tm
     d = i["decode"]
     assert d["sentences"] == 6 and d["identical"] == 6  # the same translations as generate's
     assert d["ours_vs_hf"] == pytest.approx(d["hf_s"] / d["ours_s"]) and d["settings"]["beam_size"] == 5
+    c = i["ctranslate2"]  # the model exported to CTranslate2 float32, both with CTranslate2's stopping rule
+    if HAS_CT2:
+        assert c["identical"] == 6 and c["settings"] == {"early_stopping": True}  # the same translations as ours
+        assert c["ct2_float32_sent_s"] == pytest.approx(6 / c["ct2_float32_s"])
+        assert c["ours_vs_ct2_float32"] == pytest.approx(c["ct2_float32_s"] / c["ours_s"])
+        assert f"CTranslate2 {c['ctranslate2_version']} float32, both with early_stopping=true" in proc.stdout
+    else:  # reported as missing, not faked
+        assert "ctranslate2" in c["ctranslate2_missing"] and "CTranslate2 float32: missing" in proc.stdout
     assert len(i["explorer"]["sentences"]) == 2 and i["explorer"]["first_view_s_max"] > 0
     assert set(i["explorer"]["signal_s"]) == set(SIGNALS) - set(FIRST)  # each signal the first view leaves out
     assert "imported Marian (d_model 32, 2+2 layers" in proc.stdout and "identical" in proc.stdout
+
+
+def test_without_ctranslate2_the_stage_runs_and_its_row_says_why_it_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
+    with pytest.raises(UserError) as missing:
+        require_ctranslate2()
+    small = ["imported.sentences=2", "imported.repeats=1", "imported.explorer_sentences=1", "imported.spm_vocab=60"]
+    proc = run(tmp_path, "stages=[imported]", *small, "imported.explorer_words=[2,9]", start=run_python)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
+    assert r["imported"]["ctranslate2"] == {"ctranslate2_missing": str(missing.value)}
+    assert f"CTranslate2 float32: missing: {missing.value}" in proc.stdout
 
 
 def test_the_folder_is_one_transformers_loads_with_the_shape_asked_for(tmp_path):

@@ -7,6 +7,9 @@ and SentencePiece models trained on the training split, then opened by qkvmt:
   without them, and the growth of its resident memory at its peak over the size of the weights file;
 - beam search with the folder's generation settings (beam 5, transformers' length rule), ours
   against transformers' `generate` on the same validation sentences, and how many are identical;
+- the model qkvmt opened, exported by qkvmt's own exporter to CTranslate2 float32, translating the same
+  sentences with the same settings but CTranslate2's stopping rule (early_stopping, the one setting it
+  cannot take from the folder), against ours with that rule: seconds of each and how many are identical;
 - the explorer (qkvmt.explore.session, as the server calls it, JSON included) on validation sentences
   of about 20 words: each one's first view, an intervention with its re-decode (values of two source
   tokens swapped in every cross-attention layer), and its layers panel (`lens`); and on the first of
@@ -20,6 +23,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +31,8 @@ import torch
 
 from qkvmt.bench.timing import time_call
 from qkvmt.errors import UserError, optional_import
+from qkvmt.export.ctranslate2_engine import load_ctranslate2
+from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
 from qkvmt.host.process_memory import MB, peak_resident_bytes, resident_bytes
 
 INSTALL = "pip install -e '.[hf]' in qkvmt's folder (transformers and sentencepiece)"
@@ -157,6 +163,7 @@ def imported_speed(cfg, folder: Path, val: tuple[list[str], list[str]]) -> dict:
         "ours_vs_hf": hf_s / ours_s,
         "identical": sum(a == b for a, b in zip(ours, theirs)),
     }
+    out["ctranslate2"] = ctranslate2_float32(model, sources, cfg.repeats)
     low, high = cfg.explorer_words
     long = [s for s in val[0] if low <= len(s.split()) <= high][: cfg.explorer_sentences]
     if not long:
@@ -181,6 +188,33 @@ def imported_speed(cfg, folder: Path, val: tuple[list[str], list[str]]) -> dict:
         **{f"{k}_max": max(v[k] for v in views) for k in ("first_view_s", "intervention_s", "lens_s")},
     }
     return out
+
+
+def ctranslate2_float32(model, sources: list[str], repeats: int) -> dict:
+    """`model` exported to CTranslate2 float32 (qkvmt's exporter, into a folder that lasts the call) against
+    ours, each timed as the stage times ours, on `sources` with the model's settings and CTranslate2's
+    stopping rule (early_stopping=true; it refuses transformers' false): what CTranslate2 can decode of the
+    folder's settings. Where ctranslate2 is not installed, why."""
+    try:
+        ctranslate2 = require_ctranslate2()
+    except UserError as e:
+        return {"ctranslate2_missing": str(e)}
+    cpu, settings = torch.device("cpu"), model.decoding(early_stopping=True)
+    with tempfile.TemporaryDirectory() as folder:
+        export_ctranslate2(model.transformer, model.tokenizer, model.meta, Path(folder))
+        engine = load_ctranslate2(folder, compute_type="float32", threads=torch.get_num_threads())
+        ours_s, ours = time_call(lambda: model.translate(sources, settings), cpu, repeats)
+        ct2_s, theirs = time_call(lambda: engine.translate(sources, settings), cpu, repeats)
+    return {
+        "settings": {"early_stopping": True},
+        "ours_s": ours_s,
+        "ct2_float32_s": ct2_s,
+        "ours_sent_s": len(sources) / ours_s,
+        "ct2_float32_sent_s": len(sources) / ct2_s,
+        "ours_vs_ct2_float32": ct2_s / ours_s,
+        "identical": sum(a == b for a, b in zip(ours, theirs)),
+        "ctranslate2_version": ctranslate2.__version__,
+    }
 
 
 def _seconds(fn) -> float:

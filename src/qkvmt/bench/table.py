@@ -98,11 +98,23 @@ def imported_lines(i: dict) -> list[str]:
         f"memory at its peak +{ld['peak_growth_mib']:.0f} MiB, {ld['peak_vs_weights']:.2f}x the weights",
         f"  beam {d['settings']['beam_size']}, {d['sentences']} sentences: ours {d['ours_s']:.2f} s, generate "
         f"{d['hf_s']:.2f} s, ours {d['ours_vs_hf']:.2f}x as fast; {d['identical']} of {d['sentences']} identical",
+        _imported_ct2_line(i["ctranslate2"], d["sentences"]),
         f"  explorer, {len(e['sentences'])} sentences (median, largest): first view {e['first_view_s_median']:.2f} s, "
         f"{e['first_view_s_max']:.2f} s; an intervention {e['intervention_s_median']:.2f} s, "
         f"{e['intervention_s_max']:.2f} s; layers panel {e['lens_s_median']:.2f} s, {e['lens_s_max']:.2f} s",
         "  signals computed when chosen: " + ", ".join(f"{k} {v:.2f} s" for k, v in e["signal_s"].items()),
     ]
+
+
+def _imported_ct2_line(c: dict, sentences: int) -> str:
+    """The imported model exported to CTranslate2 float32 against ours, both with its stopping rule."""
+    if "ctranslate2_missing" in c:
+        return f"  CTranslate2 float32: missing: {c['ctranslate2_missing']}"
+    return (
+        f"  CTranslate2 {c['ctranslate2_version']} float32, both with early_stopping=true: ours {c['ours_s']:.2f} s, "
+        f"CTranslate2 {c['ct2_float32_s']:.2f} s, ours {c['ours_vs_ct2_float32']:.2f}x as fast; "
+        f"{c['identical']} of {sentences} identical"
+    )
 
 
 def _system_rows(r: dict) -> list[str]:
