@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from qkvmt.bench.timing import time_call
+from qkvmt.bench.timing import time_call, time_in_turns
 from qkvmt.errors import UserError, optional_import
 from qkvmt.export.ctranslate2_engine import load_ctranslate2
 from qkvmt.export.to_ctranslate2 import export_ctranslate2, require_ctranslate2
@@ -192,9 +192,9 @@ def imported_speed(cfg, folder: Path, val: tuple[list[str], list[str]]) -> dict:
 
 def ctranslate2_float32(model, sources: list[str], repeats: int) -> dict:
     """`model` exported to CTranslate2 float32 (qkvmt's exporter, into a folder that lasts the call) against
-    ours, each timed as the stage times ours, on `sources` with the model's settings and CTranslate2's
-    stopping rule (early_stopping=true; it refuses transformers' false): what CTranslate2 can decode of the
-    folder's settings. Where ctranslate2 is not installed, why."""
+    ours, taking turns call by call (median of `repeats` after a warm-up), on `sources` with the model's
+    settings and CTranslate2's stopping rule (early_stopping=true; it refuses transformers' false): what
+    CTranslate2 can decode of the folder's settings. Where ctranslate2 is not installed, why."""
     try:
         ctranslate2 = require_ctranslate2()
     except UserError as e:
@@ -203,8 +203,11 @@ def ctranslate2_float32(model, sources: list[str], repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         export_ctranslate2(model.transformer, model.tokenizer, model.meta, Path(folder))
         engine = load_ctranslate2(folder, compute_type="float32", threads=torch.get_num_threads())
-        ours_s, ours = time_call(lambda: model.translate(sources, settings), cpu, repeats)
-        ct2_s, theirs = time_call(lambda: engine.translate(sources, settings), cpu, repeats)
+        last = {}  # each one's translations; the two take turns, so a neighbour's load touches both alike
+        runs = {"ours": model, "ct2": engine}
+        turns = {k: lambda k=k: last.__setitem__(k, list(runs[k].translate(sources, settings))) for k in runs}
+        seconds = time_in_turns(turns, cpu, repeats)
+    ours_s, ct2_s, ours, theirs = seconds["ours"], seconds["ct2"], last["ours"], last["ct2"]
     return {
         "settings": {"early_stopping": True},
         "ours_s": ours_s,
