@@ -150,6 +150,11 @@ class Model(StudyMethods):
         c = self.transformer.cfg
         return AlignmentPolicy.default_for(self.meta, c.decoder_layers, c.n_heads)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs."""
+        return next(self.transformer.parameters()).device
+
     def decoding(self, settings: DecodeConfig | None = None, **decode) -> DecodeConfig:
         """`settings` (default: the checkpoint's own, its run's test decoding) with the fields
         given as keywords taking precedence, e.g. decoding(beam_size=1). A many-to-many model's

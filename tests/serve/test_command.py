@@ -12,6 +12,8 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.commandline import ROOT, server_process, user_environment
 from tests.serve.conftest import post, request_of
 
@@ -19,9 +21,10 @@ CLIENTS = 8
 HEAD_SECONDS = 1  # well under the default, which the stalled connection below must not wait for
 
 
-def test_the_command_serves_concurrent_clients_and_stops_on_ctrl_c(tmp_path, model, settings):
+@pytest.mark.parametrize("continuous", ["auto", "true"])  # on a CPU: call after call, and requests joining searches
+def test_the_command_serves_concurrent_clients_and_stops_on_ctrl_c(tmp_path, model, settings, continuous):
     argv = [sys.executable, "-m", "qkvmt", "serve", "ckpt_path=multi30k-de-en", "port=0", "decode.beam_size=5"]
-    argv.append(f"limits.head_seconds={HEAD_SECONDS}")
+    argv += [f"limits.head_seconds={HEAD_SECONDS}", f"batching.continuous={continuous}"]
     env = user_environment() | {"PYTHONPATH": str(ROOT / "src")}
     with server_process(argv, tmp_path, env) as (proc, line, stderr):
         match = re.search(r"POST JSON to http://127\.0\.0\.1:(\d+)/translate \(Ctrl-C stops it\)", line)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
+import torch
 
 from qkvmt.decoding.search import DecodeConfig
 from qkvmt.errors import UserError
@@ -116,18 +117,25 @@ class CallByCall:  # an engine with translate alone, as the CTranslate2 engine i
         return lines
 
 
+class OnGpu:  # the model as it would be on a GPU
+    def __init__(self, model):
+        self.translate, self.running, self.device = model.translate, model.running, torch.device("cuda")
+
+
 @pytest.mark.parametrize(
     "engine,continuous,settings,kind",
     [
-        ("model", "auto", DecodeConfig(), Joining),
-        ("model", "false", DecodeConfig(), Batcher),
-        ("model", "auto", DecodeConfig(compile="true"), Batcher),
+        ("model", "true", DecodeConfig(), Joining),
+        ("model", "auto", DecodeConfig(), Batcher),  # on a CPU, where joining measured slower
+        ("gpu", "auto", DecodeConfig(), Joining),
+        ("gpu", "false", DecodeConfig(), Batcher),
+        ("gpu", "auto", DecodeConfig(compile="true"), Batcher),
         ("call_by_call", "auto", DecodeConfig(), Batcher),
     ],
 )
-def test_the_server_joins_searches_where_it_can_and_is_asked(model, engine, continuous, settings, kind):
-    chosen = batcher_for(model if engine == "model" else CallByCall(), Batching(continuous=continuous), settings)
-    assert type(chosen) is kind
+def test_the_server_joins_searches_where_it_pays_or_is_asked(model, engine, continuous, settings, kind):
+    engine = {"model": model, "gpu": OnGpu(model), "call_by_call": CallByCall()}[engine]
+    assert type(batcher_for(engine, Batching(continuous=continuous), settings)) is kind
 
 
 @pytest.mark.parametrize(

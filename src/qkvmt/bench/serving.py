@@ -33,6 +33,8 @@ def serving_speed(cfg, model, sources: list[str]) -> dict:
     in_flight = cfg.clients * cfg.per_request  # the most sentences the clients wait on at once: the fullest call
 
     class Counted:  # the model, each call or search of the server's loop counted
+        device = model.device
+
         def translate(self, lines, wanted):
             calls.append(len(lines))
             return model.translate(lines, wanted)

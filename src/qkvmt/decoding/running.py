@@ -147,9 +147,14 @@ class RunningSearch(Rules):
         return done
 
     def trim(self) -> None:
-        """After sentences left: the columns of tokens and the cache slots that no row has any more go."""
+        """After sentences left: the columns of tokens, the cache slots and the source positions that no
+        row has any more go (views, no copies)."""
         self.tokens = self.tokens[:, self.tokens.size(1) - int(self.steps.max()) :]
         self.state.forget_slots()
+        s = int(self.src_mask.flatten(1).any(0).nonzero().max()) + 1  # the longest source left
+        if s < self.src_mask.size(-1):
+            self.src_mask = self.src_mask[..., :s]
+            self.state.shorten_memory(s)
 
 
 def padded(src_mask: Tensor, s: int) -> Tensor:

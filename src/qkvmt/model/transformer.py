@@ -81,6 +81,11 @@ class DecoderState:
                 own.add_rows(own.k.new_zeros(rows, *own.k.shape[1:2], 0, own.k.size(3)), None, keep_rows)
             cross.add_rows(k, v, keep_sentences)
 
+    def shorten_memory(self, s: int) -> None:
+        """The cross-attention caches keep their first s source positions (the longest source left)."""
+        for _, cross in self.caches:
+            cross.length = min(cross.length, s)
+
     def forget_slots(self) -> None:
         """The slots before every row's start leave the self-attention caches (no row reads them), when
         they are half of them: a search that takes sentences in for ever keeps a bounded cache."""

@@ -44,12 +44,16 @@ class Joining(Batcher):
         """One search of `settings`, of the requests of those settings in `taken` and those that come
         while it runs; each request leaves `taken` when answered. Whether close() was called meanwhile."""
         # joined: each request joined, by id (held, so no id is reused), and its translations, None where not yet done
-        closing, joined = False, {}
+        closing, joined, waited = False, {}, 0
         try:
             with self.running(settings) as search:
                 while True:
                     new = [j for j in self.taken if id(j) not in joined and same(j.settings, settings)]
-                    self.add(search, [j for j in new if not j.done.done()], joined)
+                    new = [j for j in new if not j.done.done()]
+                    waited = waited + 1 if new else 0
+                    if joins_now(sum(len(j.sentences) for j in new), len(search), waited):
+                        self.add(search, new, joined)
+                        waited = 0
                     self.taken = [j for j in self.taken if not j.done.done()]
                     if not len(search):
                         return closing
@@ -88,6 +92,24 @@ class Joining(Batcher):
                 settle(job.done, [])
 
 
+# Where batching.continuous=auto joins searches in progress: not on a CPU, where 16 clients of 4 sentences a
+# request were served at 98 sentences/s joining and 128 in calls (2 Zen 5 cores, bundled model, beam 5): the
+# rows that join pad every row's self-attention to the oldest row's length, and each join encodes and copies.
+# On a GPU, where that padding costs little and a step's launches most, it is the case joining is for (not
+# measured yet).
+DEVICES_THAT_JOIN = ("cuda",)
+
+# Sentences join a search in progress together, once they are a JOIN_SHARE-th of those in it or have waited
+# JOIN_STEPS steps: each join encodes its sentences and copies every cache row once, which one joining
+# request's sentences would not repay (measured on 2 Zen 5 cores, model=small's size).
+JOIN_SHARE, JOIN_STEPS = 4, 4
+
+
+def joins_now(waiting: int, running: int, waited: int) -> bool:
+    """Whether `waiting` sentences, waiting `waited` steps, join a search of `running` sentences now."""
+    return waiting > 0 and (not running or JOIN_SHARE * waiting >= running or waited >= JOIN_STEPS)
+
+
 def answered(job: Job, i: int, text: str, joined: dict) -> None:
     """Sentence i of `job` is translated; the request is answered once all of its are."""
     _, out = joined[id(job)]
@@ -102,11 +124,14 @@ def same(a: DecodeConfig, b: DecodeConfig) -> bool:
 
 def batcher_for(engine, batching: Batching, settings: DecodeConfig) -> Batcher:
     """The server's loop for `engine` (a Model, or the CTranslate2 engine's): requests joining a running
-    search where batching.continuous (auto, true or false) allows and the engine and `settings` can, else
-    calls of the requests waiting together; a UserError where it is true and they cannot."""
+    search, or calls of the requests waiting together. batching.continuous=true joins, or is a UserError
+    where the engine or `settings` cannot; auto joins where the model runs on a GPU, whose step costs
+    about as much for a few rows as for many, and calls on a CPU, where a step's cost grows with its
+    rows and joining measured slower (DEVICES_THAT_JOIN); false calls."""
     why_not = cannot_join(settings) if hasattr(engine, "running") else "engine=ctranslate2 translates call by call"
     if batching.continuous == "true" and why_not:
         raise UserError(f"batching.continuous=true, but {why_not}; or set batching.continuous=auto or false")
-    if batching.continuous == "false" or why_not:
+    auto_calls = batching.continuous == "auto" and (why_not or engine.device.type not in DEVICES_THAT_JOIN)
+    if batching.continuous == "false" or auto_calls:
         return Batcher(engine.translate, batching)
     return Joining(engine.running, batching)
