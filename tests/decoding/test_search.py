@@ -43,7 +43,11 @@ def on_compiled_step(search_fn, step_fn, model, src, cfg):
 
 @pytest.fixture(autouse=True, params=["eager", "compiled"])
 def engine(request, monkeypatch):
-    """Every test twice: as it is, and with each search of a module on the compiled step (generate's too)."""
+    """Every test twice: as it is, and with each search of a module on the compiled step (generate's too);
+    not a search without the KV cache, which decodes eagerly on either."""
+    if request.param == "compiled" and getattr(request.node, "callspec", None):
+        if request.node.callspec.params.get("use_cache") is False:
+            pytest.skip("use_cache=False decodes eagerly on either engine: the eager run is this test")
     if request.param == "compiled":
         monkeypatch.setattr(compiled_step, "options", lambda device: {"dynamic": True, "backend": "aot_eager"})
         monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1000)  # many models and settings here

@@ -120,7 +120,7 @@ def running_lines(model: Transformer, tokenizer: Tokenizer, cfg: DecodeConfig):
     if why_not:
         raise UserError(why_not)
     if hooked_modules(model) or are_rows_kept():
-        raise UserError("a hook or edit is set on the model: a search that sentences join runs none")
+        raise UserError("a hook or edit is set on the model: a search that lines join runs none")
     device = next(model.parameters()).device
     with torch.inference_mode(), computing(cfg.compute_type, device), cast_once():
         yield RunningLines(model, tokenizer, cfg)
