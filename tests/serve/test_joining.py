@@ -31,7 +31,7 @@ def joining_server(running, settings):
     with Joining(running).in_thread() as batcher:
         app = create_app(batcher, Access.of("127.0.0.1", port), LIMITS, settings, {"model": "multi30k-de-en"})
         with in_thread(app, sock, LIMITS.head_seconds):
-            yield port
+            yield port, batcher
 
 
 def test_sixteen_concurrent_clients_each_get_their_own_translations(model, settings):
@@ -41,7 +41,7 @@ def test_sixteen_concurrent_clients_each_get_their_own_translations(model, setti
         searches.append(cfg)
         return model.running(cfg)
 
-    with joining_server(running, settings) as port, ThreadPoolExecutor(CLIENTS) as pool:
+    with joining_server(running, settings) as (port, batcher), ThreadPoolExecutor(CLIENTS) as pool:
         answers = list(pool.map(lambda i: post(port, {"sentences": request_of(i)}), range(CLIENTS)))
     for i, (status, text) in enumerate(answers):
         assert status == 200, text
@@ -67,7 +67,7 @@ def test_a_short_request_is_answered_while_a_long_one_still_runs(model, settings
             search.step = stepping
             yield search
 
-    with joining_server(running, settings) as port, ThreadPoolExecutor(2) as pool:
+    with joining_server(running, settings) as (port, batcher), ThreadPoolExecutor(2) as pool:
         first = pool.submit(lambda: order.append(("long", post(port, {"sentences": long}))))
         steps.wait(60)
         pool.submit(lambda: order.append(("short", post(port, {"sentences": ["Ein Hund ."]})))).result()
@@ -79,13 +79,49 @@ def test_a_short_request_is_answered_while_a_long_one_still_runs(model, settings
 
 
 def test_a_request_of_other_settings_gets_a_search_of_its_own(model, settings):
-    with joining_server(model.running, settings) as port, ThreadPoolExecutor(2) as pool:
+    with joining_server(model.running, settings) as (port, _), ThreadPoolExecutor(2) as pool:
         plain = pool.submit(post, port, {"sentences": SENTENCES[:4]})
         other = pool.submit(post, port, {"sentences": SENTENCES[:3], "beam_size": 1, "len_penalty": 0.6})
         answers = plain.result(), other.result()
     assert json.loads(answers[0][1])["translations"] == list(model.translate(SENTENCES[:4], settings))
     other = model.translate(SENTENCES[:3], beam_size=1, len_penalty=0.6)
     assert json.loads(answers[1][1])["translations"] == list(other)
+
+
+def test_a_request_of_other_settings_is_not_kept_waiting_by_requests_that_keep_joining(model, settings):
+    """While a search runs, a request of other settings arrives, then one of the search's settings: the
+    latter does not join (the search ends instead), and the other settings' search comes first."""
+    order, steps = [], threading.Event()
+    long = [" ".join([SENTENCES[1], SENTENCES[13]])] * 2
+
+    @contextmanager
+    def running(cfg):
+        with model.running(cfg) as search:
+            step = search.step
+
+            def stepping():
+                steps.set()
+                return step()
+
+            search.step = stepping
+            yield search
+
+    def send(name, body):
+        status, text = post(port, body)
+        order.append(name)
+        return status, text
+
+    with joining_server(running, settings) as (port, batcher), ThreadPoolExecutor(3) as pool:
+        first = pool.submit(send, "first", {"sentences": long})
+        steps.wait(60)
+        other = pool.submit(send, "other", {"sentences": SENTENCES[:2], "beam_size": 1})
+        while not batcher.jobs.qsize() and all(j.settings == settings for j in list(batcher.taken)):
+            threading.Event().wait(0.001)  # until the other request waits in the server
+        same_as_first = pool.submit(send, "same", {"sentences": SENTENCES[2:4]})
+        answers = first.result(), other.result(), same_as_first.result()
+    assert order.index("other") < order.index("same")
+    assert json.loads(answers[1][1])["translations"] == list(model.translate(SENTENCES[:2], beam_size=1))
+    assert json.loads(answers[2][1])["translations"] == list(model.translate(SENTENCES[2:4], settings))
 
 
 def test_a_request_that_cannot_join_fails_alone(model, settings):
@@ -105,7 +141,7 @@ def test_a_request_that_cannot_join_fails_alone(model, settings):
             search.join = picky
             yield search
 
-    with joining_server(running, settings) as port, ThreadPoolExecutor(3) as pool:
+    with joining_server(running, settings) as (port, batcher), ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(lambda s: post(port, {"sentences": s}), [SENTENCES[:2], ["kaputt"], SENTENCES[5:7]]))
     assert answers[1] == (400, json.dumps({"error": "cannot encode 'kaputt'"}, separators=(",", ":")))
     assert json.loads(answers[0][1])["translations"] == list(model.translate(SENTENCES[:2], settings))

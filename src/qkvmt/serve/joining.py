@@ -4,7 +4,8 @@ others do (qkvmt.decoding.running).
 
 Requests that arrive while the server is idle start a search together, within Batching's gap_ms
 and max_wait_ms as calls do (qkvmt.serve.batcher). A request whose decoding settings differ from
-the running search's waits until it ends, then starts the next one with the others of its settings.
+the running search's waits until it ends, then starts the next one with the others of its settings;
+meanwhile no later request joins the running one, so a stream of them cannot keep it waiting.
 A request whose text cannot join (its encoding fails) is answered with its error alone; a search
 that fails answers its requests with the error, and the loop goes on with the next.
 """
@@ -12,6 +13,7 @@ that fails answers its requests with the error, and the loop goes on with the ne
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict
+from itertools import takewhile
 
 from qkvmt.decoding.lines import RunningLines, cannot_join
 from qkvmt.decoding.search import DecodeConfig
@@ -43,13 +45,15 @@ class Joining(Batcher):
     def search(self, settings: DecodeConfig) -> bool:
         """One search of `settings`, of the requests of those settings in `taken` and those that come
         while it runs; each request leaves `taken` when answered. Whether close() was called meanwhile."""
-        # joined: each request joined, by id (held, so no id is reused), and its translations, None where not yet done
+        # joined: each request joined and not yet answered, by id (held, so no id is reused meanwhile), and its
+        # translations, None where not yet done
         closing, joined, waited = False, {}, 0
         try:
             with self.running(settings) as search:
                 while True:
-                    new = [j for j in self.taken if id(j) not in joined and same(j.settings, settings)]
-                    new = [j for j in new if not j.done.done()]
+                    # those that came before any of other settings: a later one waits for theirs to be served
+                    waiting = (j for j in self.taken if not j.done.done() and id(j) not in joined)
+                    new = list(takewhile(lambda j: same(j.settings, settings), waiting))
                     waited = waited + 1 if new else 0
                     if joins_now(sum(len(j.sentences) for j in new), len(search), waited):
                         self.add(search, new, joined)
@@ -84,12 +88,14 @@ class Joining(Batcher):
                     self.add(search, [job], joined)
             elif jobs:
                 settle(jobs[0].done, error=e)
+                del joined[id(jobs[0])]
             return
         for (job, i), text in empty:
             answered(job, i, text, joined)
         for job in jobs:
             if not job.sentences:  # nothing to translate: answered at once
                 settle(job.done, [])
+                del joined[id(job)]
 
 
 # Where batching.continuous=auto joins searches in progress: not on a CPU, where 16 clients of 4 sentences a
@@ -111,11 +117,13 @@ def joins_now(waiting: int, running: int, waited: int) -> bool:
 
 
 def answered(job: Job, i: int, text: str, joined: dict) -> None:
-    """Sentence i of `job` is translated; the request is answered once all of its are."""
+    """Sentence i of `job` is translated; the request is answered once all of its are (and the search
+    holds it no more: one that never ends must not keep every request it served)."""
     _, out = joined[id(job)]
     out[i] = text
     if None not in out:
         settle(job.done, out)
+        del joined[id(job)]
 
 
 def same(a: DecodeConfig, b: DecodeConfig) -> bool:
