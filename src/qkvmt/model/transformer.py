@@ -242,7 +242,9 @@ class Transformer(nn.Module):
         self_mask: Tensor | None = None,
         depth: int | None = None,
     ) -> tuple[Tensor, list, list]:
-        """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded.
+        """tgt: (B, T) target ids, BOS first; with `state`, only the ids not yet decoded (one a row where
+        its rows began at different steps, state.start: each row at its own position, the cache slots
+        before its start masked).
 
         Returns logits (B, T, V), or (B, 1, V) for the last position only with `last_only`
         (search needs no others, and the output layer is the costliest matrix product), and, if

@@ -99,7 +99,7 @@ class Joining(Batcher):
 
 
 # Where batching.continuous=auto joins searches in progress: not on a CPU, where 16 clients of 4 sentences a
-# request were served at 98 sentences/s joining and 128 in calls (2 Zen 5 cores, bundled model, beam 5): the
+# request were served at 105 sentences/s joining and 122 in calls (2 Zen 5 cores, bundled model, beam 5): the
 # rows that join pad every row's self-attention to the oldest row's length, and each join encodes and copies.
 # On a GPU, where that padding costs little and a step's launches most, it is the case joining is for (not
 # measured yet).
