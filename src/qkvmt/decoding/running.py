@@ -48,7 +48,7 @@ class RunningSearch(Rules):
     def clear(self) -> None:
         """No sentence in it (the next to join start afresh)."""
         model, cfg, dev = self.model, self.cfg, self.device
-        self.limit = torch.zeros(0, dtype=torch.long, device=dev)  # (B*K,) the rules' own, a row's
+        self.limit = torch.zeros(0, dtype=torch.long, device=dev)  # (B*K,) the rules' own: sentence_limit a row
         self.tags: list = []  # (B,) each sentence's name
         self.tokens = torch.zeros(0, 0, dtype=torch.long, device=dev)  # (B*K, T) each row's so far, left-padded
         self.steps = torch.zeros(0, 1, dtype=torch.long, device=dev)  # (B, 1) each sentence's tokens so far
@@ -78,7 +78,7 @@ class RunningSearch(Rules):
                 live = self.active.nonzero()[:, 0]
                 keep = ((live[:, None] * k + torch.arange(k, device=self.device)).view(-1), live)
                 self.keep_sentences(live)
-                self.tokens, self.limit = self.tokens[keep[0]], self.limit[keep[0]]
+                self.tokens = self.tokens[keep[0]]
             s = max(self.src_mask.size(-1), src_mask.size(-1))
             self.src_mask = torch.cat([padded(self.src_mask, s), padded(src_mask, s)])
         self.state.add_rows(b * k, model.memory_keys_values(memory), self.device, keep)
@@ -86,7 +86,7 @@ class RunningSearch(Rules):
         self.tokens = torch.cat([self.tokens, self.tokens.new_full((b * k, self.tokens.size(1)), pad_id)])
         self.steps = torch.cat([self.steps, self.steps.new_zeros(b, 1)])
         self.sentence_limit = torch.cat([self.sentence_limit, limit])
-        self.limit = torch.cat([self.limit, limit.repeat_interleave(k)])
+        self.limit = self.sentence_limit.repeat_interleave(k)  # a beam never leaves its sentence's rows
         self.scores = torch.cat([self.scores, scores])
         self.active = torch.cat([self.active, torch.ones(b, dtype=torch.bool, device=self.device)])
         self.finished.add_sentences(b)
@@ -101,6 +101,7 @@ class RunningSearch(Rules):
         self.steps, self.sentence_limit, self.active, self.scores = (
             x[index] for x in (self.steps, self.sentence_limit, self.active, self.scores)
         )
+        self.limit = self.sentence_limit.repeat_interleave(self.cfg.beam_size)
         self.src_mask = self.src_mask.index_select(0, index)
 
     def __call__(self, prefix: Tensor) -> Tensor:
@@ -138,7 +139,6 @@ class RunningSearch(Rules):
         self.scores = keep_scores.masked_fill(~self.active[:, None], float("-inf"))
         self.tokens = torch.cat([self.tokens.index_select(0, src_rows), token.gather(1, keep).view(-1, 1)], dim=1)
         self.steps += 1
-        self.reorder_beams(src_rows)
         self.state.reorder_beams(src_rows)
         if not live:  # nothing runs: the next sentences start afresh
             self.clear()
